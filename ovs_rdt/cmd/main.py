@@ -1,0 +1,84 @@
+"""``ovs-rdt``: the operator CLI.
+
+Each subcommand lives in its own module exposing ``add_arguments(parser)``
+and ``run(settings, args) -> int``; it is imported only when chosen.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+LOG = logging.getLogger(__name__)
+
+# name -> (module, help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    'apply': ('ovs_rdt.cmd.apply',
+              'create or update the configured pools and the default '
+              'group\'s mask now'),
+    'status': ('ovs_rdt.cmd.status',
+               'show the node\'s cache plan per cache domain'),
+    'top': ('ovs_rdt.cmd.top',
+            'live LLC occupancy and memory bandwidth per group'),
+    'emulate': ('ovs_rdt.emulator.cli',
+                'mount an emulated resctrl filesystem (FUSE)'),
+    'install-hook': ('libvirt_hooks.install',
+                     'install the libvirt hook wrapper'),
+    'provider-config': ('ovs_rdt.provider_config',
+                        'write a Nova provider config with the node\'s '
+                        'cache-way inventory'),
+    'demo': ('ovs_rdt.demo',
+             'run the main job on an emulated platform'),
+}
+
+
+def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    for name, (module, help_) in SUBCOMMANDS.items():
+        parser = subparsers.add_parser(name, help=help_, description=help_)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            parser.set_defaults(unavailable=str(exc))
+            continue
+        mod.add_arguments(parser)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from oslo_config import cfg
+
+    from ovs_rdt import opts
+    from ovs_rdt.exceptions import RDTError
+
+    def add_cli(config: cfg.ConfigOpts) -> None:
+        config.register_cli_opt(cfg.SubCommandOpt(
+            'command', title='subcommands', handler=_add_parsers,
+            help='what to do'))
+
+    try:
+        settings, config = opts.load(argv, 'ovs-rdt', add_cli,
+                                     description=__doc__.splitlines()[0])
+    except RDTError as exc:
+        print('ovs-rdt: error: %s' % exc, file=sys.stderr)
+        return 2
+    opts.setup_logging(settings)
+    args = config.command
+    name = args.name
+    if getattr(args, 'unavailable', None):
+        print('ovs-rdt %s: not available: %s' % (name, args.unavailable),
+              file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    try:
+        if name == 'emulate':
+            return int(module.run(args) or 0)
+        return int(module.run(settings, args) or 0)
+    except RDTError as exc:
+        print('ovs-rdt %s: error: %s' % (name, exc), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""``ovs-rdt status [--json]``: the node's cache plan per cache domain."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ovs_rdt import members, report
+from ovs_rdt.cmd.common import resctrl_from
+from ovs_rdt.conf import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--json', action='store_true',
+                        help='print the plan as JSON')
+    parser.add_argument('--colour', choices=('auto', 'always', 'never'),
+                        default='auto',
+                        help='colour the way map (default: when a terminal)')
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    rc = resctrl_from(settings)
+    platform = rc.platform()
+    with rc.lock(exclusive=False):
+        groups = rc.groups(with_tasks=True)
+    plan = report.build(platform, groups,
+                        lambda g: members.describe(g.tasks))
+    if args.json:
+        json.dump(plan, sys.stdout, indent=2)
+        sys.stdout.write('\n')
+        return 0
+    colour = args.colour == 'always' or (args.colour == 'auto'
+                                         and sys.stdout.isatty())
+    print(report.render(plan, colour))
+    return 0

@@ -1,0 +1,92 @@
+"""``ovs-rdt top``: live LLC occupancy and memory bandwidth per group.
+
+Like ``pqos -T``: reads ``mon_data`` of every control group, turns the MBM
+byte counters into MB/s over the refresh interval.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ovs_rdt.cmd.common import resctrl_from
+from ovs_rdt.conf import Settings
+from ovs_rdt.resctrl import Resctrl
+
+Sample = dict[str, dict[int, dict[str, int]]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--interval', type=float, default=1.0,
+                        help='seconds between refreshes (default 1)')
+    parser.add_argument('--once', action='store_true',
+                        help='print one sample (over one interval) and exit')
+    parser.add_argument('--iterations', type=int, default=0,
+                        help='stop after this many refreshes (0: until Ctrl-C)')
+
+
+def sample(rc: Resctrl) -> Sample:
+    with rc.lock(exclusive=False):
+        return {name: rc.read_mon(name) for name in rc.group_names()}
+
+
+def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
+    """(group, domain, occupancy KiB, local MB/s, total MB/s) per group."""
+    out = []
+    for name in sorted(after, key=lambda n: (n == '', n)):
+        for dom, vals in sorted(after[name].items()):
+            prev = before.get(name, {}).get(dom, {})
+
+            def rate(feature: str) -> float | None:
+                if feature not in vals or feature not in prev or seconds <= 0:
+                    return None
+                delta = vals[feature] - prev[feature]
+                return max(delta, 0) / seconds / 1e6
+
+            occ = vals.get('llc_occupancy')
+            out.append((name or 'default (root)', dom,
+                        None if occ is None else occ / 1024,
+                        rate('mbm_local_bytes'), rate('mbm_total_bytes')))
+    return out
+
+
+def render(table: list[tuple], interval: float) -> str:
+    lines = ['%-44s %6s %12s %12s %12s' % ('GROUP', 'L3', 'LLC[KiB]',
+                                            'MBL[MB/s]', 'MBT[MB/s]')]
+
+    def fmt(value: float | None) -> str:
+        return '-' if value is None else '%.1f' % value
+
+    for name, dom, occ, mbl, mbt in table:
+        lines.append('%-44s %6d %12s %12s %12s' % (name, dom, fmt(occ),
+                                                   fmt(mbl), fmt(mbt)))
+    lines.append('(%.1f s interval)' % interval)
+    return '\n'.join(lines)
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    rc = resctrl_from(settings)
+    platform = rc.platform()
+    if not platform.mon_features:
+        print('ovs-rdt top: this platform has no L3 monitoring (info/L3_MON)',
+              file=sys.stderr)
+        return 1
+    tty = sys.stdout.isatty() and not args.once
+    count = 0
+    before = sample(rc)
+    stamp = time.monotonic()
+    try:
+        while True:
+            time.sleep(args.interval)
+            after = sample(rc)
+            now = time.monotonic()
+            text = render(rows(before, after, now - stamp), now - stamp)
+            if tty:
+                sys.stdout.write('\033[H\033[2J')
+            print(text, flush=True)
+            before, stamp = after, now
+            count += 1
+            if args.once or (args.iterations and count >= args.iterations):
+                return 0
+    except KeyboardInterrupt:
+        return 0

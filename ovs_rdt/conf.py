@@ -1,0 +1,246 @@
+"""Configuration: every option declared once, read two ways.
+
+The options are declared here as plain data (``SPEC``).  :mod:`ovs_rdt.opts`
+turns them into oslo.config options for the CLI, the agent and
+oslo-config-generator; :func:`load` reads the same file with :mod:`configparser`
+for the libvirt hook, which runs several times on every VM start and cannot
+afford to import oslo.config (about 90 ms).  Both produce a :class:`Settings`,
+which is what the rest of the code is given: nothing deeper reads a global.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ovs_rdt.exceptions import ConfigError
+
+DEFAULT_CONFIG_FILE = '/etc/ovs-rdt/ovs-rdt.conf'
+
+# (name, type, default, help, extra); type is one of str, int, bool, list, choice.
+# extra: {'min': .., 'max': .., 'choices': (..)}
+SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
+    'DEFAULT': [
+        ('debug', 'bool', False,
+         'Log at debug level.', {}),
+        ('log_file', 'str', None,
+         'Append log lines to this file as well as to standard error.', {}),
+    ],
+    'resctrl': [
+        ('root', 'str', '/sys/fs/resctrl',
+         'Where the resctrl filesystem is mounted. Every read and write of '
+         'cache allocation state happens below it. Point it at the mountpoint '
+         'of "ovs-rdt emulate" to run on an emulated platform.', {}),
+        ('sysfs_cpu_root', 'str', '/sys/devices/system/cpu',
+         'Where the CPU topology is read: cpuN/cache/index3/{id,level} map '
+         'each CPU to its L3 cache domain. "ovs-rdt emulate" publishes a '
+         'matching tree for its profile (see its --sysfs-dir).', {}),
+        ('lock_timeout', 'int', 30,
+         'Seconds to wait for the flock on the resctrl root before giving '
+         'up with an error.', {'min': 0}),
+    ],
+    'allocation': [
+        ('pools', 'list', [],
+         'Shared pools to create, each configured in a section [pool:NAME] '
+         '(like Cinder\'s enabled_backends). Their groups are named '
+         'ovsrdt-pool-NAME.', {}),
+        ('system_min_ways', 'int', 2,
+         'Fewest L3 ways the default (root) group keeps on every cache '
+         'domain. The default group holds every way no isolated group '
+         'or pool holds, and is shrunk to make room for them, never below '
+         'this.', {'min': 1}),
+        ('system_l3_cbm', 'str', None,
+         'An explicit capacity bitmask for the default (root) group instead '
+         'of "every free way": one hex mask for every domain ("c") or per '
+         'domain ("0=c;1=c").', {}),
+    ],
+    'pool': [
+        ('l3_ways', 'int', None,
+         'Number of L3 ways the pool gets on every cache domain. Exclusive '
+         'of l3_cbm.', {'min': 1}),
+        ('l3_cbm', 'str', None,
+         'An explicit capacity bitmask instead of l3_ways: one hex mask for '
+         'every domain ("7f0") or per domain ("0=7f0;1=3f").', {}),
+        ('isolated', 'bool', False,
+         'Enforce the pool\'s ways in the kernel too (resctrl mode '
+         '"exclusive"): no other group, ours or another tool\'s, may overlap '
+         'them. Pools sized by l3_ways never overlap anything ovs-rdt '
+         'places either way.', {}),
+        ('mb_percent', 'int', None,
+         'Memory-bandwidth cap for the pool, in percent (MBA).',
+         {'min': 1, 'max': 100}),
+    ],
+    'libvirt': [
+        ('include_emulator_threads', 'bool', True,
+         'Also move the QEMU threads that are not vCPUs (emulator, I/O) '
+         'into the VM\'s group.', {}),
+        ('on_failure', 'choice', 'refuse',
+         'What the hook does when a VM\'s request is invalid or cannot be '
+         'met: "refuse" makes "virsh start" fail with the reason; "warn" '
+         'starts the VM without a cache allocation and logs why.',
+         {'choices': ('refuse', 'warn')}),
+        ('qemu_run_dir', 'str', '/run/libvirt/qemu',
+         'Where libvirt keeps <name>.pid for each running QEMU.', {}),
+    ],
+    'ovs': [
+        ('connection', 'str', 'unix:/var/run/openvswitch/db.sock',
+         'OVSDB connection of the local Open_vSwitch database.', {}),
+        ('vswitchd_pidfile', 'str', '/var/run/openvswitch/ovs-vswitchd.pid',
+         'Pidfile of ovs-vswitchd, to find its PMD threads.', {}),
+        ('ovsdb_timeout', 'int', 10,
+         'Seconds an OVSDB transaction may take.', {'min': 1}),
+        ('rescan_interval', 'int', 10,
+         'Seconds between safety re-scans of ovs-vswitchd\'s threads, on top '
+         'of the scans triggered by OVSDB updates.', {'min': 1}),
+    ],
+    'agent': [
+        ('reconcile_interval', 'int', 60,
+         'Seconds between reconciliations of ovsrdt- groups against the '
+         'processes that own them (e.g. a VM group left behind by a QEMU '
+         'that died without the release hook).', {'min': 1}),
+    ],
+}
+
+POOL_GROUP_PREFIX = 'pool:'
+
+
+class Section:
+    """Attribute access to one section's values."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)
+
+    def __repr__(self) -> str:
+        return 'Section(%r)' % (self.__dict__,)
+
+
+class Settings:
+    """The whole configuration, as plain values.
+
+    ``settings.resctrl.root``, ``settings.allocation.pools``,
+    ``settings.pools['hp'].l3_ways`` and so on; ``settings.flavors`` maps a
+    flavor name to its extra-spec dict ([flavors] section).
+    """
+
+    def __init__(self, sections: dict[str, dict[str, Any]],
+                 pools: dict[str, dict[str, Any]],
+                 flavors: dict[str, str] | None = None,
+                 config_file: str | None = None) -> None:
+        for name, values in sections.items():
+            setattr(self, 'default' if name == 'DEFAULT' else name,
+                    Section(values))
+        self.pools = {name: Section(v) for name, v in pools.items()}
+        self.flavors = dict(flavors or {})
+        self.config_file = config_file
+
+    @classmethod
+    def defaults(cls, **overrides: dict[str, Any]) -> 'Settings':
+        """Defaults, with ``section={option: value}`` overrides (for tests)."""
+        sections = {s: {o[0]: o[2] for o in opts}
+                    for s, opts in SPEC.items() if s != 'pool'}
+        pools = overrides.pop('pools', {})
+        for sec, values in overrides.items():
+            sections[sec].update(values)
+        pool_values = {}
+        for name, values in pools.items():
+            merged = {o[0]: o[2] for o in SPEC['pool']}
+            merged.update(values)
+            pool_values[name] = merged
+        sections['allocation']['pools'] = list(pools) or \
+            sections['allocation']['pools']
+        return cls(sections, pool_values)
+
+
+def convert(section: str, name: str, type_: str, raw: str | None,
+            default: Any, extra: dict) -> Any:
+    """Convert a raw string the way oslo.config would; errors name the option."""
+    if raw is None:
+        return default
+    where = '[%s] %s' % (section, name)
+    value: Any
+    if type_ == 'str':
+        return raw
+    if type_ == 'bool':
+        low = raw.strip().lower()
+        if low in ('true', '1', 'on', 'yes'):
+            return True
+        if low in ('false', '0', 'off', 'no'):
+            return False
+        raise ConfigError('%s = %r is not a boolean' % (where, raw))
+    if type_ == 'list':
+        return [v.strip() for v in raw.split(',') if v.strip()]
+    if type_ == 'choice':
+        if raw not in extra['choices']:
+            raise ConfigError('%s = %r is not one of %s'
+                              % (where, raw, ', '.join(extra['choices'])))
+        return raw
+    if type_ == 'int':
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError('%s = %r is not an integer' % (where, raw)) \
+                from None
+        if 'min' in extra and value < extra['min']:
+            raise ConfigError('%s = %d is below the minimum %d'
+                              % (where, value, extra['min']))
+        if 'max' in extra and value > extra['max']:
+            raise ConfigError('%s = %d is above the maximum %d'
+                              % (where, value, extra['max']))
+        return value
+    raise AssertionError('unknown option type %s' % type_)
+
+
+def from_lookup(get: Any, has_section: Any,
+                flavors: dict[str, str] | None = None,
+                config_file: str | None = None) -> Settings:
+    """Build Settings from ``get(section, name) -> raw str | None``."""
+    sections: dict[str, dict[str, Any]] = {}
+    for sec, opts in SPEC.items():
+        if sec == 'pool':
+            continue
+        sections[sec] = {n: convert(sec, n, t, get(sec, n), d, x)
+                         for n, t, d, _h, x in opts}
+    pools: dict[str, dict[str, Any]] = {}
+    for pool in sections['allocation']['pools']:
+        grp = POOL_GROUP_PREFIX + pool
+        if not has_section(grp):
+            raise ConfigError('[allocation] pools names %r but there is no '
+                              '[%s] section' % (pool, grp))
+        pools[pool] = {n: convert(grp, n, t, get(grp, n), d, x)
+                       for n, t, d, _h, x in SPEC['pool']}
+    return Settings(sections, pools, flavors, config_file)
+
+
+def load(path: str | None = DEFAULT_CONFIG_FILE,
+         missing_ok: bool = True) -> Settings:
+    """Read a config file without oslo.config (for the libvirt hook)."""
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False,
+                                          inline_comment_prefixes=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    if path:
+        try:
+            with open(path, encoding='utf-8') as fh:
+                parser.read_file(fh, path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise ConfigError('config file %s does not exist' % path) \
+                    from None
+        except configparser.Error as exc:
+            raise ConfigError('config file %s: %s'
+                              % (path, str(exc).splitlines()[0])) from None
+
+    def get(section: str, name: str) -> str | None:
+        if section == 'DEFAULT':
+            return parser.defaults().get(name)
+        if not parser.has_section(section):
+            return None
+        raw = parser.get(section, name, fallback=None)
+        if raw is not None and raw.strip() == '' and section != 'DEFAULT':
+            return None
+        return raw
+
+    flavors = dict(parser.items('flavors')) if parser.has_section('flavors') \
+        else {}
+    for key in parser.defaults():
+        flavors.pop(key, None)
+    return from_lookup(get, parser.has_section, flavors, path)

@@ -1,0 +1,60 @@
+"""The one exception hierarchy of ovs-rdt.
+
+Every error an operator can see derives from :class:`RDTError`; its ``str()``
+is a complete, specific, one-line message naming the field and value at fault.
+"""
+from __future__ import annotations
+
+
+class RDTError(Exception):
+    """Base class of every ovs-rdt error."""
+
+
+class ConfigError(RDTError):
+    """A configuration value is invalid (names the option and the value)."""
+
+
+class AnnotationError(RDTError):
+    """A domain XML annotation, flavor extra spec or OvS knob is invalid."""
+
+
+class ResctrlError(RDTError):
+    """A resctrl file operation failed.
+
+    Carries the file, the value written and the kernel's ``last_cmd_status``.
+    """
+
+    def __init__(self, path: str, value: str, errno: int | None,
+                 status: str | None = None, reason: str | None = None) -> None:
+        self.path = path
+        self.value = value
+        self.errno = errno
+        self.status = status
+        self.reason = reason
+        detail = status or reason or 'unknown error'
+        shown = value.strip().replace('\n', '\\n')
+        super().__init__('writing %r to %s failed: %s' % (shown, path, detail))
+
+
+class ResctrlUnavailable(RDTError):
+    """resctrl is not mounted at the configured root, or lacks L3 CAT."""
+
+
+class NotOwnedError(RDTError):
+    """An operation would touch a resctrl group ovs-rdt does not own."""
+
+
+class AllocationError(RDTError):
+    """A cache allocation request cannot be met."""
+
+
+class InsufficientWays(AllocationError):
+    """Not enough free cache ways on a cache domain."""
+
+
+class OutOfClosids(AllocationError):
+    """Every CLOSID of the platform is in use."""
+
+
+class InvalidMask(AllocationError):
+    """A capacity bitmask is not valid on this platform."""

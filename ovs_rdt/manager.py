@@ -1,0 +1,246 @@
+"""Plans and applies cache allocations on the node.
+
+Every operation (``apply``, ``allocate``, ``release``) works on the whole
+desired state under ``flock(LOCK_EX)``: the configured pools, the default
+group's mask, every group of ours that exists, and the change.  The
+allocator computes the target; the steps are applied in order and, should
+the kernel refuse one, the ones already applied are undone, so nothing is
+left half-applied.
+"""
+from __future__ import annotations
+
+import logging
+
+from ovs_rdt import GROUP_PREFIX
+from ovs_rdt import allocator
+from ovs_rdt.bitmask import CBM
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import ConfigError, InvalidMask, RDTError
+from ovs_rdt.model import MODE_EXCLUSIVE, ROOT, Group, Platform, Request
+from ovs_rdt.model import pool_group
+from ovs_rdt.resctrl import Resctrl
+
+LOG = logging.getLogger(__name__)
+
+POOL_PREFIX = pool_group('')
+
+
+def parse_domain_masks(text: str, platform: Platform,
+                       field: str) -> dict[int, CBM]:
+    """``7f0`` (every domain) or ``0=7f0;1=3f`` (per domain)."""
+    text = text.strip()
+    if '=' not in text:
+        mask = _parse_mask(text, platform, field)
+        return {d: mask for d in platform.domains}
+    out: dict[int, CBM] = {}
+    for item in text.replace(',', ';').split(';'):
+        if not item.strip():
+            continue
+        dom_s, _, mask_s = item.partition('=')
+        try:
+            dom = int(dom_s.strip())
+        except ValueError:
+            raise ConfigError('%s: %r is not a cache domain id in %r'
+                              % (field, dom_s.strip(), text)) from None
+        if dom not in platform.domains:
+            raise ConfigError('%s: cache domain %d does not exist (this '
+                              'platform has %s)' % (field, dom,
+                                                    list(platform.domains)))
+        if dom in out:
+            raise ConfigError('%s: cache domain %d is given twice in %r'
+                              % (field, dom, text))
+        out[dom] = _parse_mask(mask_s, platform, field)
+    return out
+
+
+def _parse_mask(text: str, platform: Platform, field: str) -> CBM:
+    try:
+        mask = CBM.parse(text, platform.cbm_len, field)
+        allocator.validate_mask(platform, mask, field)
+    except InvalidMask as exc:
+        raise ConfigError(str(exc)) from None
+    return mask
+
+
+class CacheManager:
+    """The node's cache plan: what the CLI, the hook and the agent call."""
+
+    def __init__(self, resctrl: Resctrl, settings: Settings) -> None:
+        self.resctrl = resctrl
+        self.settings = settings
+
+    # -- desired state ----------------------------------------------------
+    def pool_requests(self, platform: Platform) -> list[Request]:
+        """One request per configured pool; ConfigError names the option."""
+        out = []
+        for name, pool in self.settings.pools.items():
+            section = '[pool:%s]' % name
+            if pool.l3_ways is not None and pool.l3_cbm:
+                raise ConfigError('%s sets both l3_ways and l3_cbm; choose '
+                                  'one' % section)
+            if pool.l3_cbm:
+                cbm = parse_domain_masks(pool.l3_cbm, platform,
+                                         '%s l3_cbm' % section)
+                req = Request(pool_group(name), cbm=cbm,
+                              exclusive=pool.isolated,
+                              mb_percent=pool.mb_percent)
+            elif pool.l3_ways is not None:
+                if pool.l3_ways > platform.cbm_len:
+                    raise ConfigError('%s l3_ways = %d is more than the %d '
+                                      'ways of this platform'
+                                      % (section, pool.l3_ways,
+                                         platform.cbm_len))
+                req = Request(pool_group(name),
+                              ways={d: pool.l3_ways for d in platform.domains},
+                              exclusive=pool.isolated,
+                              mb_percent=pool.mb_percent)
+            else:
+                raise ConfigError('%s needs l3_ways or l3_cbm' % section)
+            out.append(req)
+        return out
+
+    def system_masks(self, platform: Platform) -> dict[int, CBM] | None:
+        raw = self.settings.allocation.system_l3_cbm
+        if not raw:
+            return None
+        return parse_domain_masks(raw, platform,
+                                  '[allocation] system_l3_cbm')
+
+    @staticmethod
+    def existing_request(group: Group, root: Group) -> Request:
+        """What an existing group of ours holds, to keep it as it is.
+
+        A domain where its mask does not overlap the default group's is one
+        it holds ways on; elsewhere it follows the default group.
+        """
+        ways = {d: m.count for d, m in group.l3.items()
+                if m and not m.overlaps(root.l3.get(d, m))}
+        mb = [v for v in group.mb.values() if v < 100]
+        if group.name.startswith(POOL_PREFIX):
+            # A pool no longer configured: keep its masks until "apply".
+            held = {d: group.l3[d] for d in ways}
+            return Request(group.name, cbm=held,
+                           exclusive=group.mode == MODE_EXCLUSIVE,
+                           mb_percent=min(mb) if mb else None)
+        return Request(group.name, ways=ways, exclusive=True,
+                       mb_percent=min(mb) if mb else None)
+
+    def _desired(self, platform: Platform, groups: list[Group],
+                 keep_unconfigured_pools: bool = True) -> list[Request]:
+        requests = self.pool_requests(platform)
+        configured = {r.name for r in requests}
+        root = next(g for g in groups if g.is_root)
+        for grp in groups:
+            if not grp.owned or grp.name in configured:
+                continue
+            if grp.name.startswith(POOL_PREFIX) and not keep_unconfigured_pools:
+                continue
+            requests.append(self.existing_request(grp, root))
+        return requests
+
+    # -- operations -------------------------------------------------------
+    def preview(self, change: Request | None = None,
+                remove: str | None = None,
+                prune: bool = False) -> allocator.Plan:
+        """The plan an operation would apply, without applying it."""
+        platform = self.resctrl.platform()
+        with self.resctrl.lock(exclusive=False):
+            groups = self.resctrl.groups()
+        return self._plan(platform, groups, change, remove, prune)
+
+    def _plan(self, platform: Platform, groups: list[Group],
+              change: Request | None, remove: str | None,
+              prune: bool = False) -> allocator.Plan:
+        requests = [r for r in self._desired(platform, groups, not prune)
+                    if r.name != remove and
+                    (change is None or r.name != change.name)]
+        if change is not None:
+            requests.append(change)
+        return allocator.plan(platform, groups, requests,
+                              self.settings.allocation.system_min_ways,
+                              self.system_masks(platform))
+
+    def apply(self) -> allocator.Plan:
+        """Create/update the configured pools and the default group's mask.
+
+        Pools no longer configured are removed (their tasks return to the
+        default group).
+        """
+        return self._mutate(None, None, prune=True)
+
+    def allocate(self, request: Request) -> allocator.Plan:
+        """Add or resize one group of ours (a VM's, the PMD group)."""
+        if not request.name.startswith(GROUP_PREFIX):
+            raise InvalidMask('group %r is not an ovs-rdt group' % request.name)
+        return self._mutate(request, None)
+
+    def release(self, name: str) -> allocator.Plan:
+        """Remove one group of ours and give its ways back (idempotent)."""
+        return self._mutate(None, name)
+
+    def assign(self, group: str, tids: list[int]) -> list[int]:
+        """Move TIDs into ``group`` (ROOT for the default); returns exited."""
+        with self.resctrl.lock():
+            return self.resctrl.add_tasks(group, tids)
+
+    def _mutate(self, change: Request | None, remove: str | None,
+                prune: bool = False) -> allocator.Plan:
+        platform = self.resctrl.platform()
+        with self.resctrl.lock():
+            groups = self.resctrl.groups()
+            target = self._plan(platform, groups, change, remove, prune)
+            self.execute(target, groups)
+        return target
+
+    def execute(self, target: allocator.Plan, groups: list[Group]) -> None:
+        """Apply ``target.steps``; undo the applied ones if one fails."""
+        old = {g.name: g for g in groups}
+        done: list[allocator.Step] = []
+        try:
+            for step in target.steps:
+                self._do(step)
+                done.append(step)
+        except RDTError as exc:
+            LOG.warning('undoing %d applied steps after: %s', len(done), exc)
+            self._undo(done, old)
+            raise
+
+    def _do(self, step: allocator.Step) -> None:
+        LOG.debug('resctrl %s %s %s', step.op, step.group or '/',
+                  step.value.strip())
+        rc = self.resctrl
+        if step.op == 'mkdir':
+            rc.mkdir(step.group)
+        elif step.op == 'rmdir':
+            rc.rmdir(step.group)
+        elif step.op == 'schemata':
+            rc.write_schemata(step.group, step.value)
+        elif step.op == 'mode':
+            rc.write_mode(step.group, step.value)
+        else:
+            raise AssertionError(step.op)
+
+    def _undo(self, done: list[allocator.Step], old: dict[str, Group]) -> None:
+        for step in reversed(done):
+            try:
+                if step.op == 'mkdir':
+                    self.resctrl.rmdir(step.group)
+                elif step.op == 'schemata' and step.group in old:
+                    grp = old[step.group]
+                    text = 'L3:' + ';'.join('%d=%s' % (d, m) for d, m
+                                            in sorted(grp.l3.items())) + '\n'
+                    if grp.mb and step.group != ROOT:
+                        text += 'MB:' + ';'.join(
+                            '%d=%d' % i for i in sorted(grp.mb.items())) + '\n'
+                    self.resctrl.write_schemata(step.group, text)
+                elif step.op == 'mode' and step.group in old:
+                    back = old[step.group].mode
+                    if step.value == back:
+                        back = 'shareable' if back == MODE_EXCLUSIVE \
+                            else MODE_EXCLUSIVE
+                    self.resctrl.write_mode(step.group, back)
+                elif step.op == 'rmdir':
+                    LOG.warning('cannot undo the removal of %s', step.group)
+            except RDTError as exc:
+                LOG.error('could not undo %s of %s: %s', step.op,
+                          step.group or '/', exc)

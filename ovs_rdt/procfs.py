@@ -1,0 +1,103 @@
+"""Threads and processes from /proc (root injectable for tests)."""
+from __future__ import annotations
+
+import os
+
+PROC = '/proc'
+
+
+def read_pidfile(path: str, proc: str = PROC) -> int | None:
+    """The pid in ``path`` if that process is alive, else None."""
+    try:
+        with open(path, encoding='ascii') as fh:
+            pid = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if os.path.exists(os.path.join(proc, str(pid))) else None
+
+
+def threads(pid: int, proc: str = PROC) -> list[tuple[int, str]]:
+    """``(tid, comm)`` of every thread of ``pid`` (empty if it is gone)."""
+    base = os.path.join(proc, str(pid), 'task')
+    try:
+        tids = sorted(int(t) for t in os.listdir(base) if t.isdigit())
+    except OSError:
+        return []
+    out = []
+    for tid in tids:
+        comm = comm_of(tid, proc, pid)
+        if comm is not None:
+            out.append((tid, comm))
+    return out
+
+
+def comm_of(tid: int, proc: str = PROC, pid: int | None = None) -> str | None:
+    path = (os.path.join(proc, str(pid), 'task', str(tid), 'comm')
+            if pid is not None else os.path.join(proc, str(tid), 'comm'))
+    try:
+        with open(path, encoding='utf-8', errors='replace') as fh:
+            return fh.read().rstrip('\n')
+    except OSError:
+        return None
+
+
+def tgid_of(tid: int, proc: str = PROC) -> int | None:
+    """The process (thread group) a thread belongs to."""
+    try:
+        with open(os.path.join(proc, str(tid), 'status'), encoding='ascii',
+                  errors='replace') as fh:
+            for line in fh:
+                if line.startswith('Tgid:'):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def cmdline(pid: int, proc: str = PROC) -> list[str]:
+    try:
+        with open(os.path.join(proc, str(pid), 'cmdline'), 'rb') as fh:
+            raw = fh.read()
+    except OSError:
+        return []
+    return [a.decode('utf-8', 'replace') for a in raw.split(b'\0') if a]
+
+
+def affinity(tid: int) -> frozenset[int]:
+    """CPUs a thread may run on (empty if it is gone)."""
+    try:
+        return frozenset(os.sched_getaffinity(tid))
+    except OSError:
+        return frozenset()
+
+
+def qemu_guest(pid: int, proc: str = PROC) -> tuple[str, str] | None:
+    """``(name, uuid)`` of a QEMU process started by libvirt, else None."""
+    args = cmdline(pid, proc)
+    if not args or 'qemu' not in os.path.basename(args[0]):
+        return None
+    name = uuid = ''
+    for i, arg in enumerate(args[:-1]):
+        if arg == '-name':
+            for part in args[i + 1].split(','):
+                if part.startswith('guest='):
+                    name = part[len('guest='):]
+                elif '=' not in part and not name:
+                    name = part
+        elif arg == '-uuid':
+            uuid = args[i + 1]
+    return (name, uuid) if name else None
+
+
+def is_vcpu_thread(comm: str) -> bool:
+    """QEMU names vCPU threads ``CPU n/KVM`` (``CPU n/TCG`` without KVM)."""
+    return comm.startswith('CPU ') and (comm.endswith('/KVM')
+                                        or comm.endswith('/TCG'))
+
+
+def parse_pmd_comm(comm: str) -> int | None:
+    """The core of an OvS PMD thread named ``pmd-c03/id:7``, else None."""
+    if not comm.startswith('pmd-c'):
+        return None
+    digits = comm[5:].split('/', 1)[0]
+    return int(digits) if digits.isdigit() else None

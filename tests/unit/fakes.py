@@ -1,0 +1,51 @@
+"""A plain-directory resctrl tree for fast unit tests (no kernel rules).
+
+Functional tests use the mounted emulator instead; this only has to look
+like resctrl to the reader.
+"""
+from __future__ import annotations
+
+import os
+
+
+def make_tree(root: str, cbm_len: int = 11, domains: tuple[int, ...] = (0, 1),
+              closids: int = 16, way_bytes: int = 2621440, mba: bool = True,
+              cpus_per_domain: int = 20, sysfs: str | None = None) -> None:
+    full = '%x' % ((1 << cbm_len) - 1)
+
+    def put(path: str, text: str) -> None:
+        full_path = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full_path), exist_ok=True)
+        with open(full_path, 'w') as fh:
+            fh.write(text)
+
+    put('info/last_cmd_status', 'ok\n')
+    put('info/L3/cbm_mask', full + '\n')
+    put('info/L3/min_cbm_bits', '1\n')
+    put('info/L3/num_closids', '%d\n' % closids)
+    put('info/L3/shareable_bits', '0\n')
+    put('info/L3_MON/mon_features', 'llc_occupancy\nmbm_total_bytes\n')
+    put('info/L3_MON/num_rmids', '176\n')
+    schemata = 'L3:' + ';'.join('%d=%s' % (d, full) for d in domains) + '\n'
+    if mba:
+        put('info/MB/min_bandwidth', '10\n')
+        put('info/MB/bandwidth_gran', '10\n')
+        put('info/MB/delay_linear', '1\n')
+        put('info/MB/num_closids', '%d\n' % (closids // 2))
+        schemata += 'MB:' + ';'.join('%d=100' % d for d in domains) + '\n'
+    put('schemata', schemata)
+    put('size', 'L3:' + ';'.join('%d=%d' % (d, way_bytes * cbm_len)
+                                  for d in domains) + '\n')
+    put('tasks', '1\n')
+    put('mode', 'shareable\n')
+    put('cpus_list', '0-%d\n' % (cpus_per_domain * len(domains) - 1))
+    if sysfs:
+        for dom in domains:
+            for i in range(cpus_per_domain):
+                cpu = dom * cpus_per_domain + i
+                base = os.path.join(sysfs, 'cpu%d' % cpu, 'cache', 'index3')
+                os.makedirs(base, exist_ok=True)
+                with open(os.path.join(base, 'level'), 'w') as fh:
+                    fh.write('3\n')
+                with open(os.path.join(base, 'id'), 'w') as fh:
+                    fh.write('%d\n' % dom)

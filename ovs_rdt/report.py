@@ -104,18 +104,18 @@ def render(report: dict, colour: bool = False) -> str:
         lines.append('')
         lines.append('L3 cache domain %d: %d KiB, %d ways of %d KiB'
                      % (dom['domain'], dom['size_kib'], width, dom['way_kib']))
-        head = ' '.join('%d' % (b % 10) for b in range(width - 1, -1, -1))
+        head = ' '.join('%2d' % b for b in range(width - 1, -1, -1))
         lines.append('  %-44s %-10s %5s %4s %7s  %s  %s' % (
             'GROUP', 'MODE', 'CBM', 'WAYS', 'KiB', head, 'MEMBERS'))
         for idx, row in enumerate(dom['groups']):
             cells = []
             for ch in row['map']:
                 if ch != '#':
-                    cells.append('.')
+                    cells.append(' .')
                 elif colour:
-                    cells.append(COLOURS[idx % len(COLOURS)] + '#' + RESET)
+                    cells.append(COLOURS[idx % len(COLOURS)] + '##' + RESET)
                 else:
-                    cells.append('#')
+                    cells.append('##')
             name = row['group'] if row['kind'] != 'default' else \
                 'default (root)'
             mb = ' MB %d%%' % row['mb_percent'] \
@@ -127,5 +127,5 @@ def render(report: dict, colour: bool = False) -> str:
             lines.append('  %-44s %-10s %5s %4d %7d  %s' % (
                 '(unused ways)', '', '', dom['unused_ways'],
                 dom['unused_ways'] * dom['way_kib'],
-                ' '.join('o' if c == 'o' else '.' for c in dom['unused_map'])))
+                ' '.join(' o' if c == 'o' else ' .' for c in dom['unused_map'])))
     return '\n'.join(lines)

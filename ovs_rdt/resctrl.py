@@ -202,7 +202,7 @@ class Resctrl:
     def _info(self, *parts: str) -> str | None:
         try:
             return self.read(os.path.join(self.root, 'info', *parts)).strip()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     def check(self) -> None:

@@ -76,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     except RDTError as exc:
         print('ovs-rdt %s: error: %s' % (name, exc), file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        print('ovs-rdt %s: error: %s%s' % (
+            name, exc.strerror or exc,
+            ': %s' % exc.filename if exc.filename else ''), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -1,0 +1,84 @@
+import pytest
+
+from ovs_rdt import conf, opts
+from ovs_rdt.exceptions import ConfigError
+
+SAMPLE = """
+[resctrl]
+root = /mnt/rc
+[allocation]
+pools = hp, noisy
+system_min_ways = 3
+[pool:hp]
+l3_ways = 7
+isolated = true
+[pool:noisy]
+l3_cbm = 0x2
+mb_percent = 50
+[libvirt]
+on_failure = warn
+[flavors]
+m1.nfv = rdt:l3_ways=3
+"""
+
+
+@pytest.fixture
+def sample(tmp_path):
+    path = tmp_path / 'ovs-rdt.conf'
+    path.write_text(SAMPLE)
+    return str(path)
+
+
+def _flat(settings):
+    return (settings.resctrl.root, settings.allocation.pools,
+            settings.allocation.system_min_ways,
+            {n: p.__dict__ for n, p in settings.pools.items()},
+            settings.libvirt.on_failure, settings.flavors)
+
+
+def test_light_reader_and_oslo_agree(sample):
+    light = conf.load(sample)
+    heavy, _ = opts.load(['--config-file', sample], 'test')
+    assert _flat(light) == _flat(heavy)
+    assert light.pools['hp'].l3_ways == 7 and light.pools['hp'].isolated
+    assert light.pools['noisy'].mb_percent == 50
+    assert light.flavors == {'m1.nfv': 'rdt:l3_ways=3'}
+
+
+@pytest.mark.parametrize('section,line,message', [
+    ('pool:hp', 'l3_ways = abc', r"\[pool:hp\] l3_ways = 'abc' is not an integer"),
+    ('pool:hp', 'l3_ways = 0', r'\[pool:hp\] l3_ways = 0 is below the minimum 1'),
+    ('pool:noisy', 'mb_percent = 101', 'mb_percent = 101 is above the maximum 100'),
+    ('libvirt', 'on_failure = maybe', "on_failure = 'maybe' is not one of refuse, warn"),
+    ('pool:hp', 'isolated = perhaps', "isolated = 'perhaps' is not a boolean"),
+])
+def test_bad_values_name_option_and_value(tmp_path, section, line, message):
+    text = SAMPLE + '\n[%s]\n%s\n' % (section, line)
+    path = tmp_path / 'bad.conf'
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        conf.load(str(path))
+
+
+def test_pool_without_section(tmp_path):
+    path = tmp_path / 'c.conf'
+    path.write_text('[allocation]\npools = ghost\n')
+    with pytest.raises(ConfigError, match="names 'ghost' but there is no "
+                       r"\[pool:ghost\] section"):
+        conf.load(str(path))
+
+
+def test_missing_explicit_file():
+    with pytest.raises(ConfigError, match='does not exist'):
+        conf.load('/nonexistent/ovs-rdt.conf', missing_ok=False)
+    assert conf.load('/nonexistent/ovs-rdt.conf').resctrl.root == \
+        '/sys/fs/resctrl'
+
+
+def test_list_opts_covers_every_declared_option():
+    listed = {g: {o.name for o in group_opts} for g, group_opts in
+              opts.list_opts()}
+    for section, specs in conf.SPEC.items():
+        group = 'pool:NAME' if section == 'pool' else section
+        assert listed[group] == {s[0] for s in specs}
+        assert all(len(s[3]) > 10 for s in specs), section

@@ -1,0 +1,22 @@
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(__file__), '..', '..')
+
+
+def test_readme_config_reference_is_current():
+    result = subprocess.run([sys.executable, 'tools/gen_config_doc.py',
+                             '--check'], cwd=ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ci_calls_the_readme_test_command():
+    with open(os.path.join(ROOT, 'README.md')) as fh:
+        readme = fh.read()
+    with open(os.path.join(ROOT, '.ci', 'run')) as fh:
+        ci = fh.read()
+    assert 'sudo ./tools/test.sh' in readme
+    assert 'sudo ./tools/demo.sh' in readme
+    assert 'tools/test.sh' in ci

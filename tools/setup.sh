@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks for ovs-rdt: the Debian
+# packages in bindep.txt and a virtualenv (.venv) with tox and ovs-rdt.
+# Idempotent; run as root (apt-get, FUSE mounts, libvirtd).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+    echo "tools/setup.sh: run as root (it installs Debian packages and mounts FUSE)" >&2
+    exit 1
+fi
+
+pkgs=$(sed -n 's/^\([a-z0-9.+-]*\) \[platform:dpkg.*/\1/p' bindep.txt)
+pkgs="$pkgs python3 python3-venv python3-pip git"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "== installing Debian packages:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "== creating .venv"
+    "$PY" -m venv .venv
+fi
+if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/ovs-rdt ] || [ setup.cfg -nt .venv/.installed ] \
+        || [ requirements.txt -nt .venv/.installed ]; then
+    echo "== installing tox and ovs-rdt into .venv"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q tox -r requirements.txt -r test-requirements.txt
+    .venv/bin/pip install -q -e .
+    touch .venv/.installed
+fi

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then unit, functional
+# (real OvS, libvirt/KVM, the FUSE emulator), style/types and the Nova plugin
+# inside the real nova package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+exec .venv/bin/tox -e "${TOXENVS:-py3,functional,pep8,nova}" -- "$@"

@@ -11,8 +11,9 @@ Layout rules, per cache domain (domains are independent):
   masks and an explicit system mask.  They are never moved; ways they use
   are never given to a counted request.
 * Counted requests (``ways``) are packed from the highest way down, in a
-  stable order (where they are now, highest first; new ones last), each on
-  the highest contiguous free run that fits.  Recomputing this canonical
+  stable order (where they are now, highest first; new ones last), each at
+  the top of the smallest free run that fits (so the default group keeps
+  the largest run).  Recomputing this canonical
   layout on every change is the repacking: when a group goes, the ones
   below it move up, so the free ways stay one contiguous run at the bottom
   and a count of free ways is something a scheduler can trust.
@@ -85,14 +86,18 @@ def validate_mask(platform: Platform, mask: CBM, field: str) -> None:
                                           platform.min_cbm_bits))
 
 
-def highest_fit(free: CBM, ways: int, sparse: bool) -> CBM | None:
-    """The highest ``ways`` contiguous ways in ``free`` (or highest bits)."""
+def best_fit(free: CBM, ways: int, sparse: bool) -> CBM | None:
+    """``ways`` contiguous ways from ``free``: the top of the smallest run
+    that holds them (the highest such run on a tie), which keeps the largest
+    run whole for the default group; highest bits when only sparse fits.
+    """
     if ways <= 0:
         return CBM.empty(free.width)
-    for low in range(free.width - ways, -1, -1):
-        cand = CBM.span(low, ways, free.width)
-        if cand.value & free.value == cand.value:
-            return cand
+    runs = [(length, -low, low) for low, length in free.runs()
+            if length >= ways]
+    if runs:
+        length, _, low = min(runs)
+        return CBM.span(low + length - ways, ways, free.width)
     if sparse and free.count >= ways:
         value = 0
         for bit in sorted(free.bits(), reverse=True)[:ways]:
@@ -169,7 +174,7 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
                               'the platform minimum %d'
                               % (req.name, ways, domain, platform.min_cbm_bits))
         free = capacity.free_ways(available, reserve, used)
-        mask = highest_fit(~taken, ways, platform.sparse_masks) \
+        mask = best_fit(~taken, ways, platform.sparse_masks) \
             if free >= ways else None
         if mask is None:
             held = (taken - (system_cbm or CBM.empty(width))).count

@@ -1,23 +1,173 @@
-"""Cache-way arithmetic shared by the node allocator and the Nova filter.
+"""Cache-way and CLOSID arithmetic shared by the Nova filter and the node.
 
-Pure functions, no I/O: the same numbers decide on the scheduler and on
-the node.  Because the allocator repacks so that free ways form one
-contiguous run, a count of free ways per cache domain is exact.
+Pure: no I/O, no oslo, no nova.  The scheduler filter
+(:mod:`nova_plugin.filters`) and the node allocator call the same
+:func:`check`, so the same arithmetic decides on both sides.
+
+The model, per host:
+
+* Each L3 cache domain (socket) has ``l3_ways`` ways.  ``system_ways`` of
+  them are kept out of VM allocations: the default group's minimum, the OvS
+  PMD group and the configured pools.
+* An instance with ``rdt:l3_ways=N`` holds N ways on *each* domain it may
+  run on, and one CLOSID.  Pinned instances (a Nova NUMA topology) run on
+  the domains of their NUMA cells; we assume one L3 domain per NUMA node
+  and domain id == host NUMA node id (true on Xeons without Sub-NUMA
+  Clustering).  Unpinned instances run on, and hold ways on, every domain.
+* An instance with ``rdt:pool=X`` holds no ways.  Pool X holds one CLOSID
+  once its group exists; pools the node creates up front (listed in
+  :attr:`HostCapacity.pools`) have their CLOSID in ``reserved_closids``,
+  any other pool is created on demand by its first instance.
+* Free CLOSIDs = closids - reserved_closids - (instances holding ways)
+  - (distinct on-demand pools in use).
 """
 from __future__ import annotations
 
+from typing import Iterable, NamedTuple
+
+
+class Holding(NamedTuple):
+    """What one instance holds (or a request asks for) on a host."""
+
+    ways: int = 0
+    """Ways per domain, 0 for pool members."""
+    domains: frozenset[int] | None = None
+    """Domains the ways are held on; None means every domain (unpinned)."""
+    pool: str | None = None
+    """The shared pool joined, if any."""
+
+
+class HostCapacity(NamedTuple):
+    """A host's cache allocation capacity (names as in the contract)."""
+
+    l3_ways: int
+    system_ways: int
+    closids: int
+    reserved_closids: int = 1
+    pools: frozenset[str] = frozenset()
+    """Pools that exist on the host whatever runs there."""
+
 
 def free_ways(l3_ways: int, system_ways: int, used_ways: int) -> int:
-    """Ways per cache domain still free for a dedicated allocation.
+    """Ways of one domain still free for VMs (never negative)."""
+    return max(0, l3_ways - system_ways - used_ways)
 
-    ``l3_ways``: ways available on the domain (the CBM length, less ways
-    held by groups that are not counted in ``used_ways``);
-    ``system_ways``: ways kept out of allocations (default group minimum,
-    OvS, pools); ``used_ways``: ways already given out.
+
+def closids_free(closids: int, reserved_closids: int, dedicated: int,
+                 pools: int) -> int:
+    """CLOSIDs still free: ``dedicated`` VM groups and ``pools`` on-demand
+    pool groups hold one each (never negative)."""
+    return max(0, closids - reserved_closids - dedicated - pools)
+
+
+class Usage:
+    """What the instances on one host hold, summed per domain."""
+
+    __slots__ = ('every', 'on', 'dedicated', 'pools')
+
+    def __init__(self) -> None:
+        self.every = 0
+        """Ways held on every domain (unpinned instances)."""
+        self.on: dict[int, int] = {}
+        """Ways held on one domain only (pinned instances), by domain."""
+        self.dedicated = 0
+        """Instances holding ways: one CLOSID each."""
+        self.pools: dict[str, int] = {}
+        """Instances per pool."""
+
+    def add(self, holding: Holding, count: int = 1) -> None:
+        """Account ``count`` instances holding ``holding`` (-1 removes one)."""
+        if holding.ways:
+            self.dedicated += count
+            if holding.domains is None:
+                self.every += holding.ways * count
+            else:
+                for dom in holding.domains:
+                    self.on[dom] = self.on.get(dom, 0) + holding.ways * count
+        elif holding.pool is not None:
+            left = self.pools.get(holding.pool, 0) + count
+            if left > 0:
+                self.pools[holding.pool] = left
+            else:
+                self.pools.pop(holding.pool, None)
+
+    def copy(self) -> 'Usage':
+        new = Usage()
+        new.every = self.every
+        new.on = dict(self.on)
+        new.dedicated = self.dedicated
+        new.pools = dict(self.pools)
+        return new
+
+    def used_ways(self, domain: int) -> int:
+        return self.every + self.on.get(domain, 0)
+
+    def domains(self) -> frozenset[int]:
+        """Domains that pinned instances hold ways on."""
+        return frozenset(self.on)
+
+    def __repr__(self) -> str:
+        return ('Usage(every=%d, on=%r, dedicated=%d, pools=%r)'
+                % (self.every, self.on, self.dedicated, self.pools))
+
+
+def needs_closid(cap: HostCapacity, usage: Usage, request: Holding) -> bool:
+    """True when placing ``request`` creates a resctrl group."""
+    if request.ways:
+        return True
+    pool = request.pool
+    return pool is not None and pool not in cap.pools and pool not in usage.pools
+
+
+def free_closids(cap: HostCapacity, usage: Usage) -> int:
+    on_demand = sum(1 for p in usage.pools if p not in cap.pools)
+    return closids_free(cap.closids, cap.reserved_closids, usage.dedicated,
+                        on_demand)
+
+
+def best_domains(cap: HostCapacity, usage: Usage, domains: Iterable[int],
+                 count: int) -> frozenset[int]:
+    """The ``count`` domains with the most free ways (lowest id on a tie).
+
+    For a request whose NUMA cells are not placed yet: whether it fits
+    depends on the cells the NUMA fitting picks; this is the best case.
     """
-    return l3_ways - system_ways - used_ways
+    ranked = sorted(domains, key=lambda d: (usage.used_ways(d), d))
+    return frozenset(ranked[:count])
 
 
-def closids_fit(num_closids: int, groups: int) -> bool:
-    """Whether ``groups`` control groups (root included) fit the CLOSIDs."""
-    return groups <= num_closids
+def check(cap: HostCapacity, usage: Usage, request: Holding,
+          domains: Iterable[int]) -> str | None:
+    """Why ``request`` does not fit, or None when it does.
+
+    ``domains`` are the host's L3 domains (where an unpinned request holds
+    ways).  A pinned request holds ways on ``request.domains``, which must
+    be among them.
+    """
+    if request.ways:
+        known = frozenset(domains)
+        wanted = known if request.domains is None else request.domains
+        missing = wanted - known
+        if missing:
+            return ('L3 cache domain(s) %s do not exist (host has %s)'
+                    % (_ids(missing), _ids(known)))
+        for dom in sorted(wanted):
+            used = usage.used_ways(dom)
+            free = free_ways(cap.l3_ways, cap.system_ways, used)
+            if free < request.ways:
+                return ('%d L3 way(s) requested on cache domain %d, %d free '
+                        '(%d ways, %d system, %d used by instances)'
+                        % (request.ways, dom, free, cap.l3_ways,
+                           cap.system_ways, used))
+    if needs_closid(cap, usage, request):
+        free = free_closids(cap, usage)
+        if free < 1:
+            return ('no free CLOSID (%d, %d reserved, %d dedicated, '
+                    'pools in use: %s)'
+                    % (cap.closids, cap.reserved_closids, usage.dedicated,
+                       ','.join(sorted(usage.pools)) or 'none'))
+    return None
+
+
+def _ids(domains: Iterable[int]) -> str:
+    return ','.join(str(d) for d in sorted(domains)) or 'none'

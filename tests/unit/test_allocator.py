@@ -206,7 +206,8 @@ def test_system_cbm_explicit():
     result = plan(gold(), [root()], [Request('ovsrdt-vm-a', ways={0: 2, 1: 2})],
                   2, system_cbm=both(0x00c))
     assert result.l3[''] == both(0xc)
-    assert result.l3['ovsrdt-vm-a'] == both(0x600)
+    # Best fit: the 2-way run below the system mask, not the 7-way one.
+    assert result.l3['ovsrdt-vm-a'] == both(0x3)
     with pytest.raises(InvalidMask, match='system_l3_cbm'):
         plan(gold(), [root()], [Request('ovsrdt-pool-hp', cbm=both(0x00f))], 2,
              system_cbm=both(0x00c))
@@ -221,3 +222,15 @@ def test_unchanged_state_needs_no_steps():
 def test_unknown_domain_is_refused():
     with pytest.raises(InvalidMask, match='cache domains \\[5\\]'):
         plan(gold(), [root()], [Request('ovsrdt-vm-a', ways={5: 1})], 2)
+
+
+def test_free_way_left_by_explicit_masks_is_used_without_splitting_system():
+    # Table 4 leaves way 0 free; a 1-way VM must get it, not split 0xc.
+    reqs = [Request('ovsrdt-pool-hp', cbm=both(0x7f0)),
+            Request('ovsrdt-pool-noisy', cbm=both(0x2), exclusive=False)]
+    groups = apply_plan([root()], plan(gold(), [root()], reqs, 2))
+    result = plan(gold(), groups, reqs + [Request('ovsrdt-vm-a',
+                                                  ways={0: 1, 1: 1})], 2)
+    assert result.l3['ovsrdt-vm-a'] == both(0x1)
+    assert result.l3[''] == both(0xc)
+    assert result.free == {0: 0, 1: 0}

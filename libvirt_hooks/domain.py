@@ -293,7 +293,7 @@ class _Parser:
         if tag.startswith(_RDT) or self.in_rdt:
             self._rdt_element(tag, attrs, depth)
             return
-        if tag.startswith(NOVA_NS) or tag.startswith(NOVA_NS_OLD):
+        if tag.startswith(NOVA_NS + _SEP) or tag.startswith(NOVA_NS_OLD + _SEP):
             self._nova_element(tag, attrs, depth)
 
     def _rdt_element(self, tag: str, attrs: dict[str, str],

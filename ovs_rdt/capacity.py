@@ -1,8 +1,10 @@
 """Cache-way and CLOSID arithmetic shared by the Nova filter and the node.
 
 Pure: no I/O, no oslo, no nova.  The scheduler filter
-(:mod:`nova_plugin.filters`) and the node allocator call the same
-:func:`check`, so the same arithmetic decides on both sides.
+(:mod:`nova_plugin.filters`) and the node allocator (:mod:`ovs_rdt.allocator`)
+use the same functions, so the same numbers decide on both sides.  Because
+the allocator repacks so that free ways form one contiguous run, a count of
+free ways per cache domain is exact.
 
 The model, per host:
 
@@ -58,6 +60,11 @@ def closids_free(closids: int, reserved_closids: int, dedicated: int,
     """CLOSIDs still free: ``dedicated`` VM groups and ``pools`` on-demand
     pool groups hold one each (never negative)."""
     return max(0, closids - reserved_closids - dedicated - pools)
+
+
+def closids_fit(num_closids: int, groups: int) -> bool:
+    """Whether ``groups`` control groups (root included) fit the CLOSIDs."""
+    return groups <= num_closids
 
 
 class Usage:

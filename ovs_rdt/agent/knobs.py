@@ -156,8 +156,10 @@ def parse(other_config: Mapping[str, str], pools: Collection[str],
 
 
 def parse_cpu_mask(text: str | None) -> frozenset[int]:
-    """The cores of ``pmd-cpu-mask`` (hex, ``0x`` optional); empty if unset
-    or unreadable (ovs-vswitchd then picks its own cores)."""
+    """The cores of ``pmd-cpu-mask`` (hex, ``0x`` optional).
+
+    Empty if unset or unreadable (ovs-vswitchd then picks its own cores).
+    """
     if not text:
         return frozenset()
     raw = text.strip().lower()

@@ -44,6 +44,32 @@ def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
         mod.add_arguments(parser)
 
 
+GLOBAL_OPTS = ('--config-file', '--config-dir')
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move ``--config-file F`` given after the subcommand to the front.
+
+    oslo.config parses them on the top-level parser; users (and the
+    contract: ``install-hook --config-file F``) put them anywhere.
+    """
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in GLOBAL_OPTS and i + 1 < len(argv):
+            front += argv[i:i + 2]
+            i += 2
+            continue
+        if arg.split('=', 1)[0] in GLOBAL_OPTS and '=' in arg:
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     from oslo_config import cfg
 
@@ -56,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             help='what to do'))
 
     try:
+        argv = hoist_global_options(sys.argv[1:] if argv is None else argv)
         settings, config = opts.load(argv, 'ovs-rdt', add_cli,
                                      description=__doc__.splitlines()[0])
     except RDTError as exc:

@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='seconds between refreshes (default 1)')
     parser.add_argument('--once', action='store_true',
                         help='print one sample (over one interval) and exit')
+    parser.add_argument('--no-clear', action='store_true',
+                        help='append refreshes instead of redrawing the screen')
     parser.add_argument('--iterations', type=int, default=0,
                         help='stop after this many refreshes (0: until Ctrl-C)')
 
@@ -71,7 +73,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         print('ovs-rdt top: this platform has no L3 monitoring (info/L3_MON)',
               file=sys.stderr)
         return 1
-    tty = sys.stdout.isatty() and not args.once
+    tty = sys.stdout.isatty() and not args.once and not args.no_clear
     count = 0
     before = sample(rc)
     stamp = time.monotonic()

@@ -1,0 +1,448 @@
+"""``ovs-rdt-hook``: what libvirt runs on every QEMU domain event.
+
+libvirt runs ``qemu.d/50-ovs-rdt <domain> <op> <subop> <extra>`` with the
+domain XML on standard input (the wrapper written by ``ovs-rdt install-hook``
+adds ``--config-file F`` first).  The events handled:
+
+``prepare begin``
+    validate what the VM asks for and reserve it: a dedicated
+    ``ovsrdt-vm-<uuid>`` group with its ways on the cache domains its vCPUs
+    may use, or the shared pool's group.  A refusal (exit 1, one line on
+    standard error, which ``virsh start`` shows) stops the start, unless
+    ``[libvirt] on_failure = warn``.
+``started begin``
+    move the QEMU's vCPU threads (and, per ``[libvirt]
+    include_emulator_threads``, its other threads) into that group.
+``stopped end`` / ``release end``
+    remove the VM's dedicated group and give its ways back (idempotent).
+``reconnect begin``
+    libvirtd restarted: make sure the group exists and holds the threads.
+    Never fails: libvirt would kill the guest.
+``migrate begin`` / ``restore begin``
+    capacity check only: refuse an incoming guest this host cannot serve.
+
+Nothing is ever written to standard output (for ``migrate`` and ``restore``
+it would replace the domain XML), libvirt is never called back (it holds the
+domain's lock while the hook runs), and concurrent hooks serialise on the
+resctrl ``flock``.  Imports are per event and minimal: this runs several
+times on every VM start.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+    from libvirt_hooks.domain import Domain, Spec
+    from ovs_rdt.allocator import Plan
+    from ovs_rdt.conf import Settings
+    from ovs_rdt.manager import CacheManager
+    from ovs_rdt.model import Request
+
+# event -> (handler name, strict): strict events may refuse (exit 1).
+EVENTS = {
+    ('prepare', 'begin'): ('prepare', True),
+    ('started', 'begin'): ('started', True),
+    ('stopped', 'end'): ('release', False),
+    ('release', 'end'): ('release', False),
+    ('reconnect', 'begin'): ('reconnect', False),
+    ('migrate', 'begin'): ('check', True),
+    ('restore', 'begin'): ('check', True),
+}
+
+_MAX_STDIN = 4 * 1024 * 1024
+_USAGE = ('usage: ovs-rdt-hook [--config-file FILE] DOMAIN OPERATION '
+          'SUB-OPERATION [EXTRA] < domain.xml\n'
+          '(run by libvirt from /etc/libvirt/hooks/qemu.d/; install it with '
+          '"ovs-rdt install-hook")\n')
+
+_LEVELS = {'debug': 7, 'info': 6, 'warning': 4, 'error': 3}
+
+
+class Refusal(Exception):
+    """Raised by a handler to fail the event with this exact message."""
+
+
+class Log:
+    """One line per record to ``[DEFAULT] log_file`` and syslog.
+
+    Standard error is kept for the one line libvirt shows on a refusal; the
+    ``logging`` module is not imported for this (it is slow to import).
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.path: str | None = None
+        self.debug_on = False
+        self.use_syslog = True
+        self.records: list[tuple[str, str]] = []
+
+    def configure(self, path: str | None, debug: bool) -> None:
+        self.path = path
+        self.debug_on = debug
+
+    def __call__(self, level: str, msg: str) -> None:
+        if level == 'debug' and not self.debug_on:
+            return
+        self.records.append((level, msg))
+        line = '%s: %s' % (self.prefix, msg)
+        if self.path:
+            import time
+            stamp = time.strftime('%Y-%m-%d %H:%M:%S')
+            text = '%s ovs-rdt-hook[%d] %s %s\n' % (stamp, os.getpid(),
+                                                     level.upper(), line)
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                             | os.O_CLOEXEC, 0o640)
+                try:
+                    os.write(fd, text.encode('utf-8', 'replace'))
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+        if self.use_syslog and level != 'debug':
+            try:
+                import syslog
+                syslog.openlog('ovs-rdt-hook', syslog.LOG_PID,
+                               syslog.LOG_DAEMON)
+                syslog.syslog(_LEVELS[level], line)
+            except (ImportError, OSError):
+                pass
+
+
+class Hook:
+    """One hook invocation: a domain, an event, the XML."""
+
+    def __init__(self, config_file: str | None, name: str, op: str,
+                 subop: str) -> None:
+        from libvirt_hooks.domain import show
+
+        self.config_file = config_file
+        self.arg_name = name
+        self.op = op
+        self.subop = subop
+        self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
+        self._settings: Settings | None = None
+        self._manager: CacheManager | None = None
+
+    # -- lazily built context ---------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from ovs_rdt import conf
+            self._settings = conf.load(self.config_file
+                                       or conf.DEFAULT_CONFIG_FILE)
+            self.log.configure(self._settings.default.log_file,
+                               self._settings.default.debug)
+        return self._settings
+
+    @property
+    def manager(self) -> CacheManager:
+        if self._manager is None:
+            from ovs_rdt.manager import CacheManager
+            from ovs_rdt.resctrl import Resctrl
+            cfg = self.settings.resctrl
+            self._manager = CacheManager(
+                Resctrl(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout),
+                self.settings)
+            _bridge_logging(self.log)
+        return self._manager
+
+    def group_exists(self, group: str) -> bool:
+        return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
+
+    # -- what the VM asks for -----------------------------------------------
+    def resolve(self, dom: Domain) -> Spec | None:
+        """The validated Spec, or None when the VM asks for nothing."""
+        from libvirt_hooks import domain
+        from ovs_rdt.exceptions import ConfigError
+
+        if not dom.wants_something:
+            return None
+        explicit = dom.annotation is not None or bool(
+            dom.extra_specs and any(k.startswith('rdt:')
+                                    for k in dom.extra_specs))
+        try:
+            settings = self.settings
+        except ConfigError as exc:
+            if not explicit:
+                # Only a flavor name to look up in [flavors]: a broken
+                # config must not stop VMs that asked for nothing.
+                self.log('warning', 'not looking up flavor %s in [flavors]: '
+                         '%s' % (domain.show(dom.flavor_name or ''), exc))
+                return None
+            raise
+        return domain.resolve(dom, settings)
+
+    def request(self, dom: Domain, spec: Spec) -> Request:
+        """The allocator request of a dedicated-CLOS VM."""
+        from ovs_rdt.exceptions import AnnotationError
+        from ovs_rdt.model import Request, vm_group
+
+        platform = self.manager.resctrl.platform()
+        if spec.l3_ways > platform.cbm_len:
+            raise AnnotationError('%s: this host\'s L3 cache has only %d ways '
+                                  'per cache domain'
+                                  % (spec.label('l3_ways'), platform.cbm_len))
+        if spec.mb_percent is not None:
+            if platform.mb is None:
+                raise AnnotationError(
+                    '%s: this host has no memory bandwidth allocation (no '
+                    'info/MB in resctrl)' % spec.label('mb_percent'))
+            if spec.mb_percent < platform.mb.min_bandwidth:
+                raise AnnotationError(
+                    '%s: this host\'s minimum memory bandwidth is %d%%'
+                    % (spec.label('mb_percent'), platform.mb.min_bandwidth))
+        cpus = dom.vcpu_cpus()
+        domains = (platform.domains_of_cpus(cpus) if cpus is not None
+                   else frozenset(platform.domains))
+        return Request(vm_group(dom.uuid),
+                       ways={d: spec.l3_ways for d in sorted(domains)},
+                       exclusive=True, mb_percent=spec.mb_percent)
+
+    def group_of(self, dom: Domain, spec: Spec) -> str:
+        from ovs_rdt.model import pool_group, vm_group
+        return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
+
+    def ensure_group(self, dom: Domain, spec: Spec,
+                     create: bool = True) -> Plan | None:
+        """Make sure the VM's group exists; returns the plan or None."""
+        from ovs_rdt.model import vm_group
+
+        if spec.pool is None:
+            group = vm_group(dom.uuid)
+            if not create and self.group_exists(group):
+                return None
+            return self.manager.allocate(self.request(dom, spec))
+        stale = self.group_exists(vm_group(dom.uuid))
+        if stale or not self.group_exists(self.group_of(dom, spec)):
+            # Every mutation plans the whole desired state, configured
+            # pools included: releasing the VM's dedicated group (left over
+            # if the VM used to have one) also creates the pool's group.
+            plan = self.manager.release(vm_group(dom.uuid))
+            if not self.group_exists(self.group_of(dom, spec)):
+                raise Refusal('the group %s of pool %s was not created'
+                              % (self.group_of(dom, spec), spec.pool))
+            return plan
+        return None
+
+    # -- events ---------------------------------------------------------------
+    def prepare(self, dom: Domain) -> int:
+        spec = self.resolve(dom)
+        if spec is None:
+            return 0
+        plan = self.ensure_group(dom, spec, create=True)
+        group = self.group_of(dom, spec)
+        masks = plan.masks_of(group) if plan is not None else {}
+        self.log('info', 'reserved %s: group %s%s' % (
+            spec.describe(), group, ' L3:' + ';'.join(
+                '%d=%s' % item for item in sorted(masks.items()))
+            if masks else ''))
+        return 0
+
+    def started(self, dom: Domain) -> int:
+        from libvirt_hooks.domain import show
+        from ovs_rdt import procfs
+
+        spec = self.resolve(dom)
+        if spec is None:
+            return 0
+        group = self.group_of(dom, spec)
+        if not self.group_exists(group):
+            self.log('warning', 'group %s is missing; creating it' % group)
+            self.ensure_group(dom, spec, create=True)
+        run_dir = self.settings.libvirt.qemu_run_dir
+        pidfile = os.path.join(run_dir, dom.name + '.pid')
+        pid = procfs.read_pidfile(pidfile)
+        if pid is None:
+            raise Refusal('no running QEMU for the domain: %s is missing or '
+                          'names no live process' % pidfile)
+        guest = procfs.qemu_guest(pid)
+        if guest is None or guest[1].lower() != dom.uuid:
+            raise Refusal('process %d (from %s) is not the QEMU of domain '
+                          'uuid %s (it runs %s)'
+                          % (pid, pidfile, dom.uuid,
+                             show(' '.join(procfs.cmdline(pid)[:1]) or '?')))
+        threads = procfs.threads(pid)
+        vcpus = [tid for tid, comm in threads if procfs.is_vcpu_thread(comm)]
+        others = [tid for tid, comm in threads
+                  if not procfs.is_vcpu_thread(comm)]
+        if not vcpus:
+            raise Refusal('QEMU process %d has no vCPU threads (named "CPU '
+                          'n/KVM")' % pid)
+        tids = vcpus + (others if self.settings.libvirt.include_emulator_threads
+                        else [])
+        gone = set(self.manager.assign(group, tids))
+        moved_others = len([t for t in tids[len(vcpus):] if t not in gone])
+        self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
+                 '%d into %s%s' % (
+                     ','.join(str(t) for t in vcpus if t not in gone),
+                     moved_others, pid, group,
+                     ' (%d exited meanwhile)' % len(gone) if gone else ''))
+        return 0
+
+    def reconnect(self, dom: Domain) -> int:
+        """Like ``started`` (libvirtd restarted); its failures only log."""
+        return self.started(dom)
+
+    def release(self, dom: Domain) -> int:
+        from ovs_rdt.model import vm_group
+
+        if not dom.wants_something:
+            return 0
+        group = vm_group(dom.uuid)
+        if not self.group_exists(group):
+            return 0
+        self.manager.release(group)
+        self.log('info', 'removed group %s' % group)
+        return 0
+
+    def check(self, dom: Domain) -> int:
+        from ovs_rdt.model import vm_group
+
+        spec = self.resolve(dom)
+        if spec is None:
+            return 0
+        if spec.pool is None:
+            plan = self.manager.preview(change=self.request(dom, spec))
+        elif not self.group_exists(self.group_of(dom, spec)):
+            plan = self.manager.preview(remove=vm_group(dom.uuid))
+        else:
+            plan = None
+        self.log('info', 'capacity check passed for %s%s' % (
+            spec.describe(), '' if plan is None else ' (free ways after: %s)'
+            % ', '.join('domain %d: %d' % i for i in sorted(plan.free.items()))))
+        return 0
+
+    # -- failures -------------------------------------------------------------
+    def fail(self, strict: bool, dom_name: str, message: str) -> int:
+        from libvirt_hooks.domain import show
+
+        if not strict:
+            self.log('error', message)
+            return 0
+        policy = 'refuse'
+        try:
+            policy = self.settings.libvirt.on_failure
+        except Exception:  # noqa: BLE001 - a broken config means refuse
+            pass
+        what = {'prepare': 'refusing to start',
+                'started': 'stopping',
+                'migrate': 'refusing the incoming migration of',
+                'restore': 'refusing to restore'}.get(self.op, self.op)
+        if policy == 'warn':
+            self.log('warning', 'starting it without a cache allocation '
+                     '([libvirt] on_failure = warn): %s' % message)
+            sys.stderr.write('ovs-rdt: warning: domain \'%s\' runs without a '
+                             'cache allocation: %s\n' % (show(dom_name),
+                                                         message))
+            return 0
+        self.log('error', message)
+        sys.stderr.write('ovs-rdt: %s domain \'%s\': %s\n'
+                         % (what, show(dom_name), message))
+        return 1
+
+
+def _bridge_logging(log: Log) -> None:
+    """Route the core's ``logging`` records (if it imported logging) to us."""
+    if 'logging' not in sys.modules:
+        return
+    import logging
+
+    class _Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            level = ('error' if record.levelno >= logging.ERROR else
+                     'warning' if record.levelno >= logging.WARNING else
+                     'info' if record.levelno >= logging.INFO else 'debug')
+            try:
+                log(level, record.getMessage())
+            except Exception:  # noqa: BLE001 - logging must never raise
+                pass
+
+    core = logging.getLogger('ovs_rdt')
+    core.handlers[:] = [_Handler()]
+    core.setLevel(logging.DEBUG if log.debug_on else logging.INFO)
+    core.propagate = False
+
+
+def read_stdin(stream: BinaryIO) -> bytes:
+    """All of standard input (drained, so libvirt never sees EPIPE), bounded."""
+    chunks = []
+    size = 0
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            break
+        if size <= _MAX_STDIN:
+            chunks.append(chunk)
+        size += len(chunk)
+    return b''.join(chunks)
+
+
+def parse_args(argv: list[str]) -> tuple[str | None, list[str]] | None:
+    """``[--config-file F] DOMAIN OP SUBOP [EXTRA]`` without argparse."""
+    config_file = None
+    args = list(argv)
+    while args and args[0].startswith('--config-file'):
+        opt = args.pop(0)
+        if opt.startswith('--config-file='):
+            config_file = opt.split('=', 1)[1]
+        elif args:
+            config_file = args.pop(0)
+        else:
+            return None
+    if len(args) < 2 or args[0].startswith('-'):
+        return None
+    return config_file, args
+
+
+def run(argv: list[str], data: bytes) -> int:
+    """Handle one event; ``data`` is the domain XML.  Returns the exit code."""
+    parsed = parse_args(argv)
+    if parsed is None:
+        sys.stderr.write(_USAGE)
+        return 2
+    config_file, args = parsed
+    name, op = args[0], args[1]
+    subop = args[2] if len(args) > 2 else '-'
+    event = EVENTS.get((op, subop))
+    if event is None:
+        return 0
+    method, strict = event
+
+    from libvirt_hooks import domain
+    from ovs_rdt.exceptions import RDTError
+
+    hook = Hook(config_file, name, op, subop)
+    try:
+        dom = domain.parse(data)
+        return int(getattr(hook, method)(dom))
+    except (RDTError, Refusal) as exc:
+        return hook.fail(strict, name, str(exc))
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        import traceback
+        hook.log('error', 'internal error: %s' % ''.join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__)
+        ).replace('\n', ' | '))
+        return hook.fail(strict, name, 'internal error: %s: %s (details in '
+                         'the ovs-rdt log)' % (type(exc).__name__, exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (``ovs-rdt-hook``); returns the exit status."""
+    if argv is None:
+        argv = sys.argv[1:]
+    stdout = sys.stdout
+    sys.stdout = sys.stderr   # nothing may reach libvirt's stdout pipe
+    try:
+        data = read_stdin(sys.stdin.buffer) if sys.stdin is not None else b''
+        return run(argv, data)
+    finally:
+        sys.stdout = stdout
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The ``[ovs_rdt]`` options of nova.conf (read by the scheduler filter).
+
+Host aggregate metadata with the same names wins over these, key by key.
+``list_opts()`` is the ``oslo.config.opts`` entry point
+(``ovs_rdt.nova = nova_plugin.opts:list_opts``) for oslo-config-generator.
+"""
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from nova_plugin import specs
+
+GROUP = 'ovs_rdt'
+
+ovs_rdt_group = cfg.OptGroup(
+    GROUP, title='ovs-rdt cache allocation (scheduler)',
+    help='Cache allocation capacity of the compute hosts, for the '
+         'RDTCacheFilter scheduler filter (nova_plugin.filters.'
+         'RDTCacheFilter). Each value can be set per host aggregate instead, '
+         'as aggregate metadata with the same name: a host takes a value from '
+         'its aggregates first and falls back to the option here. A host with '
+         'neither rdt_l3_ways nor rdt_closids fails every request that needs '
+         'cache ways or a CLOSID.')
+
+OPTS = [
+    cfg.IntOpt(
+        'rdt_l3_ways', min=1, max=specs.L3_WAYS_MAX,
+        help='Ways of one L3 cache domain (socket): the length of the L3 '
+             'capacity bitmask, /sys/fs/resctrl/info/L3/cbm_mask (11 for '
+             '"7ff"). Unset: hosts without the rdt_l3_ways aggregate metadata '
+             'have no cache capacity.'),
+    cfg.IntOpt(
+        'rdt_system_ways', default=2, min=0, max=specs.L3_WAYS_MAX,
+        help='Ways of each L3 cache domain kept out of VM allocations: the '
+             'default resctrl group\'s minimum ([allocation] system_min_ways '
+             'in ovs-rdt.conf), the OvS PMD group (rdt-pmd-l3-ways) and the '
+             'ways of the shared pools. Instances with rdt:l3_ways share the '
+             'rest, rdt_l3_ways - rdt_system_ways per domain.'),
+    cfg.IntOpt(
+        'rdt_closids', min=1,
+        help='Classes of service (CLOSIDs) of the platform, '
+             '/sys/fs/resctrl/info/L3/num_closids (16 on Xeon Gold 6230). '
+             'Every resctrl group, the default one included, holds one.'),
+    cfg.IntOpt(
+        'rdt_reserved_closids', default=1, min=0,
+        help='CLOSIDs held by groups that are not VMs: 1 for the default '
+             'group, plus 1 for the OvS PMD group, plus 1 for each pool the '
+             'node creates up front (the pools listed in rdt_pools), plus any '
+             'group made by another tool.'),
+    cfg.ListOpt(
+        'rdt_pools', default=[],
+        help='Shared pools that exist on the hosts whatever runs there (the '
+             '[allocation] pools of ovs-rdt.conf, created by "ovs-rdt apply"), '
+             'their CLOSIDs counted in rdt_reserved_closids. Any other pool '
+             'named by rdt:pool is assumed to be created by its first '
+             'instance on a host, and to hold one more CLOSID while it has '
+             'instances there.'),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(ovs_rdt_group)
+    conf.register_opts(OPTS, group=ovs_rdt_group)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    return [(ovs_rdt_group, OPTS)]

@@ -1,0 +1,186 @@
+"""``ovs-rdt-agent``: the node agent's loop.
+
+Wakes up on OVSDB update notifications (``Open_vSwitch`` row), on
+ovs-vswitchd's pidfile changing (a restart) and on signals; after each it
+re-scans ovs-vswitchd's threads in ``/proc`` every few milliseconds for a
+short while (new PMD threads appear some time after the change that asked
+for them), and it re-scans anyway every ``[ovs] rescan_interval`` seconds.
+Every ``[agent] reconcile_interval`` seconds it removes VM groups whose
+QEMU is gone.  SIGTERM/SIGINT: clean exit, allocations kept.  SIGHUP:
+re-read the configuration, re-apply pools, re-place everything.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import sys
+import time
+from typing import Any
+
+from ovs_rdt.agent import pmd
+from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
+from ovs_rdt.agent.watch import PidfileWatch
+from ovs_rdt.exceptions import RDTError
+
+LOG = logging.getLogger('ovs_rdt.agent')
+
+#: After a wake-up: re-scan every BURST_STEP seconds for BURST seconds.
+BURST = 3.0
+BURST_STEP = 0.005
+PROG = 'ovs-rdt-agent'
+
+
+def build(settings: Any) -> Any:
+    from ovs_rdt.manager import CacheManager
+    from ovs_rdt.resctrl import Resctrl
+    rc = Resctrl(settings.resctrl.root, settings.resctrl.sysfs_cpu_root,
+                 settings.resctrl.lock_timeout)
+    return CacheManager(rc, settings)
+
+
+class Agent:
+    def __init__(self, settings: Any, argv: list[str] | None) -> None:
+        self.settings = settings
+        self.argv = argv
+        self.manager = build(settings)
+        self.placer = PmdPlacer(self.manager)
+        self.node = NodeReconciler(self.manager)
+        self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._stop = self._reload = False
+        self._burst_until = 0.0
+        self._scan_key: tuple | None = None
+        self.ovsdb: Any = None
+
+    # -- wake-ups (any thread, signal handlers) ---------------------------
+    def wake(self) -> None:
+        try:
+            os.write(self._wfd, b'x')
+        except BlockingIOError:
+            pass
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if signum == signal.SIGHUP:
+            self._reload = True
+        else:
+            self._stop = True
+        self.wake()
+
+    # -- steps ---------------------------------------------------------------
+    def apply_pools(self) -> str | None:
+        try:
+            self.manager.apply()
+            self.node.adopt()
+        except RDTError as exc:
+            LOG.error('cannot apply the configured pools: %s', exc)
+            return 'error: %s' % exc
+        return None
+
+    def reload(self) -> None:
+        from ovs_rdt import opts
+        LOG.info('SIGHUP: re-reading the configuration')
+        try:
+            settings, _ = opts.load(self.argv, PROG)
+        except RDTError as exc:
+            LOG.error('keeping the previous configuration: %s', exc)
+            return
+        self.settings = settings
+        self.manager = build(settings)
+        self.placer.manager = self.node.manager = self.manager
+        self.apply_pools()
+
+    def step(self, force: bool) -> None:
+        _seq, knobs = self.ovsdb.knobs()
+        scan = pmd.scan(self.settings.ovs.vswitchd_pidfile)
+        if scan.key != self._scan_key:
+            if scan.pid is not None and self._scan_key is not None and \
+                    scan.key[0] != self._scan_key[0]:
+                LOG.info('ovs-vswitchd now runs as pid %d', scan.pid)
+            self._scan_key = scan.key
+        try:
+            status = self.placer.sync(knobs, scan, force)
+        except (RDTError, OSError) as exc:  # e.g. resctrl unmounted
+            LOG.error('%s', exc)
+            status = 'error: %s' % exc
+        except Exception as exc:  # never let a bug end the agent
+            LOG.exception('unexpected error placing ovs-vswitchd threads')
+            status = 'error: internal error: %s' % exc
+        if status:
+            self.ovsdb.set_status(status)
+
+    # -- the loop ------------------------------------------------------------
+    def run(self) -> int:
+        from ovs_rdt.agent.ovsdb import Ovsdb
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        ovs = self.settings.ovs
+        self.ovsdb = Ovsdb(ovs.connection, ovs.ovsdb_timeout, self.wake)
+        watch = PidfileWatch(ovs.vswitchd_pidfile)
+        self.apply_pools()
+        self.ovsdb.start()
+        LOG.info('%s started (OVSDB %s, ovs-vswitchd pidfile %s)', PROG,
+                 ovs.connection, ovs.vswitchd_pidfile)
+        now = time.monotonic()
+        next_rescan = next_reconcile = now
+        try:
+            while not self._stop:
+                now = time.monotonic()
+                wait = min(next_rescan, next_reconcile) - now
+                if now < self._burst_until:
+                    wait = min(wait, BURST_STEP)
+                wfd = watch.fileno()
+                fds = [self._rfd] if wfd is None else [self._rfd, wfd]
+                ready, _, _ = select.select(fds, [], [], max(wait, 0))
+                if ready:
+                    self._drain()
+                    watch.drain()
+                    self._burst_until = time.monotonic() + BURST
+                if self._stop:
+                    break
+                if self._reload:
+                    self._reload = False
+                    self.reload()
+                    next_rescan = 0
+                now = time.monotonic()
+                force = now >= next_rescan
+                if force:
+                    next_rescan = now + self.settings.ovs.rescan_interval
+                    watch.rearm()
+                self.step(force)
+                if now >= next_reconcile:
+                    next_reconcile = now + self.settings.agent.reconcile_interval
+                    self._reconcile()
+        finally:
+            LOG.info('%s stopping; allocations are kept', PROG)
+            self.ovsdb.stop()
+            watch.close()
+        return 0
+
+    def _reconcile(self) -> None:
+        try:
+            self.node.reconcile()
+        except (RDTError, OSError) as exc:
+            LOG.error('reconciliation failed: %s', exc)
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self._rfd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ovs_rdt import opts
+    try:
+        settings, _ = opts.load(argv, PROG)
+    except RDTError as exc:
+        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        return 2
+    opts.setup_logging(settings)
+    return Agent(settings, argv).run()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""``ovs-rdt demo``: seed 000's NFV cache layout, for real, on an emulated Xeon.
+
+Only the cache hardware is emulated (``ovs-rdt emulate``); OvS, libvirtd, the
+KVM guests, the hook and the agent are the real ones.  The plan is seed 000
+Table 4: PMDs + ovs-vswitchd + the VM under test share ``hp`` (0x7f0,
+isolated), the noisy neighbours share ``noisy`` (0x2), the OS keeps 0xc, and
+a fourth guest takes the way Table 4 leaves free (bit 0) in a dedicated CLOS.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import Any, Callable
+
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import RDTError
+
+WORKDIR = '/run/ovs-rdt-demo'
+HOOKS_DIR = '/etc/libvirt/hooks/qemu.d'
+
+CONFIG = """\
+# ovs-rdt demo: seed 000 Table 4, as a user copying the seed would write it.
+[DEFAULT]
+log_file = {workdir}/ovs-rdt.log
+
+[resctrl]
+root = {root}
+sysfs_cpu_root = {sysfs}
+
+[allocation]
+pools = hp,noisy
+system_min_ways = 2
+
+[pool:hp]
+# CLOS 0 of Table 4: PMD threads, ovs-vswitchd and the VM under test.
+l3_cbm = 7f0
+isolated = true
+
+[pool:noisy]
+# CLOS 1 of Table 4: the noisy neighbours.
+l3_cbm = 2
+
+[ovs]
+connection = unix:{workdir}/ovs/db.sock
+vswitchd_pidfile = {workdir}/ovs/ovs-vswitchd.pid
+rescan_interval = 2
+"""
+
+GUESTS = (
+    ('ovsrdt-demo-sut', '<rdt:pool name="hp"/>', 'VM under test (pool hp)'),
+    ('ovsrdt-demo-noisy1', '<rdt:pool name="noisy"/>',
+     'noisy neighbour (pool noisy)'),
+    ('ovsrdt-demo-noisy2', '<rdt:pool name="noisy"/>',
+     'noisy neighbour (pool noisy)'),
+    ('ovsrdt-demo-dedicated', '<rdt:l3 ways="1"/>',
+     'dedicated CLOS, 1 isolated way'),
+)
+
+GUEST_XML = """\
+<domain type='{virt}'>
+  <name>{name}</name>
+  <memory unit='MiB'>64</memory>
+  <vcpu>2</vcpu>
+  <metadata>
+    <rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">
+      {annotation}
+    </rdt:rdt>
+  </metadata>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices><emulator>{emulator}</emulator></devices>
+</domain>
+"""
+
+PREREQS = (
+    ('fusermount3', 'fuse3'), ('ovs-vswitchd', 'openvswitch-switch'),
+    ('ovsdb-server', 'openvswitch-switch'), ('libvirtd', 'libvirt-daemon-system'),
+    ('virsh', 'libvirt-clients'), ('qemu-system-x86_64', 'qemu-system-x86'),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--profile', default='xeon-gold-6230',
+                        help='emulated platform (default xeon-gold-6230)')
+    parser.add_argument('--keep', action='store_true',
+                        help='leave everything running for exploration; '
+                        'end it with "ovs-rdt demo --teardown"')
+    parser.add_argument('--teardown', action='store_true',
+                        help='tear down what "ovs-rdt demo --keep" left running')
+    parser.add_argument('--tcg', action='store_true',
+                        help='run the guests without KVM (software emulation)')
+    parser.add_argument('--workdir', default=WORKDIR,
+                        help='where the demo keeps its state (default %s)'
+                        % WORKDIR)
+    parser.add_argument('--top-seconds', type=int, default=3,
+                        help='seconds of "ovs-rdt top" to show (default 3)')
+
+
+def missing_prerequisites(tcg: bool) -> list[str]:
+    out = []
+    if os.geteuid() != 0:
+        out.append('run as root: the demo mounts FUSE and starts libvirtd')
+    if not os.path.exists('/dev/fuse'):
+        out.append('/dev/fuse is missing: load the fuse module (modprobe fuse)')
+    for cmd, pkg in PREREQS:
+        if shutil.which(cmd) is None:
+            out.append('%s not found: apt-get install %s' % (cmd, pkg))
+    if not tcg and not os.access('/dev/kvm', os.R_OK | os.W_OK):
+        out.append('/dev/kvm is not usable here: rerun with --tcg to run the '
+                   'guests without KVM')
+    return out
+
+
+class Progress:
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.n = 0
+        self.start = time.monotonic()
+
+    def step(self, text: str, fn: Callable[[], Any]) -> Any:
+        self.n += 1
+        print('[%d/%d] %s ...' % (self.n, self.total, text), end=' ',
+              flush=True)
+        began = time.monotonic()
+        try:
+            result = fn()
+        except BaseException:
+            print('FAILED', flush=True)
+            raise
+        print('ok (%.1f s)' % (time.monotonic() - began), flush=True)
+        return result
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    from ovs_rdt.sandbox import Sandbox
+
+    if args.teardown:
+        return _teardown(Sandbox(args.workdir))
+    problems = missing_prerequisites(args.tcg)
+    if problems:
+        for line in problems:
+            print('ovs-rdt demo: %s' % line, file=sys.stderr)
+        return 2
+    if os.path.exists(os.path.join(args.workdir, 'state.json')):
+        print('ovs-rdt demo: a demo is already set up in %s; end it with '
+              '"ovs-rdt demo --teardown"' % args.workdir, file=sys.stderr)
+        return 2
+    if os.path.exists(os.path.join(HOOKS_DIR, '50-ovs-rdt')):
+        print('ovs-rdt demo: %s/50-ovs-rdt is already installed (a real '
+              'node?); the demo will not replace it' % HOOKS_DIR,
+              file=sys.stderr)
+        return 2
+    box = Sandbox(args.workdir)
+    box.save()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    began = time.monotonic()
+    try:
+        _main_job(box, args)
+        print('\nDemo set up and shown in %.1f s.' % (time.monotonic() - began))
+        if args.keep:
+            print('Left running (--keep). Explore with:\n'
+                  '  ovs-rdt --config-file %s/ovs-rdt.conf status\n'
+                  '  ovs-rdt --config-file %s/ovs-rdt.conf top\n'
+                  '  virsh list\n'
+                  'and end it with: ovs-rdt demo --teardown'
+                  % (args.workdir, args.workdir))
+            return 0
+    except KeyboardInterrupt:
+        print('\ninterrupted: tearing down', file=sys.stderr)
+        _teardown(box)
+        return 130
+    except (RDTError, OSError) as exc:
+        print('ovs-rdt demo: error: %s' % exc, file=sys.stderr)
+        print('tearing down', file=sys.stderr)
+        _teardown(box)
+        return 1
+    return _teardown(box)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _teardown(box: Any) -> int:
+    began = time.monotonic()
+    problems = box.teardown()
+    for line in problems:
+        print('ovs-rdt demo: teardown: %s' % line, file=sys.stderr)
+    print('Torn down in %.1f s%s.' % (time.monotonic() - began,
+                                       ' with problems' if problems else ''))
+    return 1 if problems else 0
+
+
+def _main_job(box: Any, args: argparse.Namespace) -> None:
+    from ovs_rdt import conf, members, report
+    from ovs_rdt.cmd import top
+    from ovs_rdt.cmd.common import manager_from, resctrl_from
+    from ovs_rdt.sandbox import wait_for
+
+    progress = Progress(9)
+    root, sysfs = progress.step(
+        'mounting the emulated resctrl (%s)' % args.profile,
+        lambda: box.mount_emulator(args.profile))
+    config_file = os.path.join(args.workdir, 'ovs-rdt.conf')
+    with open(config_file, 'w') as fh:
+        fh.write(CONFIG.format(workdir=args.workdir, root=root, sysfs=sysfs))
+    settings = conf.load(config_file, missing_ok=False)
+    progress.step('ovs-rdt apply: pools hp=0x7f0 (isolated), noisy=0x2, '
+                  'default group 0xc', lambda: manager_from(settings).apply())
+    progress.step('starting ovsdb-server and ovs-vswitchd (netdev bridge, 2 '
+                  'dummy-pmd ports, pmd-cpu-mask=0x3)',
+                  lambda: (box.start_ovs(2, '0x3'),
+                           wait_for(lambda: len(box.pmd_threads()) >= 2, 30,
+                                    'PMD threads')))
+    progress.step('ovs-vsctl set Open_vSwitch . other_config:rdt-pmd-pool=hp '
+                  'other_config:rdt-vswitchd=pmd',
+                  lambda: box.vsctl('set', 'Open_vSwitch', '.',
+                                    'other_config:rdt-pmd-pool=hp',
+                                    'other_config:rdt-vswitchd=pmd'))
+
+    def agent_ok() -> str | bool:
+        status = box.vsctl('--if-exists', 'get', 'Open_vSwitch', '.',
+                           'external_ids:rdt-status').strip('"')
+        if status.startswith('error'):
+            raise RDTError('ovs-rdt-agent reports %s' % status)
+        return status.startswith('ok') and status
+
+    progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
+                  lambda: (box.start_agent(config_file),
+                           wait_for(agent_ok, 30, 'the agent\'s rdt-status')))
+    progress.step('installing the libvirt hook and (re)starting libvirtd',
+                  lambda: (box.install_hook(config_file, HOOKS_DIR),
+                           box.start_libvirtd()))
+    emulator = shutil.which('qemu-system-x86_64') or 'qemu-system-x86_64'
+    virt = 'qemu' if args.tcg else 'kvm'
+
+    def start_guests() -> None:
+        for name, annotation, _ in GUESTS:
+            box.define_and_start(name, GUEST_XML.format(
+                virt=virt, name=name, annotation=annotation,
+                emulator=emulator))
+
+    progress.step('virsh define + start: %s' % ', '.join(
+        '%s (%s)' % (n, d) for n, _, d in GUESTS), start_guests)
+    rc = resctrl_from(settings)
+
+    def show_status() -> str:
+        platform = rc.platform()
+        with rc.lock(exclusive=False):
+            groups = rc.groups(with_tasks=True)
+        plan = report.build(platform, groups,
+                            lambda g: members.describe(g.tasks))
+        return report.render(plan, sys.stdout.isatty())
+
+    text = progress.step('reading the cache plan (ovs-rdt status)', show_status)
+    print('\n' + text)
+    print('\nSeed 000 Table 4: CLOS 0 = 0x7F0 (PMDs, ovs-vswitchd, VM under '
+          'test), CLOS 1 = 0x2 (noisy VMs), OS = 0xC; way 0 left free '
+          '(here: the dedicated guest).')
+
+    def show_top() -> None:
+        print()
+        ns = argparse.Namespace(interval=1.0, once=False, no_clear=True,
+                                iterations=args.top_seconds)
+        top.run(settings, ns)
+
+    progress.step('%d s of ovs-rdt top' % args.top_seconds, show_top)

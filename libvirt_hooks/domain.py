@@ -222,8 +222,8 @@ class Domain:
         count = self.vcpu_count()
         pins: dict[int, frozenset[int]] = {}
         for vcpu_s, cpuset in self.vcpupins_raw:
-            label = '<vcpupin vcpu="%s" cpuset="%s">' % (show(vcpu_s),
-                                                        show(cpuset))
+            label = '<vcpupin vcpu="%s" cpuset="%s">' % (
+                show(vcpu_s), show(cpuset))
             vcpu = parse_int(vcpu_s, label, 'vcpu', 0, MAX_VCPUS)
             pins[vcpu] = parse_cpuset(cpuset, label)
         cpus: set[int] = set()
@@ -257,8 +257,12 @@ class _Parser:
 
     @staticmethod
     def entity(*_args: object) -> None:
-        raise AnnotationError('the domain XML declares or references an '
-                              'external entity; refusing it')
+        raise AnnotationError('the domain XML declares an entity; refusing it')
+
+    @staticmethod
+    def external(*_args: object) -> int:
+        raise AnnotationError('the domain XML references an external entity; '
+                              'refusing it')
 
     # -- elements -----------------------------------------------------------
     def start(self, tag: str, attrs: dict[str, str]) -> None:
@@ -438,7 +442,7 @@ def parse(data: bytes) -> Domain:
     parser.StartDoctypeDeclHandler = handler.doctype
     parser.EntityDeclHandler = handler.entity
     parser.UnparsedEntityDeclHandler = handler.entity
-    parser.ExternalEntityRefHandler = handler.entity
+    parser.ExternalEntityRefHandler = handler.external
     parser.StartElementHandler = handler.start
     parser.EndElementHandler = handler.end
     parser.CharacterDataHandler = handler.chars
@@ -476,7 +480,7 @@ def _annotation_spec(values: dict[str, str]) -> Spec | None:
         spec.mb_percent = parse_int(values['mb'], labels['mb_percent'],
                                     'percent', 1, 100)
     spec.labels = labels
-    _check_combination(spec, '<rdt:l3>', '<rdt:pool>', '<rdt:mb>')
+    _check_combination(spec, '<rdt:l3 ways="N">')
     return spec
 
 
@@ -487,20 +491,21 @@ def _pool_name(raw: str, label: str) -> str:
     return name
 
 
-def _check_combination(spec: Spec, l3: str, pool: str, mb: str) -> None:
+def _check_combination(spec: Spec, l3: str) -> None:
     if spec.l3_ways is not None and spec.pool is not None:
-        raise AnnotationError('%s and %s exclude each other (%s): ask for a '
-                              'dedicated CLOS or a shared pool, not both'
-                              % (l3, pool, spec.source))
+        raise AnnotationError('%s and %s exclude each other (in %s): ask for '
+                              'a dedicated CLOS or a shared pool, not both'
+                              % (spec.label('l3_ways'), spec.label('pool'),
+                                 spec.source))
     if spec.mb_percent is not None and spec.pool is not None:
         raise AnnotationError(
-            '%s cannot be combined with %s (%s): a pool\'s bandwidth cap is '
+            '%s cannot be combined with %s (in %s): a pool\'s bandwidth cap is '
             '[pool:%s] mb_percent' % (spec.label('mb_percent'),
                                       spec.label('pool'), spec.source,
                                       spec.pool))
     if spec.mb_percent is not None and spec.l3_ways is None:
-        raise AnnotationError('%s needs %s too (%s): a bandwidth cap applies '
-                              'to a dedicated CLOS'
+        raise AnnotationError('%s needs %s too (in %s): a bandwidth cap '
+                              'applies to a dedicated CLOS'
                               % (spec.label('mb_percent'), l3, spec.source))
 
 
@@ -529,7 +534,7 @@ def spec_from_pairs(pairs: dict[str, str], source: str,
         else:
             spec.mb_percent = parse_int(raw, label, 'the percentage', 1, 100)
     spec.labels = labels
-    _check_combination(spec, 'rdt:l3_ways', 'rdt:pool', 'rdt:mb_percent')
+    _check_combination(spec, 'rdt:l3_ways')
     return spec
 
 

@@ -34,13 +34,13 @@ import sys
 
 TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
-    from typing import BinaryIO
+    from typing import Any, BinaryIO
 
     from libvirt_hooks.domain import Domain, Spec
     from ovs_rdt.allocator import Plan
-    from ovs_rdt.conf import Settings
     from ovs_rdt.manager import CacheManager
     from ovs_rdt.model import Request
+    from ovs_rdt.resctrl import Resctrl
 
 # event -> (handler name, strict): strict events may refuse (exit 1).
 EVENTS = {
@@ -88,12 +88,13 @@ class Log:
         if level == 'debug' and not self.debug_on:
             return
         self.records.append((level, msg))
-        line = '%s: %s' % (self.prefix, msg)
+        line = '%s: %s' % (self.prefix, ' | '.join(
+            part for part in msg.strip().splitlines() if part))
         if self.path:
             import time
             stamp = time.strftime('%Y-%m-%d %H:%M:%S')
-            text = '%s ovs-rdt-hook[%d] %s %s\n' % (stamp, os.getpid(),
-                                                     level.upper(), line)
+            text = '%s ovs-rdt-hook[%d] %s %s\n' % (
+                stamp, os.getpid(), level.upper(), line)
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
                              | os.O_CLOEXEC, 0o640)
@@ -125,12 +126,14 @@ class Hook:
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
-        self._settings: Settings | None = None
+        self._settings: Any = None
         self._manager: CacheManager | None = None
+        self._rc: Resctrl | None = None
 
     # -- lazily built context ---------------------------------------------
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> Any:
+        """The configuration (a conf.Settings), read on first use."""
         if self._settings is None:
             from ovs_rdt import conf
             self._settings = conf.load(self.config_file
@@ -143,13 +146,21 @@ class Hook:
     def manager(self) -> CacheManager:
         if self._manager is None:
             from ovs_rdt.manager import CacheManager
-            from ovs_rdt.resctrl import Resctrl
-            cfg = self.settings.resctrl
-            self._manager = CacheManager(
-                Resctrl(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout),
-                self.settings)
+            self._manager = CacheManager(self.rc, self.settings)
             _bridge_logging(self.log)
         return self._manager
+
+    @property
+    def rc(self) -> Resctrl:
+        """The resctrl layer (without the manager, which imports more)."""
+        if self._rc is None:
+            self._rc = self.make_resctrl()
+        return self._rc
+
+    def make_resctrl(self) -> Resctrl:
+        from ovs_rdt.resctrl import Resctrl
+        cfg = self.settings.resctrl
+        return Resctrl(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
 
     def group_exists(self, group: str) -> bool:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
@@ -182,8 +193,11 @@ class Hook:
         from ovs_rdt.exceptions import AnnotationError
         from ovs_rdt.model import Request, vm_group
 
-        platform = self.manager.resctrl.platform()
-        if spec.l3_ways > platform.cbm_len:
+        ways = spec.l3_ways
+        if ways is None:
+            raise AssertionError('request() needs a dedicated-CLOS spec')
+        platform = self.rc.platform()
+        if ways > platform.cbm_len:
             raise AnnotationError('%s: this host\'s L3 cache has only %d ways '
                                   'per cache domain'
                                   % (spec.label('l3_ways'), platform.cbm_len))
@@ -200,7 +214,7 @@ class Hook:
         domains = (platform.domains_of_cpus(cpus) if cpus is not None
                    else frozenset(platform.domains))
         return Request(vm_group(dom.uuid),
-                       ways={d: spec.l3_ways for d in sorted(domains)},
+                       ways={d: ways for d in sorted(domains)},
                        exclusive=True, mb_percent=spec.mb_percent)
 
     def group_of(self, dom: Domain, spec: Spec) -> str:
@@ -275,7 +289,8 @@ class Hook:
                           'n/KVM")' % pid)
         tids = vcpus + (others if self.settings.libvirt.include_emulator_threads
                         else [])
-        gone = set(self.manager.assign(group, tids))
+        with self.rc.lock():
+            gone = set(self.rc.add_tasks(group, tids))
         moved_others = len([t for t in tids[len(vcpus):] if t not in gone])
         self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
                  '%d into %s%s' % (
@@ -424,6 +439,10 @@ def run(argv: list[str], data: bytes) -> int:
         return hook.fail(strict, name, str(exc))
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         import traceback
+        try:
+            hook.settings            # to know where the log goes
+        except Exception:  # noqa: BLE001
+            pass
         hook.log('error', 'internal error: %s' % ''.join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         ).replace('\n', ' | '))

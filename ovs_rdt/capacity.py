@@ -25,7 +25,7 @@ The model, per host:
 """
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import AbstractSet, Iterable, NamedTuple
 
 
 class Holding(NamedTuple):
@@ -57,8 +57,10 @@ def free_ways(l3_ways: int, system_ways: int, used_ways: int) -> int:
 
 def closids_free(closids: int, reserved_closids: int, dedicated: int,
                  pools: int) -> int:
-    """CLOSIDs still free: ``dedicated`` VM groups and ``pools`` on-demand
-    pool groups hold one each (never negative)."""
+    """CLOSIDs still free (never negative).
+
+    ``dedicated`` VM groups and ``pools`` on-demand pool groups hold one each.
+    """
     return max(0, closids - reserved_closids - dedicated - pools)
 
 
@@ -127,7 +129,8 @@ def needs_closid(cap: HostCapacity, usage: Usage, request: Holding) -> bool:
 
 
 def free_closids(cap: HostCapacity, usage: Usage) -> int:
-    on_demand = sum(1 for p in usage.pools if p not in cap.pools)
+    on_demand = len(usage.pools) if not cap.pools else \
+        len(usage.pools.keys() - cap.pools)
     return closids_free(cap.closids, cap.reserved_closids, usage.dedicated,
                         on_demand)
 
@@ -144,7 +147,7 @@ def best_domains(cap: HostCapacity, usage: Usage, domains: Iterable[int],
 
 
 def check(cap: HostCapacity, usage: Usage, request: Holding,
-          domains: Iterable[int]) -> str | None:
+          domains: AbstractSet[int]) -> str | None:
     """Why ``request`` does not fit, or None when it does.
 
     ``domains`` are the host's L3 domains (where an unpinned request holds
@@ -152,13 +155,11 @@ def check(cap: HostCapacity, usage: Usage, request: Holding,
     be among them.
     """
     if request.ways:
-        known = frozenset(domains)
-        wanted = known if request.domains is None else request.domains
-        missing = wanted - known
-        if missing:
+        wanted = domains if request.domains is None else request.domains
+        if request.domains is not None and not wanted <= domains:
             return ('L3 cache domain(s) %s do not exist (host has %s)'
-                    % (_ids(missing), _ids(known)))
-        for dom in sorted(wanted):
+                    % (_ids(wanted - domains), _ids(domains)))
+        for dom in (sorted(wanted) if len(wanted) > 1 else wanted):
             used = usage.used_ways(dom)
             free = free_ways(cap.l3_ways, cap.system_ways, used)
             if free < request.ways:
@@ -166,13 +167,11 @@ def check(cap: HostCapacity, usage: Usage, request: Holding,
                         '(%d ways, %d system, %d used by instances)'
                         % (request.ways, dom, free, cap.l3_ways,
                            cap.system_ways, used))
-    if needs_closid(cap, usage, request):
-        free = free_closids(cap, usage)
-        if free < 1:
-            return ('no free CLOSID (%d, %d reserved, %d dedicated, '
-                    'pools in use: %s)'
-                    % (cap.closids, cap.reserved_closids, usage.dedicated,
-                       ','.join(sorted(usage.pools)) or 'none'))
+    if needs_closid(cap, usage, request) and free_closids(cap, usage) < 1:
+        return ('no free CLOSID (%d, %d reserved, %d dedicated, pools in '
+                'use: %s)' % (cap.closids, cap.reserved_closids,
+                              usage.dedicated,
+                              ','.join(sorted(usage.pools)) or 'none'))
     return None
 
 

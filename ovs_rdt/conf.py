@@ -108,8 +108,11 @@ class Section:
     def __init__(self, values: dict[str, Any]) -> None:
         self.__dict__.update(values)
 
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError('no option %r in this section' % name)
+
     def __repr__(self) -> str:
-        return 'Section(%r)' % (self.__dict__,)
+        return 'Section(%r)' % (vars(self),)
 
 
 class Settings:
@@ -130,6 +133,9 @@ class Settings:
         self.pools = {name: Section(v) for name, v in pools.items()}
         self.flavors = dict(flavors or {})
         self.config_file = config_file
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError('no section %r in the configuration' % name)
 
     @classmethod
     def defaults(cls, **overrides: dict[str, Any]) -> 'Settings':

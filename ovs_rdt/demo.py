@@ -189,8 +189,8 @@ def _teardown(box: Any) -> int:
     problems = box.teardown()
     for line in problems:
         print('ovs-rdt demo: teardown: %s' % line, file=sys.stderr)
-    print('Torn down in %.1f s%s.' % (time.monotonic() - began,
-                                       ' with problems' if problems else ''))
+    print('Torn down in %.1f s%s.' % (
+        time.monotonic() - began, ' with problems' if problems else ''))
     return 1 if problems else 0
 
 

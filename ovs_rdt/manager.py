@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from ovs_rdt import GROUP_PREFIX
 from ovs_rdt import allocator
+from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidMask, RDTError

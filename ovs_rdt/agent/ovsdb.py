@@ -138,8 +138,13 @@ class Ovsdb:
 
     # -- the thread -------------------------------------------------------
     def _main(self) -> None:
-        if not self._connect():
-            return
+        try:
+            if self._connect():
+                self._serve()
+        except Exception:  # keep the agent alive; status writes stop
+            LOG.exception('OVSDB thread failed')
+
+    def _serve(self) -> None:
         while True:
             with self._cond:
                 while not self._stop and (self._want is None or
@@ -180,7 +185,10 @@ class Ovsdb:
 
     def _write(self, text: str | None) -> bool:
         api, conn = self._api, self._conn
-        if api is None or conn is None or not conn.idl.is_connected():
+        if api is None or conn is None:
+            return False
+        session = getattr(conn.idl, '_session', None)  # python-ovs has no API
+        if session is not None and not session.is_connected():
             return False
         try:
             api.db_set(TABLE, '.', ('external_ids', {STATUS_KEY: text})

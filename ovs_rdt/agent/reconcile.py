@@ -94,45 +94,52 @@ class PmdPlacer:
     # -- doing it --------------------------------------------------------
     def _apply(self, want: knobs_mod.Placement, raw: dict[str, str],
                scan: Scan, platform: Platform, force: bool) -> None:
-        resctrl = self.manager.resctrl
+        cache: dict[str, set[int] | None] = {}
+
+        def members(group: str) -> set[int] | None:
+            if group not in cache:  # each tasks file read once, if needed
+                cache[group] = self._tasks(group)
+            return cache[group]
+
         if want.ways is not None:
-            self._allocate(want, raw, scan, platform, force)
-        for group in {want.pmd_group, want.other_group} - {ROOT, PMD_GROUP}:
-            if self._tasks(group) is None:
-                raise RDTError('%s does not exist in %s: is the pool '
-                               'configured and applied ("ovs-rdt apply")?'
-                               % (group, resctrl.root))
-        members: dict[str, set[int]] = {}
-        managed = {PMD_GROUP, want.pmd_group, want.other_group} | {
-            pool_group(p) for p in self.manager.settings.pools}
-        for group in sorted(managed - {ROOT}):
-            tasks = self._tasks(group)
-            if tasks is not None:
-                members[group] = tasks
-        moves: dict[str, list[int]] = {}
+            fresh = force or members(PMD_GROUP) is None
+            if self._allocate(want, raw, scan, platform, fresh):
+                cache.pop(PMD_GROUP, None)
+        managed = sorted({PMD_GROUP, want.pmd_group, want.other_group} | {
+            pool_group(p) for p in self.manager.settings.pools} - {ROOT})
+        # PMD threads first: they are the ones that matter.
         for tids, target in ((scan.pmd_tids, want.pmd_group),
                              (scan.others, want.other_group)):
-            for tid in tids:
-                if target == ROOT:
-                    if not any(tid in m for m in members.values()):
-                        continue
-                elif tid in members.get(target, ()):
-                    continue
-                moves.setdefault(target, []).append(tid)
-        for group, tids in moves.items():
+            if target != ROOT and members(target) is None:
+                raise RDTError('%s does not exist in %s: is the pool '
+                               'configured and applied ("ovs-rdt apply")?'
+                               % (target, self.manager.resctrl.root))
+            if target == ROOT:
+                move = [t for t in tids
+                        if any(t in (members(g) or ()) for g in managed)]
+            else:
+                move = [t for t in tids if t not in (members(target) or ())]
+            if not move:
+                continue
             LOG.info('moving ovs-vswitchd threads %s to %s',
-                     ','.join(map(str, tids)), group or 'the default group')
-            gone = self.manager.assign(group, tids)
+                     ','.join(map(str, move)), target or 'the default group')
+            gone = self.manager.assign(target, move)
             if gone:
                 LOG.debug('threads %s exited meanwhile', gone)
-        if want.ways is None and PMD_GROUP in members:
+            for group, tasks in cache.items():
+                if tasks is not None:
+                    tasks.difference_update(move)
+                    if group == target:
+                        tasks.update(move)
+        if want.ways is None and members(PMD_GROUP) is not None:
             LOG.info('removing %s', PMD_GROUP)
             self.manager.release(PMD_GROUP)
             self._alloc = None
         self._placed = scan.key
 
     def _allocate(self, want: knobs_mod.Placement, raw: dict[str, str],
-                  scan: Scan, platform: Platform, force: bool) -> None:
+                  scan: Scan, platform: Platform, force: bool) -> bool:
+        """Create or resize the PMD group if needed; True if it did."""
         cores = scan.cores | knobs_mod.parse_cpu_mask(
             raw.get(knobs_mod.KEY_CPU_MASK))
         if cores:
@@ -142,17 +149,21 @@ class PmdPlacer:
         else:
             domains = tuple(platform.domains)
         sig = (domains, want.ways, want.mb_percent)
-        if not force and sig == self._alloc and \
-                self._tasks(PMD_GROUP) is not None:
-            return
+        if not force and sig == self._alloc:
+            return False
         assert want.ways is not None
         LOG.info('allocating %s: %d ways on cache domains %s for PMD cores '
                  '%s', PMD_GROUP, want.ways, ','.join(map(str, domains)),
                  _cpus(cores))
-        self.manager.allocate(Request(PMD_GROUP,
-                                      ways={d: want.ways for d in domains},
-                                      mb_percent=want.mb_percent))
+        try:
+            self.manager.allocate(Request(PMD_GROUP,
+                                          ways={d: want.ways for d in domains},
+                                          mb_percent=want.mb_percent))
+        except RDTError as exc:
+            raise RDTError('%s=%d: %s' % (knobs_mod.KEY_WAYS, want.ways, exc)
+                           ) from exc
         self._alloc = sig
+        return True
 
     def _tasks(self, group: str) -> set[int] | None:
         try:

@@ -26,9 +26,11 @@ from ovs_rdt.exceptions import RDTError
 
 LOG = logging.getLogger('ovs_rdt.agent')
 
-#: After a wake-up: re-scan every BURST_STEP seconds for BURST seconds.
-BURST = 3.0
-BURST_STEP = 0.005
+#: After a wake-up, re-scan /proc every STEP seconds until UNTIL seconds
+#: after it: fast while new threads are likely (they come some ms after the
+#: OVSDB change), slower while a restarting ovs-vswitchd may still be
+#: initialising.
+BURST = ((1.0, 0.005), (5.0, 0.025), (30.0, 0.2))
 PROG = 'ovs-rdt-agent'
 
 
@@ -49,7 +51,7 @@ class Agent:
         self.node = NodeReconciler(self.manager)
         self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = self._reload = False
-        self._burst_until = 0.0
+        self._woken = -1e9
         self._scan_key: tuple | None = None
         self.ovsdb: Any = None
 
@@ -127,15 +129,17 @@ class Agent:
             while not self._stop:
                 now = time.monotonic()
                 wait = min(next_rescan, next_reconcile) - now
-                if now < self._burst_until:
-                    wait = min(wait, BURST_STEP)
+                for until, step in BURST:
+                    if now - self._woken < until:
+                        wait = min(wait, step)
+                        break
                 wfd = watch.fileno()
                 fds = [self._rfd] if wfd is None else [self._rfd, wfd]
                 ready, _, _ = select.select(fds, [], [], max(wait, 0))
                 if ready:
                     self._drain()
                     watch.drain()
-                    self._burst_until = time.monotonic() + BURST
+                    self._woken = time.monotonic()
                 if self._stop:
                     break
                 if self._reload:

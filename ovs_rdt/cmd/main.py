@@ -73,8 +73,8 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     from oslo_config import cfg
 
-    from ovs_rdt import opts
     from ovs_rdt.exceptions import RDTError
+    from ovs_rdt import opts
 
     def add_cli(config: cfg.ConfigOpts) -> None:
         config.register_cli_opt(cfg.SubCommandOpt(

@@ -53,8 +53,8 @@ def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
 
 
 def render(table: list[tuple], interval: float) -> str:
-    lines = ['%-44s %6s %12s %12s %12s' % ('GROUP', 'L3', 'LLC[KiB]',
-                                            'MBL[MB/s]', 'MBT[MB/s]')]
+    lines = ['%-44s %6s %12s %12s %12s' % (
+        'GROUP', 'L3', 'LLC[KiB]', 'MBL[MB/s]', 'MBT[MB/s]')]
 
     def fmt(value: float | None) -> str:
         return '-' if value is None else '%.1f' % value

@@ -1,0 +1,173 @@
+"""``ovs-rdt install-hook``: install (or remove) the libvirt hook wrapper.
+
+libvirt runs every executable in ``/etc/libvirt/hooks/qemu.d/`` with almost
+no environment, so the wrapper binds everything the hook needs: the Python
+interpreter that runs ``ovs-rdt`` now, where the ``libvirt_hooks`` and
+``ovs_rdt`` packages are, and the configuration file.  It runs the hook
+module directly, in isolated mode without ``site`` (``python3 -I -S``): no
+environment variable, user site or ``.pth`` file can change what runs as
+root, and start-up is as fast as the interpreter gets.
+
+libvirtd looks for hook scripts when it starts (and on SIGHUP): after the
+first install, restart (or reload) libvirtd.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
+HOOK_NAME = '50-ovs-rdt'
+MARKER = '# ovs-rdt libvirt hook wrapper'
+# Linux reads at most 255 bytes of a "#!" line (127 before 5.1).
+_MAX_SHEBANG = 127
+
+
+def hook_path(hooks_dir: str | None, name: str = HOOK_NAME) -> str:
+    """Where the wrapper goes: ``<hooks dir>/qemu.d/<name>``.
+
+    ``hooks_dir`` is libvirt's hook directory; one that already ends in
+    ``qemu.d`` is taken as is.
+    """
+    base = (hooks_dir or DEFAULT_HOOKS_DIR).rstrip('/') or '/'
+    if os.path.basename(base) != 'qemu.d':
+        base = os.path.join(base, 'qemu.d')
+    return os.path.join(base, name)
+
+
+def package_paths() -> list[str]:
+    """The sys.path entries that hold libvirt_hooks and ovs_rdt."""
+    import libvirt_hooks
+    import ovs_rdt
+
+    out: list[str] = []
+    for pkg in (libvirt_hooks, ovs_rdt):
+        parent = os.path.dirname(os.path.dirname(os.path.abspath(
+            pkg.__file__ or '')))
+        if parent not in out:
+            out.append(parent)
+    return out
+
+
+def wrapper_text(config_file: str, python: str | None = None,
+                 paths: list[str] | None = None) -> str:
+    """The wrapper script.
+
+    A Python script with ``#!<python> -IS`` when the interpreter's path
+    allows it (one exec, no shell), else a ``/bin/sh`` script that execs
+    the same thing.
+    """
+    python = os.path.abspath(python or sys.executable)
+    paths = package_paths() if paths is None else paths
+    config_file = os.path.abspath(config_file)
+    body = ('import sys\n'
+            'sys.path[:0] = %r\n'
+            'from libvirt_hooks.hook import main\n'
+            'sys.exit(main([%r, %r] + sys.argv[1:]))\n'
+            % (paths, '--config-file', config_file))
+    header = ('%s (written by "ovs-rdt install-hook"; do not edit)\n'
+              '# config: %s\n' % (MARKER, config_file))
+    shebang = '#!%s -IS' % python
+    if (len(shebang) <= _MAX_SHEBANG and not any(c.isspace() for c in python)
+            and python.isprintable()):
+        return '%s\n%s%s' % (shebang, header, body)
+    import shlex
+    one_line = body.replace('\n', '; ').rstrip('; ')
+    return ('#!/bin/sh\n%sexec %s -I -S -c %s "$@"\n'
+            % (header, shlex.quote(python), shlex.quote(one_line)))
+
+
+def is_ours(path: str) -> bool:
+    try:
+        with open(path, encoding='utf-8', errors='replace') as fh:
+            return MARKER in fh.read(4096)
+    except OSError:
+        return False
+
+
+def install(path: str, config_file: str, python: str | None = None,
+            paths: list[str] | None = None) -> None:
+    """Write the wrapper atomically, mode 0755.
+
+    Refuses to replace a file that is not an ovs-rdt wrapper.
+    """
+    import tempfile
+
+    from ovs_rdt.exceptions import ConfigError
+
+    if os.path.lexists(path) and not is_ours(path):
+        raise ConfigError('%s exists and is not an ovs-rdt hook wrapper; '
+                          'not replacing it' % path)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    text = wrapper_text(config_file, python, paths)
+    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
+                               dir=directory)
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def uninstall(path: str) -> bool:
+    """Remove the wrapper; False if there was none."""
+    from ovs_rdt.exceptions import ConfigError
+
+    if not os.path.lexists(path):
+        return False
+    if not is_ours(path):
+        raise ConfigError('%s is not an ovs-rdt hook wrapper; not removing '
+                          'it' % path)
+    os.unlink(path)
+    return True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        '--hooks-dir', default=DEFAULT_HOOKS_DIR,
+        help='libvirt\'s hook directory; the wrapper goes to '
+             'HOOKS_DIR/qemu.d/%s (default: %s)' % (HOOK_NAME,
+                                                    DEFAULT_HOOKS_DIR))
+    parser.add_argument(
+        '--uninstall', action='store_true',
+        help='remove the wrapper instead of installing it')
+
+
+def run(settings: Any, args: argparse.Namespace) -> int:
+    from ovs_rdt import conf
+
+    path = hook_path(getattr(args, 'hooks_dir', None))
+    restart = ('libvirtd looks for hook scripts only when it starts or '
+               'reloads: restart libvirtd (or send it SIGHUP) for this to '
+               'take effect')
+    if getattr(args, 'uninstall', False):
+        if uninstall(path):
+            print('removed %s; %s' % (path, restart))
+        else:
+            print('%s was not installed' % path)
+        return 0
+    config_file = (getattr(settings, 'config_file', None)
+                   or conf.DEFAULT_CONFIG_FILE)
+    config_file = os.path.abspath(config_file)
+    if not os.path.exists(config_file):
+        print('warning: %s does not exist; the hook uses the defaults until '
+              'it does' % config_file, file=sys.stderr)
+    else:
+        conf.load(config_file, missing_ok=False)   # what the hook will read
+    install(path, config_file)
+    print('installed %s (config %s, python %s)'
+          % (path, config_file, sys.executable))
+    print(restart)
+    return 0

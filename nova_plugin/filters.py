@@ -1,0 +1,410 @@
+"""RDTCacheFilter: schedule instances onto hosts with free L3 cache ways.
+
+Enable with ``[filter_scheduler] available_filters =
+nova_plugin.filters.RDTCacheFilter`` and ``enabled_filters``.  The
+arithmetic is :mod:`ovs_rdt.capacity`'s, the one the node allocator uses.
+
+Multi-create (``--min-count N``): Nova filters the hosts for instance
+``i`` (``run_filter_for_index(i)``), picks one, then calls
+``HostState.consume_from_request()`` on it, which bumps
+``host_state.num_instances`` but does not add the instance to
+``host_state.instances`` (only a stub, and only with a server group).  So a
+pass is tracked per RequestSpec (weakly: it ends with the request) and
+restarted at index 0: the first time the pass sees a host it notes
+``num_instances``; any rise seen later is instances of this request placed
+there, each holding what the request asks (on the NUMA cells
+``consume_from_request`` fitted, left in ``spec_obj.numa_topology``).
+Every host seen at index i > 0 passed this filter at index i - 1, so each
+placement is seen.  A concurrent request consuming the same host in the
+meantime is counted as ours (conservative).
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+import time
+import weakref
+from typing import Any, Iterable
+
+from oslo_log import log as logging
+
+import nova.conf
+from nova import objects
+from nova.scheduler import filters
+from nova.scheduler import utils as scheduler_utils
+from nova.virt import hardware
+
+from nova_plugin import opts, specs
+from ovs_rdt import capacity
+from ovs_rdt.exceptions import AnnotationError
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+opts.register_opts(CONF)
+
+#: Aggregate metadata keys (and [ovs_rdt] options), in HostCapacity order.
+KEYS = ('rdt_l3_ways', 'rdt_system_ways', 'rdt_closids',
+        'rdt_reserved_closids', 'rdt_pools')
+_HOLDING = '_ovs_rdt_holding'        # cached Holding on an Instance object
+_USAGE = '_ovs_rdt_usage'            # cached (instances, Usage) on a HostState
+_DOMAINS = '_ovs_rdt_domains'        # cached (numa_topology, ids) on a HostState
+_UNSET = object()
+#: Seconds a holding loaded from the database for a bare instance stub is
+#: reused (an instance's flavor only changes with a resize).
+LOADED_TTL = 300.0
+
+
+class _Pass:
+    """One request's scheduling pass (all its instances)."""
+
+    __slots__ = ('request', 'cells', 'error', 'defaults', 'uuids', 'seen',
+                 'placed')
+
+    def __init__(self, spec_obj: Any) -> None:
+        self.request: capacity.Holding | None = None
+        self.cells = 0
+        self.error: str | None = None
+        self.defaults: tuple = ()
+        self.uuids: set[str] = set()
+        self.seen: dict[tuple, int] = {}
+        self.placed: dict[tuple, list[capacity.Holding]] = {}
+        flavor = spec_obj.flavor
+        try:
+            spec = specs.parse(_extra_specs(flavor))
+        except AnnotationError as exc:
+            self.error = 'flavor %s: %s' % (_name(flavor), exc)
+            return
+        if spec is None or (spec.l3_ways is None and spec.pool is None):
+            return
+        self.request = capacity.Holding(spec.l3_ways or 0, None, spec.pool)
+        numa = spec_obj.numa_topology \
+            if spec_obj.obj_attr_is_set('numa_topology') else None
+        self.cells = len(numa.cells) if numa is not None else 0
+
+
+class RDTCacheFilter(filters.BaseHostFilter):
+    """Pass hosts with the L3 cache ways and CLOSID a request needs."""
+
+    RUN_ON_REBUILD = False
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._local = threading.local()
+        self._loaded: dict[str, tuple[float, capacity.Holding | None]] = {}
+
+    # -- Nova's filter interface ------------------------------------------
+    def run_filter_for_index(self, index: int) -> bool:
+        self._local.index = index
+        return True
+
+    def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
+        index = getattr(self._local, 'index', None)
+        self._local.index = None
+        hosts = list(filter_obj_list)
+        if scheduler_utils.request_is_rebuild(spec_obj):
+            return hosts
+        rdt_pass = self._start(spec_obj, index)
+        if rdt_pass is None:
+            return []
+        if rdt_pass.request is None and rdt_pass.error is None:
+            return hosts
+        return [h for h in hosts if self._passes_safely(h, spec_obj, rdt_pass)]
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
+        """Whether the host has the cache the request needs; never raises."""
+        rdt_pass = self._start(spec_obj, None)
+        if rdt_pass is None:
+            return False
+        if rdt_pass.request is None and rdt_pass.error is None:
+            return True
+        return self._passes_safely(host_state, spec_obj, rdt_pass)
+
+    # -- the pass ---------------------------------------------------------
+    def _start(self, spec_obj: Any, index: int | None) -> _Pass | None:
+        """The pass of ``spec_obj`` (a new one at index 0); None: broken."""
+        try:
+            with self._lock:
+                rdt_pass = self._passes.get(spec_obj)
+                if rdt_pass is None or index == 0:
+                    rdt_pass = self._passes[spec_obj] = _Pass(spec_obj)
+            group = CONF.ovs_rdt
+            rdt_pass.defaults = tuple(
+                tuple(group[k]) if k == 'rdt_pools' else group[k]
+                for k in KEYS)
+            if spec_obj.obj_attr_is_set('instance_uuid') and \
+                    spec_obj.instance_uuid:
+                rdt_pass.uuids.add(spec_obj.instance_uuid)
+        except Exception:
+            LOG.warning('RDTCacheFilter cannot read the request %(spec)s, '
+                        'failing every host', {'spec': spec_obj},
+                        exc_info=True)
+            return None
+        return rdt_pass
+
+    def _passes_safely(self, host_state: Any, spec_obj: Any,
+                       rdt_pass: _Pass) -> bool:
+        try:
+            return self._host_fits(host_state, spec_obj, rdt_pass)
+        except Exception:
+            LOG.warning('%(host_state)s fails RDT cache requirements: '
+                        'unexpected error', {'host_state': host_state},
+                        exc_info=True)
+            return False
+
+    def _host_fits(self, host_state: Any, spec_obj: Any,
+                   rdt_pass: _Pass) -> bool:
+        if rdt_pass.error is not None:
+            LOG.debug('%(host_state)s fails RDT cache requirements: '
+                      '%(error)s', {'host_state': host_state,
+                                    'error': rdt_pass.error})
+            return False
+        cap = _capacity(tuple([tuple(map(agg.metadata.get, KEYS))
+                               for agg in host_state.aggregates]),
+                        rdt_pass.defaults)
+        if cap is None:
+            LOG.debug('%(host_state)s fails RDT cache requirements: no cache '
+                      'capacity known (aggregate metadata or [ovs_rdt] '
+                      'rdt_l3_ways and rdt_closids)',
+                      {'host_state': host_state})
+            return False
+        usage = self._usage(host_state, spec_obj, rdt_pass)
+        domains = _domains(host_state, usage)
+        request = rdt_pass.request
+        assert request is not None
+        if request.ways and rdt_pass.cells:
+            if rdt_pass.cells > len(domains):
+                LOG.debug('%(host_state)s fails RDT cache requirements: %(n)d '
+                          'NUMA cells, %(d)d L3 cache domains',
+                          {'host_state': host_state, 'n': rdt_pass.cells,
+                           'd': len(domains)})
+                return False
+            request = request._replace(domains=_request_domains(
+                host_state, spec_obj, cap, usage, domains, rdt_pass.cells))
+        reason = capacity.check(cap, usage, request, domains)
+        if reason is not None:
+            LOG.debug('%(host_state)s fails RDT cache requirements: '
+                      '%(reason)s', {'host_state': host_state,
+                                     'reason': reason})
+            return False
+        return True
+
+    # -- usage --------------------------------------------------------------
+    def _usage(self, host_state: Any, spec_obj: Any,
+               rdt_pass: _Pass) -> capacity.Usage:
+        """What the host's instances hold, plus this pass's placements."""
+        instances = host_state.instances
+        usage = self._instances_usage(host_state)
+        own = [instances[u] for u in rdt_pass.uuids if u in instances]
+        key = (host_state.host, host_state.nodename)
+        placed = rdt_pass.placed.setdefault(key, [])
+        seen = rdt_pass.seen.setdefault(key, host_state.num_instances)
+        new = host_state.num_instances - seen - len(placed)
+        if new > 0:
+            holding = rdt_pass.request
+            assert holding is not None
+            numa = spec_obj.numa_topology
+            if holding.ways and numa is not None and numa.cells:
+                holding = holding._replace(
+                    domains=frozenset(c.id for c in numa.cells))
+            placed.extend([holding] * new)
+        if not own and not placed:
+            return usage
+        usage = usage.copy()
+        for inst in own:  # a moved instance's old allocation goes away
+            held = self._holding(inst)
+            if held is not None:
+                usage.add(held, -1)
+        for held in placed:
+            usage.add(held)
+        return usage
+
+    def _instances_usage(self, host_state: Any) -> capacity.Usage:
+        """Sum of host_state.instances, cached while they are the same objects.
+
+        Nova replaces Instance objects in HostState.instances when they
+        change, it does not modify them.
+        """
+        current = tuple(host_state.instances.values())
+        cached = getattr(host_state, _USAGE, None)
+        if cached is not None and len(cached[0]) == len(current) and \
+                all(map(operator.is_, cached[0], current)):
+            return cached[1]
+        stubs = [i for i in current if getattr(i, _HOLDING, _UNSET) is _UNSET
+                 and not i.obj_attr_is_set('flavor') and i._context is not None]
+        if stubs:
+            self._load(stubs)
+        usage = capacity.Usage()
+        for inst in current:
+            held = self._holding(inst)
+            if held is not None:
+                usage.add(held)
+        setattr(host_state, _USAGE, (current, usage))
+        return usage
+
+    def _holding(self, inst: Any) -> capacity.Holding | None:
+        held = getattr(inst, _HOLDING, _UNSET)
+        if held is _UNSET:
+            held = _holding_of(inst) if inst.obj_attr_is_set('flavor') \
+                else None  # a stub of this request, or its flavor not loaded
+            setattr(inst, _HOLDING, held)
+        return held
+
+    def _load(self, stubs: list) -> None:
+        """Load the flavors of bare Instance stubs (uuid + context), at once.
+
+        HostManager gives filters such stubs when computes do not report
+        their instances (``[filter_scheduler] track_instance_changes``).
+        """
+        now = time.monotonic()
+        todo = []
+        for inst in stubs:
+            hit = self._loaded.get(inst.uuid)
+            if hit is not None and hit[0] > now:
+                setattr(inst, _HOLDING, hit[1])
+            else:
+                todo.append(inst)
+        if not todo:
+            return
+        try:
+            found = objects.InstanceList.get_by_filters(
+                todo[0]._context,
+                {'uuid': [i.uuid for i in todo], 'deleted': False},
+                expected_attrs=['flavor', 'numa_topology'])
+        except Exception as exc:
+            LOG.warning('Could not load the flavors of instances %(uuids)s, '
+                        'counted as holding no cache ways: %(error)s',
+                        {'uuids': ','.join(i.uuid for i in todo),
+                         'error': exc})
+            return
+        held = {i.uuid: _holding_of(i) for i in found}
+        if len(self._loaded) > 100000:
+            self._loaded = {u: v for u, v in self._loaded.items() if v[0] > now}
+        for inst in todo:
+            setattr(inst, _HOLDING, held.get(inst.uuid))
+            self._loaded[inst.uuid] = (now + LOADED_TTL, held.get(inst.uuid))
+
+
+def _holding_of(inst: Any) -> capacity.Holding | None:
+    """What an instance with a loaded flavor holds; malformed specs: nothing."""
+    flavor = inst.flavor
+    try:
+        spec = specs.parse(_extra_specs(flavor), strict=False)
+    except AnnotationError as exc:
+        LOG.warning('Instance %(uuid)s counted as holding no cache ways: its '
+                    'flavor %(flavor)s has invalid extra specs: %(error)s',
+                    {'uuid': inst.uuid, 'flavor': _name(flavor),
+                     'error': exc})
+        return None
+    if spec is None:
+        return None
+    if spec.pool is not None:
+        return capacity.Holding(0, None, spec.pool)
+    if spec.l3_ways is None:
+        return None
+    numa = inst.numa_topology if inst.obj_attr_is_set('numa_topology') \
+        else None
+    if numa is not None and numa.cells:
+        return capacity.Holding(spec.l3_ways,
+                                frozenset(c.id for c in numa.cells))
+    return capacity.Holding(spec.l3_ways)
+
+
+def _request_domains(host_state: Any, spec_obj: Any,
+                     cap: capacity.HostCapacity, usage: capacity.Usage,
+                     domains: frozenset[int], cells: int) -> frozenset[int]:
+    """The domains a request with NUMA cells will get on this host.
+
+    The NUMA cells ``consume_from_request()`` will pick: the same call on
+    the same host state (NUMATopologyFilter's limits, so list
+    RDTCacheFilter after it).  When that fit fails (NUMATopologyFilter
+    rejects the host anyway) or cannot be computed, the best case.
+    """
+    fitted = None
+    if host_state.numa_topology is not None:
+        try:
+            pci = spec_obj.pci_requests if 'pci_requests' in spec_obj \
+                else None
+            pci = pci.requests if pci and host_state.pci_stats else None
+            candidates = getattr(host_state, 'allocation_candidates', None)
+            mapping = candidates[0]['mappings'] if candidates \
+                else spec_obj.get_request_group_mapping()
+            fitted = hardware.numa_fit_instance_to_host(
+                host_state.numa_topology, spec_obj.numa_topology.obj_clone(),
+                limits=host_state.limits.get('numa_topology'),
+                pci_requests=pci, pci_stats=host_state.pci_stats,
+                provider_mapping=mapping)
+        except Exception as exc:
+            LOG.debug('%(host_state)s: NUMA fit for the RDT check failed: '
+                      '%(error)s', {'host_state': host_state, 'error': exc})
+    if fitted is not None:
+        return frozenset(c.id for c in fitted.cells)
+    return capacity.best_domains(cap, usage, domains, cells)
+
+
+def _extra_specs(flavor: Any) -> dict[str, str]:
+    return flavor.extra_specs if flavor.obj_attr_is_set('extra_specs') else {}
+
+
+def _name(flavor: Any) -> str:
+    return flavor.name if flavor.obj_attr_is_set('name') else '?'
+
+
+def _domains(host_state: Any, usage: capacity.Usage) -> frozenset[int]:
+    """The host's L3 domains: its NUMA node ids (one L3 per NUMA node)."""
+    numa = host_state.numa_topology
+    if numa is None or not numa.cells:
+        return usage.domains() | {0}
+    cached = getattr(host_state, _DOMAINS, None)
+    if cached is not None and cached[0] is numa:
+        return cached[1]
+    ids = frozenset(c.id for c in numa.cells)
+    setattr(host_state, _DOMAINS, (numa, ids))
+    return ids
+
+
+@functools.lru_cache(maxsize=1024)
+def _capacity(aggregates: tuple, defaults: tuple) -> capacity.HostCapacity | None:
+    """HostCapacity from aggregates' raw metadata values, else the defaults.
+
+    Several aggregates: the smallest capacity, the largest reservation, the
+    pools every one of them lists.  Cached: bad values warn once.
+    """
+    merged: list[Any] = [None] * len(KEYS)
+    for raw in aggregates:
+        for i, (key, value) in enumerate(zip(KEYS, raw)):
+            if value is None:
+                continue
+            parsed = _parse(key, value)
+            if parsed is None:
+                continue
+            old = merged[i]
+            if old is None:
+                merged[i] = parsed
+            elif key == 'rdt_pools':
+                merged[i] = old & parsed
+            elif key in ('rdt_l3_ways', 'rdt_closids'):
+                merged[i] = min(old, parsed)
+            else:
+                merged[i] = max(old, parsed)
+    for i, default in enumerate(defaults):
+        if merged[i] is None:
+            merged[i] = frozenset(default) if KEYS[i] == 'rdt_pools' \
+                else default
+    l3_ways, system_ways, closids, reserved, pools = merged
+    if l3_ways is None or closids is None:
+        return None
+    return capacity.HostCapacity(l3_ways, system_ways or 0, closids,
+                                 reserved or 0, pools or frozenset())
+
+
+def _parse(key: str, value: str) -> Any:
+    if key == 'rdt_pools':
+        return frozenset(p.strip() for p in value.split(',') if p.strip())
+    text = value.strip()
+    if text.isascii() and text.isdigit() and len(text) < 10:
+        return int(text)
+    LOG.warning('Ignoring aggregate metadata %(key)s=%(value)r: not a whole '
+                'number', {'key': key, 'value': value})
+    return None

@@ -1,0 +1,189 @@
+"""The mfusepy binding: every file operation is handed to the kernel model.
+
+Errors raised by the model as ``OSError(errno)`` reach the writer as that
+errno, like a kernfs ``write`` handler's negative return value.  Files are
+opened with ``direct_io`` so every ``write(2)`` is one command and every read
+sees fresh contents (kernfs files have size 0 too).  The daemon runs FUSE
+single-threaded and also serializes operations with a lock, so the model never
+sees two operations at once (the kernel's ``rdtgroup_mutex``).
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+import threading
+from typing import Any, Callable, Optional
+
+import mfusepy
+
+from ovs_rdt.emulator.model import Caller, Node, Resctrl
+
+LOG = logging.getLogger(__name__)
+
+
+def _oserror(err: int) -> OSError:
+    return OSError(err, os.strerror(err))
+
+
+class _Handle:
+    __slots__ = ('node', 'content')
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.content: Optional[bytes] = None
+
+
+class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
+    """FUSE operations over one :class:`Resctrl` model."""
+
+    use_ns = True
+
+    def __init__(self, model: Resctrl,
+                 on_ready: Optional[Callable[[], None]] = None) -> None:
+        self.model = model
+        self._on_ready = on_ready
+        self._handles: dict[int, _Handle] = {}
+        self._next_fh = 1
+        self._lock = threading.Lock()
+
+    # -- plumbing ----------------------------------------------------------------
+    @staticmethod
+    def _caller() -> Caller:
+        uid, gid, pid = mfusepy.fuse_get_context()
+        return Caller(uid=uid, gid=gid, pid=pid)
+
+    def _handle(self, fi: Any) -> _Handle:
+        handle = self._handles.get(fi.fh)
+        if handle is None:
+            raise _oserror(errno.EBADF)
+        if not handle.node.alive:
+            raise _oserror(errno.ENODEV)
+        return handle
+
+    def init(self, path: str) -> None:
+        LOG.info('resctrl emulator mounted (%s)', self.model.profile.name)
+        if self._on_ready is not None:
+            self._on_ready()
+
+    # -- attributes and directories -----------------------------------------------
+    def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
+        with self._lock:
+            node = self.model.lookup(path)
+            uid, gid = self.model.owner(node)
+            when = int(self.model.ctime(node) * 1e9)
+            nlink = 1
+            if node.is_dir:
+                mode = stat.S_IFDIR | node.perm
+                nlink = 2
+            else:
+                mode = stat.S_IFREG | node.perm
+        return {'st_mode': mode, 'st_nlink': nlink, 'st_uid': uid, 'st_gid': gid,
+                'st_size': 0, 'st_blksize': 4096, 'st_atime': when, 'st_mtime': when,
+                'st_ctime': when}
+
+    def readdir(self, path: str, fh: Any) -> list[str]:
+        with self._lock:
+            node = self.model.lookup(path)
+            if not node.is_dir:
+                raise _oserror(errno.ENOTDIR)
+            return ['.', '..'] + self.model.entries(node)
+
+    def mkdir(self, path: str, mode: int) -> int:
+        with self._lock:
+            self.model.mkdir(path, mode & 0o7777, self._caller())
+        return 0
+
+    def rmdir(self, path: str) -> int:
+        with self._lock:
+            self.model.rmdir(path)
+        return 0
+
+    def rename(self, old: str, new: str) -> int:
+        with self._lock:
+            self.model.rename(old, new)
+        return 0
+
+    def statfs(self, path: str) -> dict[str, int]:
+        return {'f_bsize': 4096, 'f_frsize': 4096, 'f_namemax': 255}
+
+    # -- what kernfs refuses ----------------------------------------------------
+    def create(self, path: str, mode: int, fi: Any = None) -> int:
+        raise _oserror(errno.EACCES)        # no ->create: may_o_create() says EACCES
+
+    def mknod(self, path: str, mode: int, dev: int) -> int:
+        raise _oserror(errno.EPERM)
+
+    def unlink(self, path: str) -> int:
+        with self._lock:
+            self.model.lookup(path)
+        raise _oserror(errno.EPERM)         # no ->unlink in kernfs_dir_iops
+
+    def symlink(self, target: str, source: str) -> int:
+        raise _oserror(errno.EPERM)
+
+    def link(self, target: str, source: str) -> int:
+        raise _oserror(errno.EPERM)
+
+    # -- files ------------------------------------------------------------------
+    def open(self, path: str, fi: Any) -> int:
+        with self._lock:
+            node = self.model.lookup(path)
+            writing = (fi.flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+            if writing and node.write is None:
+                raise _oserror(errno.EACCES)    # kernfs_fop_open(): no write op
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = _Handle(node)
+        fi.fh = fh
+        fi.direct_io = 1
+        return 0
+
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        with self._lock:
+            handle = self._handle(fi)
+            if offset == 0 or handle.content is None:
+                show = handle.node.show
+                handle.content = show().encode('latin-1') if show else b''
+            return handle.content[offset:offset + size]
+
+    def write(self, path: str, data: bytes, offset: int, fi: Any) -> int:
+        with self._lock:
+            handle = self._handle(fi)
+            node = handle.node
+            self.model.check_write(node, data)
+            if node.write is None:
+                raise _oserror(errno.EINVAL)
+            node.write(data, self._caller())
+        return len(data)
+
+    def truncate(self, path: str, length: int, fh: Any = None) -> int:
+        with self._lock:
+            self.model.lookup(path)         # kernfs ignores ATTR_SIZE
+        return 0
+
+    def utimens(self, path: str, times: Any = None) -> int:
+        with self._lock:
+            self.model.lookup(path)
+        return 0
+
+    def flush(self, path: str, fi: Any) -> int:
+        return 0
+
+    def release(self, path: str, fi: Any) -> int:
+        with self._lock:
+            self._handles.pop(fi.fh, None)
+        return 0
+
+
+def mount(model: Resctrl, mountpoint: str, on_ready: Optional[Callable[[], None]] = None,
+          debug: bool = False) -> None:
+    """Serve ``model`` on ``mountpoint`` until it is unmounted (or SIGTERM)."""
+    options: dict[str, Any] = {
+        'foreground': True, 'nothreads': True, 'fsname': 'resctrl',
+        'subtype': 'resctrl', 'default_permissions': True, 'debug': debug,
+    }
+    if os.geteuid() == 0:
+        options['allow_other'] = True
+    mfusepy.FUSE(ResctrlFS(model, on_ready), mountpoint, raw_fi=True, **options)

@@ -1,0 +1,232 @@
+"""``ovs-rdt provider-config``: the node's cache inventory for Placement.
+
+Writes a Nova provider config file (schema 1.0, read by nova-compute from
+``[compute] provider_config_location``, default /etc/nova/provider_config/)
+that adds to the compute node's resource provider:
+
+* ``CUSTOM_RDT_L3_WAY``: L3 ways, ``total`` = CBM length x cache domains,
+  ``reserved`` = the ways VMs cannot have: per domain, the default group's
+  minimum (``[allocation] system_min_ways``, or ``system_l3_cbm``) plus the
+  ways held by the pools, the OvS PMD group and other tools' groups.
+* ``CUSTOM_RDT_CLOSID``: classes of service, ``reserved`` = every group
+  that is not a VM's (the default group included); one per VM.
+* traits ``CUSTOM_RDT_L3_CAT`` (and ``CUSTOM_RDT_MBA`` with MBA).
+
+Placement sums the ways over the domains: a flavor asks for
+``resources:CUSTOM_RDT_L3_WAY`` = ``rdt:l3_ways`` x the domains the VM spans
+(every domain unless it has a NUMA topology) and
+``resources:CUSTOM_RDT_CLOSID=1``.  The layout is what ``ovs-rdt apply``
+makes of the configuration (pools counted even before the agent created
+them), so pools and PMD ways must be configured before this runs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from typing import Any
+
+from ovs_rdt.bitmask import CBM
+from ovs_rdt.exceptions import ConfigError, RDTError
+from ovs_rdt.model import Group, Platform, vm_group
+
+RC_WAYS = 'CUSTOM_RDT_L3_WAY'
+RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
+TRAIT_CAT = 'CUSTOM_RDT_L3_CAT'
+TRAIT_MBA = 'CUSTOM_RDT_MBA'
+COMPUTE_NODE = '$COMPUTE_NODE'
+DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
+_UUID = re.compile(r'[0-9A-Fa-f]{8}-([0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}')
+_VM_PREFIX = vm_group('')
+_PLAIN = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+_YAML_WORDS = frozenset(('y', 'n', 'yes', 'no', 'on', 'off', 'true', 'false',
+                         'null'))
+
+
+def reserved_ways(platform: Platform, groups: list[Group],
+                  system_min_ways: int,
+                  system_cbm: dict[int, CBM] | None = None) -> dict[int, int]:
+    """Ways per domain that VMs cannot have.
+
+    Other tools' groups count with their whole mask; our pools and PMD
+    group where their mask does not overlap the default group's (elsewhere
+    they hold no ways and follow it); VM groups not at all (Placement
+    counts them as allocations).
+    """
+    root = next((g for g in groups if g.is_root), None)
+    out = {}
+    for dom in platform.domains:
+        held = CBM.empty(platform.cbm_len)
+        root_mask = root.l3.get(dom) if root is not None else None
+        for grp in groups:
+            mask = grp.l3.get(dom)
+            if grp.is_root or mask is None or grp.name.startswith(_VM_PREFIX):
+                continue
+            if grp.owned and root_mask is not None and \
+                    mask.overlaps(root_mask):
+                continue
+            held |= mask
+        if system_cbm is not None and dom in system_cbm:
+            ways = (held | system_cbm[dom]).count
+        else:
+            ways = held.count + max(system_min_ways, platform.min_cbm_bits)
+        out[dom] = min(platform.cbm_len, ways)
+    return out
+
+
+def inventory(platform: Platform, groups: list[Group], system_min_ways: int,
+              system_cbm: dict[int, CBM] | None = None) -> dict[str, dict]:
+    """Placement inventories (resource class -> fields) of the node."""
+    total = platform.cbm_len * len(platform.domains)
+    reserved = sum(reserved_ways(platform, groups, system_min_ways,
+                                 system_cbm).values())
+    free = max(1, total - reserved)
+    not_vms = sum(1 for g in groups if not g.name.startswith(_VM_PREFIX))
+    return {
+        RC_WAYS: {'total': total, 'reserved': reserved,
+                  'min_unit': min(platform.min_cbm_bits, free),
+                  'max_unit': free, 'step_size': 1, 'allocation_ratio': 1.0},
+        RC_CLOSIDS: {'total': platform.num_closids,
+                     'reserved': min(platform.num_closids, not_vms),
+                     'min_unit': 1, 'max_unit': 1, 'step_size': 1,
+                     'allocation_ratio': 1.0},
+    }
+
+
+def document(inventories: dict[str, dict], traits: list[str],
+             uuid: str | None = None, name: str | None = None) -> dict:
+    """A provider config (schema 1.0) for one provider."""
+    ident = {'name': name} if name else {'uuid': uuid or COMPUTE_NODE}
+    provider: dict[str, Any] = {
+        'identification': ident,
+        'inventories': {'additional': [{rc: fields} for rc, fields
+                                       in inventories.items()]},
+    }
+    if traits:
+        provider['traits'] = {'additional': list(traits)}
+    return {'meta': {'schema_version': '1.0'}, 'providers': [provider]}
+
+
+def traits_of(platform: Platform) -> list[str]:
+    return [TRAIT_CAT] + ([TRAIT_MBA] if platform.mb is not None else [])
+
+
+# -- YAML (the few types a provider config holds) -------------------------
+def _scalar(value: Any) -> str:
+    if value is None:
+        return 'null'
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return "'%s'" % text.replace("'", "''")
+
+
+def _emit(value: Any, indent: int, out: list[str]) -> None:
+    pad = '  ' * indent
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                out.append('%s%s:' % (pad, _scalar(key)))
+                _emit(item, indent + 1, out)
+            else:
+                out.append('%s%s: %s' % (pad, _scalar(key), _render_leaf(item)))
+    else:
+        for item in value:
+            if isinstance(item, (dict, list)) and item:
+                sub: list[str] = []
+                _emit(item, indent + 1, sub)
+                out.append(pad + '- ' + sub[0][len(pad) + 2:])
+                out.extend(sub[1:])
+            else:
+                out.append('%s- %s' % (pad, _render_leaf(item)))
+
+
+def _render_leaf(value: Any) -> str:
+    if isinstance(value, dict):
+        return '{}'
+    if isinstance(value, list):
+        return '[]'
+    return _scalar(value)
+
+
+def to_yaml(doc: dict, comment: str = '') -> str:
+    out = ['# ' + line if line else '#' for line in comment.splitlines()]
+    _emit(doc, 0, out)
+    return '\n'.join(out) + '\n'
+
+
+# -- the subcommand ----------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        '--output', '-o', default='-', metavar='FILE',
+        help='where to write the provider config (default: standard '
+             'output); nova-compute reads *.yaml from [compute] '
+             'provider_config_location, e.g. %s' % DEFAULT_OUTPUT)
+    who = parser.add_mutually_exclusive_group()
+    who.add_argument(
+        '--uuid', default=None,
+        help='UUID of the resource provider to add the inventory to '
+             '(default: %s, every compute node nova-compute manages here)'
+             % COMPUTE_NODE)
+    who.add_argument('--name', default=None,
+                     help='name of the resource provider instead of --uuid')
+
+
+def run(settings: Any, args: argparse.Namespace) -> int:
+    from ovs_rdt.cmd.common import manager_from
+
+    uuid = getattr(args, 'uuid', None)
+    name = getattr(args, 'name', None)
+    if uuid and uuid != COMPUTE_NODE and not _UUID.fullmatch(uuid):
+        raise ConfigError('--uuid %r is not a UUID (or %s)'
+                          % (uuid, COMPUTE_NODE))
+    if name is not None and not 1 <= len(name) <= 200:
+        raise ConfigError('--name must be 1 to 200 characters long')
+    manager = manager_from(settings)
+    resctrl = manager.resctrl
+    platform = resctrl.platform()
+    plan = manager.preview(prune=True)  # the layout "apply" makes
+    with resctrl.lock(exclusive=False):
+        foreign = [g for g in resctrl.groups()
+                   if not g.is_root and not g.owned]
+    groups = [Group(grp, masks) for grp, masks in plan.l3.items()] + foreign
+    system_cbm = manager.system_masks(platform)
+    min_ways = settings.allocation.system_min_ways
+    inv = inventory(platform, groups, min_ways, system_cbm)
+    per_dom = reserved_ways(platform, groups, min_ways, system_cbm)
+    comment = (
+        'Nova provider config written by "ovs-rdt provider-config" from %s.\n'
+        'L3: %d cache domain(s) x %d ways; reserved per domain: %s.\n'
+        'Flavors ask for resources:%s=<rdt:l3_ways x domains spanned> and '
+        'resources:%s=1.'
+        % (resctrl.root, len(platform.domains), platform.cbm_len,
+           ' '.join('%d=%d' % kv for kv in sorted(per_dom.items())),
+           RC_WAYS, RC_CLOSIDS))
+    text = to_yaml(document(inv, traits_of(platform), uuid, name), comment)
+    if args.output in (None, '-'):
+        sys.stdout.write(text)
+    else:
+        _write_atomic(args.output, text)
+    return 0
+
+
+def _write_atomic(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix='.ovs-rdt-')
+        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise RDTError('cannot write %s: %s' % (path, exc.strerror or exc)) \
+            from None

@@ -1,0 +1,269 @@
+"""ovs-rdt-agent against a real ovsdb-server + ovs-vswitchd (dummy-pmd ports,
+real PMD threads) and the mounted resctrl emulator (xeon-gold-6230: 11-bit
+CBM, CPUs 0 and 1 on cache domain 0)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+import uuid
+
+from ovs_rdt.model import PMD_GROUP, ROOT
+from ovs_rdt.resctrl import Resctrl
+from tests.functional.fixtures.ovs import OvsTestbed, wait_for
+
+HP = 'ovsrdt-pool-hp'
+TIMEOUT = 10.0
+
+
+def tasks(rc: Resctrl, group: str) -> set[int]:
+    try:
+        return set(rc.tasks(group))
+    except FileNotFoundError:
+        return set()
+
+
+def exists(rc: Resctrl, group: str) -> bool:
+    return os.path.isdir(rc.path(group))
+
+
+def status(ovs: OvsTestbed) -> str:
+    return ovs.external_id('rdt-status') or ''
+
+
+def wait_status(ovs: OvsTestbed, prefix: str, contains: str = '',
+                timeout: float = TIMEOUT) -> str:
+    return wait_for(lambda: (lambda s: s if s.startswith(prefix) and
+                             contains in s else None)(status(ovs)),
+                    timeout=timeout, step=0.05,
+                    what='rdt-status %r ... %r (now %r)'
+                    % (prefix, contains, status(ovs)))
+
+
+def wait_members(rc: Resctrl, group: str, want: Any,
+                 timeout: float = TIMEOUT) -> set[int]:
+    """Wait until ``group`` holds exactly ``want()`` (re-evaluated)."""
+    def check() -> Any:
+        expected = set(want())
+        got = tasks(rc, group)
+        return got if expected and got == expected else None
+    try:
+        return wait_for(check, timeout=timeout, what=group)
+    except AssertionError:
+        raise AssertionError('%s holds %s, expected %s'
+                             % (group, sorted(tasks(rc, group)),
+                                sorted(set(want())))) from None
+
+
+def isolated_ways(rc: Resctrl, group: str, domain: int) -> int:
+    """Ways of ``group`` on ``domain``; -1 if another group overlaps them."""
+    groups = rc.groups()
+    mine = next(g for g in groups if g.name == group).l3[domain]
+    for other in groups:
+        if other.name != group and mine.overlaps(other.l3[domain]):
+            return -1
+    return mine.count
+
+
+def setup(ovs: OvsTestbed, emulated_resctrl: Any, rdt_agent: Any,
+          **kw: Any) -> tuple[Resctrl, Any]:
+    rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
+    agent = rdt_agent(**kw)
+    wait_status(ovs, 'ok: no rdt-* keys set')
+    return rc, agent
+
+
+def test_l3_ways_mask_change_and_removal(ovs, emulated_resctrl,
+                                         rdt_agent) -> None:
+    rc, _agent = setup(ovs, emulated_resctrl, rdt_agent)
+    # Dedicated group, PMD threads only.
+    ovs.other_config(rdt_pmd_l3_ways='4', rdt_vswitchd='default')
+    wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
+    assert isolated_ways(rc, PMD_GROUP, 0) == 4
+    text = wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-ovs-pmd',
+                       '(4 ways)')
+    assert 'other ovs-vswitchd threads in the default group' in text
+    # Default rdt-vswitchd=pmd: every thread of ovs-vswitchd joins.
+    ovs.other_config(rdt_vswitchd=None)
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads())
+    # pmd-cpu-mask 0x1 -> 0x3: the new PMD thread is placed, no manual step.
+    before = set(ovs.pmd_threads())
+    ovs.other_config(pmd_cpu_mask='0x3')
+    pmds = ovs.wait_pmds({0, 1})
+    assert set(pmds) - before
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads())
+    wait_status(ovs, 'ok: PMD cores 0,1 (2 threads) in ovsrdt-ovs-pmd')
+    # Same, with vswitchd's threads left in the default group: the new PMD
+    # thread is born in the default group and must be moved explicitly.
+    ovs.other_config(rdt_vswitchd='default')
+    wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
+    ovs.other_config(pmd_cpu_mask='0x1')
+    ovs.wait_pmds({0})
+    ovs.other_config(pmd_cpu_mask='0x3')
+    ovs.wait_pmds({0, 1})
+    wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
+    # Removing the keys restores: group gone, ways back to the default group.
+    ovs.other_config(rdt_pmd_l3_ways=None, rdt_vswitchd=None)
+    wait_for(lambda: not exists(rc, PMD_GROUP), what='PMD group removed')
+    assert set(ovs.threads()) <= tasks(rc, ROOT)
+    wait_status(ovs, 'ok: no rdt-* keys set')
+
+
+def test_pool_and_back(ovs, emulated_resctrl, rdt_agent) -> None:
+    rc, _agent = setup(ovs, emulated_resctrl, rdt_agent)
+    ovs.other_config(rdt_pmd_l3_ways='4')
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads())
+    ovs.other_config(rdt_pmd_l3_ways=None, rdt_pmd_pool='hp')
+    wait_members(rc, HP, lambda: ovs.threads())
+    wait_for(lambda: not exists(rc, PMD_GROUP), what='PMD group removed')
+    wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-pool-hp',
+                '(3 ways)')
+    # vswitchd's other threads into the default group, PMDs stay.
+    ovs.other_config(rdt_vswitchd='default')
+    wait_members(rc, HP, lambda: ovs.pmd_threads())
+    ovs.other_config(rdt_pmd_pool=None, rdt_vswitchd=None)
+    wait_for(lambda: not tasks(rc, HP), what='pool emptied')
+    assert set(ovs.threads()) <= tasks(rc, ROOT)
+    assert exists(rc, HP)  # the pool itself is configuration, it stays
+    wait_status(ovs, 'ok: no rdt-* keys set')
+
+
+def test_bad_values_keep_last_good_state(ovs, emulated_resctrl,
+                                         rdt_agent) -> None:
+    rc, _agent = setup(ovs, emulated_resctrl, rdt_agent)
+    ovs.other_config(rdt_pmd_l3_ways='4', rdt_vswitchd='default')
+    wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
+    good = wait_status(ovs, 'ok: PMD cores 0')
+    schemata = rc.read(rc.path(PMD_GROUP, 'schemata'))
+    members = tasks(rc, PMD_GROUP)
+    bad = [
+        ({'rdt_pmd_l3_ways': 'abc'}, "rdt-pmd-l3-ways='abc' is not a whole"),
+        ({'rdt_pmd_l3_ways': '9'},     # 11 - 3 (pool hp) - 2 (system) = 6
+         'rdt-pmd-l3-ways=9: ovsrdt-ovs-pmd needs 9 ways on cache domain 0'),
+        ({'rdt_pmd_l3_ways': '12'}, 'more than the 11 ways'),
+        ({'rdt_pmd_l3_ways': '4', 'rdt_pmd_pool': 'hp'}, 'both set'),
+        ({'rdt_pmd_l3_ways': None, 'rdt_pmd_pool': 'gold'},
+         'rdt-pmd-pool=gold: no such pool (configured: hp'),
+        ({'rdt_pmd_l3_ways': '4', 'rdt_pmd_pool': None,
+          'rdt_vswitchd': 'somewhere'}, "rdt-vswitchd='somewhere'"),
+        ({'rdt_vswitchd': 'default', 'rdt_pmd_mb_percent': '0'},
+         'rdt-pmd-mb-percent=0 must be at least 1'),
+    ]
+    for keys, words in bad:
+        ovs.other_config(**keys)
+        text = wait_status(ovs, 'error: ', words)
+        assert 'Traceback' not in text
+        assert rc.read(rc.path(PMD_GROUP, 'schemata')) == schemata, keys
+        assert tasks(rc, PMD_GROUP) == members, keys
+    ovs.other_config(rdt_pmd_mb_percent=None)
+    assert wait_status(ovs, 'ok: ') == good
+    _agent.proc.poll()
+    assert _agent.proc.returncode is None
+
+
+def test_vswitchd_and_ovsdb_restarts_followed(ovs, emulated_resctrl,
+                                              rdt_agent) -> None:
+    rc, _agent = setup(ovs, emulated_resctrl, rdt_agent)
+    ovs.other_config(rdt_pmd_l3_ways='4', rdt_vswitchd='default')
+    wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
+    old = ovs.vswitchd_pid
+    ovs.kill_vswitchd()
+    wait_status(ovs, 'ok: PMD threads -> ovsrdt-ovs-pmd', 'not running')
+    started = time.monotonic()
+    ovs.start_vswitchd()
+    assert ovs.vswitchd_pid != old
+    ovs.wait_pmds({0})
+    wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
+    assert time.monotonic() - started < 5
+    wait_status(ovs, 'ok: PMD cores 0 (1 threads)')
+    # ovsdb-server restart: the agent reconnects, follows new values.
+    ovs.kill_ovsdb()
+    ovs.start_ovsdb()
+    ovs.other_config(rdt_vswitchd=None)
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads(), timeout=20)
+    ovs.vsctl('remove', 'Open_vSwitch', '.', 'external_ids', 'rdt-status')
+    wait_status(ovs, 'ok: PMD cores 0', 'same group')
+
+
+def test_sigterm_keeps_allocations_restart_adopts(ovs, emulated_resctrl,
+                                                  rdt_agent) -> None:
+    rc, agent = setup(ovs, emulated_resctrl, rdt_agent)
+    ovs.other_config(rdt_pmd_l3_ways='4')
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads())
+    schemata = rc.read(rc.path(PMD_GROUP, 'schemata'))
+    started = time.monotonic()
+    assert agent.stop() == 0
+    assert time.monotonic() - started < 5
+    assert 'allocations are kept' in agent.log()
+    assert rc.read(rc.path(PMD_GROUP, 'schemata')) == schemata
+    assert tasks(rc, PMD_GROUP) == set(ovs.threads())
+    # While it is down the mask changes; a new agent adopts and catches up.
+    ovs.other_config(pmd_cpu_mask='0x3')
+    ovs.wait_pmds({0, 1})
+    rdt_agent()
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads())
+    assert rc.read(rc.path(PMD_GROUP, 'schemata')) == schemata
+    wait_status(ovs, 'ok: PMD cores 0,1 (2 threads)')
+
+
+def test_mb_percent_and_safety_rescan_repairs_drift(
+        ovs, emulated_resctrl, rdt_agent) -> None:
+    rc, _agent = setup(ovs, emulated_resctrl, rdt_agent, rescan_interval=1)
+    ovs.other_config(rdt_pmd_l3_ways='3', rdt_pmd_mb_percent='50')
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads())
+    assert rc.group(PMD_GROUP).mb == {0: 50, 1: 50}
+    # Someone moves a PMD thread and rewrites the mask behind our back.
+    pmd = next(iter(ovs.pmd_threads()))
+    rc.write(rc.path(ROOT, 'tasks'), '%d\n' % pmd)
+    rc.write(rc.path(PMD_GROUP, 'schemata'), 'L3:0=3;1=3\n')
+    assert pmd not in tasks(rc, PMD_GROUP)
+    wait_members(rc, PMD_GROUP, lambda: ovs.threads(), timeout=5)
+    wait_for(lambda: isolated_ways(rc, PMD_GROUP, 0) == 3, timeout=5,
+             what='mask repaired')
+
+
+def test_sighup_rereads_config(ovs, emulated_resctrl, rdt_agent) -> None:
+    rc, agent = setup(ovs, emulated_resctrl, rdt_agent)
+    ovs.other_config(rdt_pmd_pool='noisy')
+    wait_status(ovs, 'error: rdt-pmd-pool=noisy: no such pool')
+    with open(agent.config_file) as fh:
+        text = fh.read()
+    text = text.replace('pools = hp', 'pools = hp,noisy')
+    with open(agent.config_file, 'w') as fh:
+        fh.write(text + '[pool:noisy]\nl3_ways = 2\n')
+    agent.signal(signal.SIGHUP)
+    wait_members(rc, 'ovsrdt-pool-noisy', lambda: ovs.threads())
+    wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-pool-noisy')
+
+
+FAKE_QEMU = 'import time; time.sleep(60)'
+
+
+def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
+                                               rdt_agent, tmp_path) -> None:
+    from ovs_rdt.conf import Settings
+    from ovs_rdt.manager import CacheManager
+    from ovs_rdt.model import Request, vm_group
+    rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
+    mgr = CacheManager(rc, Settings.defaults(pools={'hp': {'l3_ways': 3}}))
+    live, dead = str(uuid.uuid4()), str(uuid.uuid4())
+    qemu = tmp_path / 'qemu-system-x86_64'
+    os.symlink(sys.executable, qemu)
+    proc = subprocess.Popen([str(qemu), '-c', FAKE_QEMU, '-name',
+                             'guest=vm1,debug-threads=on', '-uuid', live])
+    try:
+        for vm in (live, dead):
+            mgr.allocate(Request(vm_group(vm), ways={0: 1}))
+        mgr.assign(vm_group(live), [proc.pid])
+        rdt_agent()
+        wait_for(lambda: not exists(rc, vm_group(dead)), timeout=TIMEOUT,
+                 what='dead VM group removed')
+        time.sleep(1.5)  # a few more passes
+        assert exists(rc, vm_group(live))
+        assert tasks(rc, vm_group(live)) == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,689 @@
+"""Functional tests of the resctrl emulator, against the mounted filesystem.
+
+Everything goes through plain file I/O (and ``sh -c 'echo ... > file'`` /
+``bash -c`` for the shell's view) on a FUSE mount started by the
+``emulated_resctrl`` / ``emulator_factory`` fixtures.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Iterator, Union
+
+import pytest
+
+from tests.functional.fixtures.emulator import EmulatorFixture, mounted
+
+pytestmark = pytest.mark.skipif(not os.path.exists('/dev/fuse'), reason='needs /dev/fuse')
+
+MiB = 1024 * 1024
+WAY = 2621440                  # xeon-gold-6230: 28835840 / 11
+Factory = Callable[..., EmulatorFixture]
+ROOT_SCHEMATA = '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+
+
+def rd(emu: EmulatorFixture, rel: str) -> str:
+    with open(emu.path(rel), encoding='latin-1') as fh:
+        return fh.read()
+
+
+def wr(emu: EmulatorFixture, rel: str, data: Union[str, bytes]) -> None:
+    raw = data.encode('latin-1') if isinstance(data, str) else data
+    with open(emu.path(rel), 'wb', buffering=0) as fh:
+        fh.write(raw)
+
+
+def status(emu: EmulatorFixture) -> str:
+    return rd(emu, 'info/last_cmd_status')
+
+
+def write_fails(emu: EmulatorFixture, rel: str, data: Union[str, bytes], err: int,
+                text: Union[str, None]) -> None:
+    """The write fails with ``err`` and sets last_cmd_status to ``text``."""
+    with pytest.raises(OSError) as exc:
+        wr(emu, rel, data)
+    assert exc.value.errno == err, os.strerror(exc.value.errno)
+    if text is not None:
+        assert status(emu) == text
+
+
+def shell_write(emu: EmulatorFixture, rel: str, text: str,
+                shell: str = 'sh') -> subprocess.CompletedProcess[str]:
+    return subprocess.run([shell, '-c', 'echo "$1" > "$2"', shell, text, emu.path(rel)],
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.fixture
+def sleeper() -> Iterator[Callable[[], int]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn() -> int:
+        proc = subprocess.Popen(['sleep', '300'])
+        procs.append(proc)
+        return proc.pid
+
+    yield spawn
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def tids(emu: EmulatorFixture, rel: str) -> set[int]:
+    return {int(t) for t in rd(emu, rel).split()}
+
+
+# -- the tree and the info files --------------------------------------------------
+EXPECTED_INFO = {
+    'xeon-gold-6230': {
+        'L3/cbm_mask': '7ff\n', 'L3/num_closids': '16\n', 'L3/min_cbm_bits': '1\n',
+        'L3/shareable_bits': '0\n', 'L3/sparse_masks': '0\n',
+        'L3/bit_usage': '0=SSSSSSSSSSS;1=SSSSSSSSSSS\n',
+        'MB/min_bandwidth': '10\n', 'MB/bandwidth_gran': '10\n', 'MB/delay_linear': '1\n',
+        'MB/num_closids': '16\n', 'MB/thread_throttle_mode': 'max\n',
+        'L3_MON/num_rmids': '176\n', 'L3_MON/max_threshold_occupancy': '163840\n',
+        'schemata': ROOT_SCHEMATA,
+        'size': '    MB:0=100;1=100\n    L3:0=28835840;1=28835840\n',
+        'cpus_list': '0-39\n', 'cpus': 'ff,ffffffff\n',
+    },
+    'xeon-e7-8890-v4': {
+        'L3/cbm_mask': 'fffff\n', 'L3/num_closids': '16\n', 'MB/num_closids': '16\n',
+        'schemata': '    MB:0=100;1=100;2=100;3=100\n'
+                    '    L3:0=fffff;1=fffff;2=fffff;3=fffff\n',
+        'size': '    MB:0=100;1=100;2=100;3=100\n'
+                '    L3:0=62914560;1=62914560;2=62914560;3=62914560\n',
+        'cpus_list': '0-95\n', 'cpus': 'ffffffff,ffffffff,ffffffff\n',
+    },
+    'xeon-d-1540': {
+        'L3/cbm_mask': 'fff\n', 'L3/num_closids': '16\n', 'L3_MON/num_rmids': '64\n',
+        'schemata': '    L3:0=fff\n', 'size': '    L3:0=12582912\n',
+        'cpus_list': '0-15\n', 'cpus': 'ffff\n',
+    },
+}
+SOCKETS = {'xeon-gold-6230': 2, 'xeon-e7-8890-v4': 4, 'xeon-d-1540': 1}
+
+
+@pytest.mark.parametrize('profile', sorted(EXPECTED_INFO))
+def test_profile_info_files(emulator_factory: Factory, profile: str) -> None:
+    emu = emulator_factory(profile)
+    for rel, text in EXPECTED_INFO[profile].items():
+        path = rel if rel in ('schemata', 'size', 'cpus', 'cpus_list') else 'info/' + rel
+        assert rd(emu, path) == text, path
+    assert rd(emu, 'info/L3_MON/mon_features') == (
+        'llc_occupancy\nmbm_total_bytes\nmbm_local_bytes\n')
+    assert rd(emu, 'info/last_cmd_status') == 'ok\n'
+    assert os.path.isdir(emu.path('info/MB')) == (profile != 'xeon-d-1540')
+    assert sorted(os.listdir(emu.path('mon_data'))) == [
+        'mon_L3_%02d' % d for d in range(SOCKETS[profile])]
+    last = {'xeon-gold-6230': 39, 'xeon-e7-8890-v4': 95, 'xeon-d-1540': 15}[profile]
+    with open(os.path.join(emu.sysfs, 'online')) as fh:
+        assert fh.read() == '0-%d\n' % last
+    with open(os.path.join(emu.sysfs, 'cpu%d' % last, 'cache', 'index3', 'id')) as fh:
+        assert fh.read() == '%d\n' % (SOCKETS[profile] - 1)
+    with open(os.path.join(emu.sysfs, 'cpu%d' % last, 'cache', 'index3', 'level')) as fh:
+        assert fh.read() == '3\n'
+
+
+def test_sysfs_shared_cpu_list(emulated_resctrl: EmulatorFixture) -> None:
+    base = os.path.join(emulated_resctrl.sysfs, 'cpu25', 'cache', 'index3')
+    with open(os.path.join(base, 'shared_cpu_list')) as fh:
+        assert fh.read() == '20-39\n'
+
+
+def test_tree_and_modes(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    assert sorted(os.listdir(emu.root)) == [
+        'cpus', 'cpus_list', 'info', 'mode', 'mon_data', 'mon_groups', 'schemata',
+        'size', 'tasks']
+    os.mkdir(emu.path('g'))
+    assert sorted(os.listdir(emu.path('g'))) == [
+        'cpus', 'cpus_list', 'mode', 'mon_data', 'mon_groups', 'schemata', 'size', 'tasks']
+    os.mkdir(emu.path('g/mon_groups/m'))
+    assert sorted(os.listdir(emu.path('g/mon_groups/m'))) == [
+        'cpus', 'cpus_list', 'mon_data', 'tasks']
+    assert sorted(os.listdir(emu.path('g/mon_groups/m/mon_data/mon_L3_01'))) == [
+        'llc_occupancy', 'mbm_local_bytes', 'mbm_total_bytes']
+    modes = {'schemata': 0o644, 'tasks': 0o644, 'cpus_list': 0o644, 'mode': 0o644,
+             'size': 0o444, 'info/L3/cbm_mask': 0o444, 'info/last_cmd_status': 0o444,
+             'info/L3_MON/max_threshold_occupancy': 0o644,
+             'mon_data/mon_L3_00/llc_occupancy': 0o444}
+    for rel, mode in modes.items():
+        st = os.stat(emu.path(rel))
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode, rel
+    assert stat.S_ISDIR(os.stat(emu.path('g')).st_mode)
+    assert rd(emu, 'g/mode') == 'shareable\n'
+
+
+@pytest.mark.parametrize('rel', ['info/L3/cbm_mask', 'size', 'info/last_cmd_status',
+                                 'mon_data/mon_L3_00/llc_occupancy'])
+def test_read_only_files_refuse_writes(emulated_resctrl: EmulatorFixture, rel: str) -> None:
+    write_fails(emulated_resctrl, rel, '1\n', errno.EACCES, None)
+    assert shell_write(emulated_resctrl, rel, '1').returncode != 0
+
+
+def test_refused_directory_operations(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('g'))
+    cases: list[tuple[Callable[[], object], int]] = [
+        (lambda: os.rmdir(emu.path('info')), errno.EPERM),
+        (lambda: os.rmdir(emu.path('info/L3')), errno.EPERM),
+        (lambda: os.rmdir(emu.path('mon_groups')), errno.EPERM),
+        (lambda: os.rmdir(emu.path('g/mon_data')), errno.EPERM),
+        (lambda: os.rmdir(emu.root), errno.EBUSY),
+        (lambda: os.mkdir(emu.path('info/x')), errno.ENODEV),
+        (lambda: os.mkdir(emu.path('g/x')), errno.EPERM),
+        (lambda: os.mkdir(emu.path('mon_data/x')), errno.EPERM),
+        (lambda: os.mkdir(emu.path('bad\nname')), errno.EINVAL),
+        (lambda: os.mkdir(emu.path('g')), errno.EEXIST),
+        (lambda: os.unlink(emu.path('g/tasks')), errno.EPERM),
+        (lambda: open(emu.path('g/newfile'), 'w'), errno.EACCES),
+        (lambda: os.rename(emu.path('g'), emu.path('h')), errno.EPERM),
+    ]
+    for action, err in cases:
+        with pytest.raises(OSError) as exc:
+            action()
+        assert exc.value.errno == err, (action, exc.value)
+    assert status(emu) == 'Source must be a MON group\n'
+
+
+# -- schemata ----------------------------------------------------------------------
+def test_schemata_partial_updates(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('g'))
+    assert rd(emu, 'g/schemata') == ROOT_SCHEMATA
+    wr(emu, 'g/schemata', 'L3:0=7f0\n')
+    assert rd(emu, 'g/schemata') == '    MB:0=100;1=100\n    L3:0=7f0;1=7ff\n'
+    assert status(emu) == 'ok\n'
+    wr(emu, 'g/schemata', 'MB:1=55\n')
+    assert rd(emu, 'g/schemata') == '    MB:0=100;1=60\n    L3:0=7f0;1=7ff\n'
+    assert shell_write(emu, 'g/schemata', 'L3:0= 3f ;1=1').returncode == 0
+    wr(emu, 'g/schemata', 'L3:0=0x3\nMB:0=91\n')
+    assert rd(emu, 'g/schemata') == '    MB:0=100;1=60\n    L3:0=3;1=1\n'
+    assert rd(emu, 'g/size') == '    MB:0=100;1=60\n    L3:0=5242880;1=2621440\n'
+    assert rd(emu, 'schemata') == ROOT_SCHEMATA
+
+
+INVALID_SCHEMATA = [
+    ('L3:0=7f1', 'The mask 7f1 has non-consecutive 1-bits\n'),
+    ('L3:0=800', 'Mask out of range\n'),
+    ('L3:0=0', 'Mask out of range\n'),
+    ('L3:0=xyz', 'Non-hex character in the mask xyz\n'),
+    ('L2:0=1', "Unknown or unsupported resource name 'L2'\n"),
+    ('L3', "Missing ':'\n"),
+    ('L3:', "Missing 'L3' value\n"),
+    ('L3: 0=1', "Missing '=' or non-numeric domain\n"),
+    ('L3:0=1;0=3', 'Duplicate domain 0\n'),
+    ('L3:2=1', 'ok\n'),                      # unknown domain: EINVAL, no message
+    ('MB:0=5', 'MB value 5 out of range [10,100]\n'),
+    ('MB:0=101', 'MB value 101 out of range [10,100]\n'),
+    ('MB:0=ten', 'Invalid MB value ten\n'),
+]
+
+
+@pytest.mark.parametrize('line,text', INVALID_SCHEMATA)
+def test_schemata_validation_python(emulated_resctrl: EmulatorFixture, line: str,
+                                    text: str) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('g'))
+    write_fails(emu, 'g/schemata', line + '\n', errno.EINVAL, text)
+    assert rd(emu, 'g/schemata') == ROOT_SCHEMATA
+
+
+@pytest.mark.parametrize('line,text', INVALID_SCHEMATA[:4] + INVALID_SCHEMATA[-3:])
+def test_schemata_validation_shell(emulated_resctrl: EmulatorFixture, line: str,
+                                   text: str) -> None:
+    emu = emulated_resctrl
+    wr(emu, 'schemata', 'L3:0=7ff\n')
+    proc = shell_write(emu, 'schemata', line)
+    assert proc.returncode != 0
+    assert status(emu) == text
+    proc = shell_write(emu, 'schemata', line, shell='bash')
+    assert proc.returncode != 0 and 'Invalid argument' in proc.stderr
+    assert rd(emu, 'schemata') == ROOT_SCHEMATA
+
+
+def test_schemata_needs_newline_and_is_atomic(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    write_fails(emu, 'schemata', 'L3:0=800\n', errno.EINVAL, 'Mask out of range\n')
+    write_fails(emu, 'schemata', 'L3:0=7f0', errno.EINVAL, 'Mask out of range\n')
+    write_fails(emu, 'schemata', 'L3:0=3\nL3:1=7f1\n', errno.EINVAL,
+                'The mask 7f1 has non-consecutive 1-bits\n')
+    assert rd(emu, 'schemata') == ROOT_SCHEMATA
+    write_fails(emu, 'schemata', b'L3:0=1\n' * 700, errno.E2BIG, None)
+
+
+def test_min_cbm_bits_and_sparse_masks(emulator_factory: Factory) -> None:
+    emu = emulator_factory(extra_args=['--set', 'min_cbm_bits=2'])
+    assert rd(emu, 'info/L3/min_cbm_bits') == '2\n'
+    write_fails(emu, 'schemata', 'L3:0=4\n', errno.EINVAL, 'Need at least 2 bits in the mask\n')
+    sparse = emulator_factory(extra_args=['--set', 'sparse_masks=1'])
+    assert rd(sparse, 'info/L3/sparse_masks') == '1\n'
+    wr(sparse, 'schemata', 'L3:0=505\n')
+    assert rd(sparse, 'schemata').endswith('L3:0=505;1=7ff\n')
+
+
+# -- modes and exclusivity -------------------------------------------------------
+def test_exclusive_mode_rules(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    wr(emu, 'a/schemata', 'L3:0=3;1=3\n')
+    write_fails(emu, 'a/mode', 'exclusive\n', errno.EINVAL, 'Schemata overlaps\n')
+    wr(emu, 'schemata', 'L3:0=7fc;1=7fc\n')
+    wr(emu, 'a/mode', 'exclusive\n')
+    assert rd(emu, 'a/mode') == 'exclusive\n'
+    assert rd(emu, 'info/L3/bit_usage') == '0=SSSSSSSSSEE;1=SSSSSSSSSEE\n'
+    write_fails(emu, 'schemata', 'L3:0=7ff\n', errno.EINVAL, 'Overlaps with exclusive group\n')
+    os.mkdir(emu.path('b'))
+    assert rd(emu, 'b/schemata').endswith('L3:0=7fc;1=7fc\n')   # skips the exclusive ways
+    write_fails(emu, 'b/schemata', 'L3:1=1\n', errno.EINVAL, 'Overlaps with exclusive group\n')
+    write_fails(emu, 'a/schemata', 'L3:0=7\n', errno.EINVAL, 'Overlaps with other group\n')
+    write_fails(emu, 'a/mode', 'private\n', errno.EINVAL, 'Unknown or unsupported mode\n')
+    write_fails(emu, 'a/mode', 'pseudo-locksetup\n', errno.EINVAL,
+                'Pseudo-locking not supported\n')
+    write_fails(emu, 'mode', 'pseudo-locksetup\n', errno.EINVAL,
+                'Cannot pseudo-lock default group\n')
+    write_fails(emu, 'a/mode', 'shareable', errno.EINVAL, None)   # no newline
+    assert shell_write(emu, 'a/mode', 'shareable').returncode == 0
+    wr(emu, 'b/schemata', 'L3:1=1\n')
+    assert rd(emu, 'info/L3/bit_usage') == '0=SSSSSSSSSSS;1=SSSSSSSSSSS\n'
+
+
+def test_initial_schemata_and_no_space(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    wr(emu, 'schemata', 'L3:0=700;1=700\n')
+    os.mkdir(emu.path('a'))
+    wr(emu, 'a/schemata', 'L3:0=f0;1=f0\n')
+    wr(emu, 'a/mode', 'exclusive\n')
+    os.mkdir(emu.path('b'))
+    assert rd(emu, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
+    os.rmdir(emu.path('b'))
+    wr(emu, 'a/schemata', 'L3:0=ff;1=ff\n')
+    wr(emu, 'mode', 'exclusive\n')
+    with pytest.raises(OSError) as exc:
+        os.mkdir(emu.path('c'))
+    assert exc.value.errno == errno.ENOSPC
+    assert status(emu) == 'No space on L3:0\n'
+    assert not os.path.exists(emu.path('c'))
+
+
+def test_out_of_closids(emulator_factory: Factory) -> None:
+    emu = emulator_factory('xeon-d-1540')
+    for i in range(15):
+        os.mkdir(emu.path('g%d' % i))
+    with pytest.raises(OSError) as exc:
+        os.mkdir(emu.path('g15'))
+    assert exc.value.errno == errno.ENOSPC
+    assert status(emu) == 'Out of CLOSIDs\n'
+    os.rmdir(emu.path('g3'))
+    os.mkdir(emu.path('again'))
+    assert rd(emu, 'again/schemata') == '    L3:0=fff\n'
+
+
+def test_out_of_rmids(emulator_factory: Factory) -> None:
+    emu = emulator_factory(extra_args=['--set', 'num_rmids=3'])
+    os.mkdir(emu.path('g'))
+    os.mkdir(emu.path('g/mon_groups/m1'))
+    with pytest.raises(OSError) as exc:
+        os.mkdir(emu.path('g/mon_groups/m2'))
+    assert exc.value.errno == errno.ENOSPC
+    assert status(emu) == 'Out of RMIDs\n'
+    os.rmdir(emu.path('g/mon_groups/m1'))
+    os.mkdir(emu.path('mon_groups/m2'))
+
+
+# -- tasks ---------------------------------------------------------------------------
+def test_tasks_move_semantics(emulated_resctrl: EmulatorFixture,
+                              sleeper: Callable[[], int]) -> None:
+    emu = emulated_resctrl
+    pid, pid2 = sleeper(), sleeper()
+    assert {pid, pid2} <= tids(emu, 'tasks')
+    os.mkdir(emu.path('a'))
+    os.mkdir(emu.path('b'))
+    wr(emu, 'a/tasks', '%d\n' % pid)
+    assert tids(emu, 'a/tasks') == {pid} and pid not in tids(emu, 'tasks')
+    assert shell_write(emu, 'b/tasks', str(pid)).returncode == 0
+    assert tids(emu, 'a/tasks') == set() and tids(emu, 'b/tasks') == {pid}
+    wr(emu, 'a/tasks', '%d,%d\n' % (pid, pid2))
+    assert tids(emu, 'a/tasks') == {pid, pid2} and tids(emu, 'b/tasks') == set()
+    wr(emu, 'tasks', str(pid2))
+    assert pid2 in tids(emu, 'tasks') and tids(emu, 'a/tasks') == {pid}
+    os.rmdir(emu.path('a'))
+    assert pid in tids(emu, 'tasks')
+
+
+def test_tasks_errors(emulated_resctrl: EmulatorFixture, sleeper: Callable[[], int]) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    gone = subprocess.Popen(['true'])
+    gone.wait()
+    write_fails(emu, 'a/tasks', '%d\n' % gone.pid, errno.ESRCH,
+                'No task %d\nError while processing task %d\n' % (gone.pid, gone.pid))
+    proc = shell_write(emu, 'a/tasks', str(gone.pid), shell='bash')
+    assert proc.returncode != 0 and 'No such process' in proc.stderr
+    write_fails(emu, 'a/tasks', 'abc\n', errno.EINVAL, 'Task list parsing error pid abc\n')
+    write_fails(emu, 'a/tasks', '-7\n', errno.EINVAL, 'Invalid pid -7\n')
+    pid = sleeper()
+    write_fails(emu, 'a/tasks', '%d,,\n' % pid, errno.EINVAL,
+                'Task list parsing error pid \n')
+    assert tids(emu, 'a/tasks') == {pid}                 # moved before the error
+
+
+def test_tasks_pid0_and_exited(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    proc = subprocess.run(['sh', '-c', 'echo 0 > "$1" && grep -qx $$ "$1" && echo $$',
+                           'sh', emu.path('a/tasks')], capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) not in tids(emu, 'a/tasks')   # it exited since
+
+
+def test_new_tasks_inherit_the_creator_group(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    script = ('import os, sys, threading, time\n'
+              'early = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n'
+              'early.start()\n'
+              'with open(sys.argv[1], "w") as fh:\n'
+              '    fh.write(str(os.getpid()))\n'
+              'late = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n'
+              'late.start()\n'
+              'child = os.fork() if True else 0\n'
+              'if child == 0:\n'
+              '    time.sleep(60)\n'
+              '    os._exit(0)\n'
+              'print(early.native_id, late.native_id, child, flush=True)\n'
+              'time.sleep(60)\n')
+    proc = subprocess.Popen([sys.executable, '-c', script, emu.path('a/tasks')],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        early, late, child = (int(x) for x in proc.stdout.readline().split())
+        members = tids(emu, 'a/tasks')
+        assert {proc.pid, late, child} <= members
+        assert early not in members and early in tids(emu, 'tasks')
+    finally:
+        proc.kill()
+        proc.wait()
+        subprocess.run(['pkill', '-KILL', '-P', str(proc.pid)], check=False)
+
+
+def test_mon_group_tasks(emulated_resctrl: EmulatorFixture, sleeper: Callable[[], int]) -> None:
+    emu = emulated_resctrl
+    pid, pid2 = sleeper(), sleeper()
+    os.mkdir(emu.path('a'))
+    os.mkdir(emu.path('b'))
+    os.mkdir(emu.path('a/mon_groups/m'))
+    write_fails(emu, 'a/mon_groups/m/tasks', '%d\n' % pid, errno.EINVAL,
+                "Can't move task to different control group\n"
+                "Error while processing task %d\n" % pid)
+    wr(emu, 'a/tasks', '%d,%d\n' % (pid, pid2))
+    wr(emu, 'a/mon_groups/m/tasks', '%d\n' % pid)
+    assert tids(emu, 'a/mon_groups/m/tasks') == {pid}
+    assert tids(emu, 'a/tasks') == {pid, pid2}            # includes its mon groups
+    os.rename(emu.path('a/mon_groups/m'), emu.path('b/mon_groups/m'))
+    assert tids(emu, 'b/tasks') == {pid} and tids(emu, 'a/tasks') == {pid2}
+    os.rmdir(emu.path('b/mon_groups/m'))
+    assert tids(emu, 'b/tasks') == {pid}                  # back to the parent
+    os.rmdir(emu.path('b'))
+    assert pid in tids(emu, 'tasks')
+
+
+# -- cpus ------------------------------------------------------------------------------
+def test_cpus_ownership(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    os.mkdir(emu.path('b'))
+    wr(emu, 'a/cpus_list', '0-3\n')
+    assert rd(emu, 'a/cpus') == '00,0000000f\n' and rd(emu, 'cpus_list') == '4-39\n'
+    assert shell_write(emu, 'b/cpus', '30').returncode == 0          # hex: CPUs 4-5
+    assert rd(emu, 'b/cpus_list') == '4-5\n'
+    wr(emu, 'b/cpus_list', '2-5,38-39\n')                            # takes from a and root
+    assert rd(emu, 'a/cpus_list') == '0-1\n' and rd(emu, 'cpus_list') == '6-37\n'
+    wr(emu, 'a/cpus_list', '0\n')                                    # cpu 1 back to root
+    assert rd(emu, 'cpus_list') == '1,6-37\n'
+    os.rmdir(emu.path('b'))
+    assert rd(emu, 'cpus_list') == '1-39\n'
+    assert status(emu) == 'ok\n'
+
+
+@pytest.mark.parametrize('rel,data,err,text', [
+    ('cpus_list', '5-39', errno.EINVAL, "Can't drop CPUs from default group\n"),
+    ('a/cpus_list', 'x', errno.EINVAL, 'Bad CPU list/mask\n'),
+    ('a/cpus_list', '40', errno.ERANGE, 'Bad CPU list/mask\n'),
+    ('a/cpus', '0x3', errno.EINVAL, 'Bad CPU list/mask\n'),
+    ('a/cpus', '100,00000000', errno.EOVERFLOW, 'Bad CPU list/mask\n'),
+])
+def test_cpus_errors(emulated_resctrl: EmulatorFixture, rel: str, data: str, err: int,
+                     text: str) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    write_fails(emu, rel, data + '\n', err, text)
+    assert shell_write(emu, rel, data).returncode != 0
+    assert rd(emu, 'cpus_list') == '0-39\n'
+
+
+def test_cpus_offline_and_mon_groups(emulator_factory: Factory) -> None:
+    emu = emulator_factory(extra_args=['--set', 'possible_cpus=48'])
+    write_fails(emu, 'cpus_list', '0-44\n', errno.EINVAL, 'Can only assign online CPUs\n')
+    assert rd(emu, 'cpus') == '0000,000000ff,ffffffff\n'
+    os.mkdir(emu.path('a'))
+    os.mkdir(emu.path('a/mon_groups/m'))
+    wr(emu, 'a/cpus_list', '30-33\n')                 # CPUs this 2-core host lacks
+    write_fails(emu, 'a/mon_groups/m/cpus_list', '29\n', errno.EINVAL,
+                'Can only add CPUs to mongroup that belong to parent\n')
+    wr(emu, 'a/mon_groups/m/cpus_list', '31\n')
+    assert rd(emu, 'a/mon_groups/m/cpus_list') == '31\n'
+
+
+# -- stale handles, flock, several mounts ----------------------------------------------
+def test_removed_group_handle_gives_enodev(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.mkdir(emu.path('a'))
+    fd = os.open(emu.path('a/schemata'), os.O_WRONLY)
+    try:
+        os.rmdir(emu.path('a'))
+        with pytest.raises(OSError) as exc:
+            os.write(fd, b'L3:0=1\n')
+        assert exc.value.errno == errno.ENODEV
+    finally:
+        os.close(fd)
+
+
+LOCKER = ('import fcntl, os, sys, time\n'
+          'fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n'
+          'start = time.monotonic()\n'
+          'fcntl.flock(fd, fcntl.LOCK_EX)\n'
+          'print(time.monotonic() - start, flush=True)\n')
+
+
+def test_flock_on_root_blocks_a_second_locker(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    fd = os.open(emu.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        other = os.open(emu.root, os.O_RDONLY | os.O_DIRECTORY)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(other)
+        proc = subprocess.Popen([sys.executable, '-c', LOCKER, emu.root],
+                                stdout=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        assert proc.poll() is None                       # still blocked
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        out, _ = proc.communicate(timeout=30)
+        assert float(out) >= 0.9
+    finally:
+        os.close(fd)
+
+
+def test_flock_shared_locks_coexist(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    fds = [os.open(emu.root, os.O_RDONLY | os.O_DIRECTORY) for _ in range(2)]
+    try:
+        fcntl.flock(fds[0], fcntl.LOCK_SH)
+        fcntl.flock(fds[1], fcntl.LOCK_SH | fcntl.LOCK_NB)
+        with pytest.raises(BlockingIOError):
+            other = os.open(emu.root, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(other)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_two_mounts_are_independent(emulator_factory: Factory) -> None:
+    one, two = emulator_factory(), emulator_factory('xeon-e7-8890-v4')
+    os.mkdir(one.path('only-here'))
+    assert not os.path.exists(two.path('only-here'))
+    wr(two, 'schemata', 'L3:3=f\n')
+    assert rd(one, 'schemata') == ROOT_SCHEMATA
+
+    errors: list[BaseException] = []
+
+    def hammer(emu: EmulatorFixture) -> None:
+        try:
+            for _ in range(50):
+                wr(emu, 'schemata', 'L3:0=7f0\n')
+                wr(emu, 'schemata', 'L3:0=7ff\n')
+        except BaseException as exc:        # noqa: B902 -- reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(one,)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and status(one) == 'ok\n'
+
+
+# -- monitoring --------------------------------------------------------------------------
+def mon(emu: EmulatorFixture, group: str, dom: int, event: str) -> int:
+    base = (group + '/') if group else ''
+    return int(rd(emu, '%smon_data/mon_L3_%02d/%s' % (base, dom, event)))
+
+
+def test_llc_occupancy_follows_ways(emulated_resctrl: EmulatorFixture,
+                                    sleeper: Callable[[], int]) -> None:
+    emu = emulated_resctrl
+    pid = sleeper()
+    emu.set_footprints({'default': 0, str(pid): 8 * MiB})
+    wr(emu, 'schemata', 'L3:0=7f0;1=7f0\n')
+    os.mkdir(emu.path('g'))
+    wr(emu, 'g/schemata', 'L3:0=1;1=1\n')
+    wr(emu, 'g/tasks', str(pid))
+    assert mon(emu, 'g', 0, 'llc_occupancy') == WAY              # 4 MiB per socket, 1 way
+    assert mon(emu, 'g', 1, 'llc_occupancy') == WAY
+    wr(emu, 'g/schemata', 'L3:0=3\n')
+    assert mon(emu, 'g', 0, 'llc_occupancy') == 4 * MiB          # now it fits
+    assert mon(emu, 'g', 1, 'llc_occupancy') == WAY
+    emu.set_footprints({'default': 0, str(pid): {'1': 3 * MiB}})
+    assert mon(emu, 'g', 0, 'llc_occupancy') == 0
+    assert mon(emu, 'g', 1, 'llc_occupancy') == WAY
+    assert mon(emu, '', 0, 'llc_occupancy') == 0                 # nothing else has a footprint
+    assert mon(emu, 'g', 0, 'llc_occupancy') % 64 == 0
+
+
+def test_mbm_grows_with_misses_and_obeys_mba(emulated_resctrl: EmulatorFixture,
+                                             sleeper: Callable[[], int]) -> None:
+    emu = emulated_resctrl
+    pids = [sleeper() for _ in range(4)]
+    emu.set_footprints({'default': 0, str(pids[0]): 8 * MiB, str(pids[1]): 16 * MiB,
+                        str(pids[2]): 1 << 40, str(pids[3]): 1 << 40})
+    wr(emu, 'schemata', 'L3:0=7f0;1=7f0\n')
+    for name, pid, mba in (('small', pids[0], 100), ('big', pids[1], 100),
+                           ('cap10', pids[2], 10), ('cap50', pids[3], 50)):
+        os.mkdir(emu.path(name))
+        wr(emu, name + '/schemata', 'L3:0=1;1=1\nMB:0=%d;1=%d\n' % (mba, mba))
+        wr(emu, name + '/tasks', str(pid))
+    names = ('small', 'big', 'cap10', 'cap50')
+    first = {n: mon(emu, n, 0, 'mbm_total_bytes') for n in names}
+    time.sleep(1.0)
+    second = {n: mon(emu, n, 0, 'mbm_total_bytes') for n in names}
+    grow = {n: second[n] - first[n] for n in names}
+    assert all(g > 0 for g in grow.values()), grow
+    assert 3.0 < grow['big'] / grow['small'] < 4.4            # (8-2.5)/(4-2.5) = 3.67
+    assert 4.5 < grow['cap50'] / grow['cap10'] < 5.5          # MB 50% vs 10%
+    local = mon(emu, 'cap10', 0, 'mbm_local_bytes')
+    assert 0 < local < mon(emu, 'cap10', 0, 'mbm_total_bytes')
+    assert mon(emu, 'small', 0, 'mbm_total_bytes') >= second['small']   # monotonic
+
+
+def test_mon_group_monitoring(emulated_resctrl: EmulatorFixture,
+                              sleeper: Callable[[], int]) -> None:
+    emu = emulated_resctrl
+    pid, pid2 = sleeper(), sleeper()
+    emu.set_footprints({'default': 0, str(pid): 2 * WAY, str(pid2): 6 * WAY})
+    wr(emu, 'schemata', 'L3:0=7f0;1=7f0\n')
+    os.mkdir(emu.path('g'))
+    wr(emu, 'g/schemata', 'L3:0=f;1=f\n')
+    os.mkdir(emu.path('g/mon_groups/m'))
+    wr(emu, 'g/tasks', '%d,%d' % (pid, pid2))
+    wr(emu, 'g/mon_groups/m/tasks', str(pid2))
+    assert mon(emu, 'g', 0, 'llc_occupancy') == 4 * WAY
+    assert mon(emu, 'g/mon_groups/m', 0, 'llc_occupancy') == 3 * WAY
+    total = mon(emu, 'g', 0, 'mbm_total_bytes')
+    assert total >= mon(emu, 'g/mon_groups/m', 0, 'mbm_total_bytes')
+
+
+def test_single_socket_local_equals_total(emulator_factory: Factory,
+                                          sleeper: Callable[[], int]) -> None:
+    emu = emulator_factory('xeon-d-1540')
+    pid = sleeper()
+    emu.set_footprints({'default': 0, str(pid): 64 * MiB})
+    os.mkdir(emu.path('g'))
+    wr(emu, 'g/tasks', str(pid))
+    mon(emu, 'g', 0, 'mbm_total_bytes')
+    time.sleep(0.3)
+    wr(emu, 'g/schemata', 'L3:0=fff\n')      # an event: counters integrate up to here
+    assert mon(emu, 'g', 0, 'llc_occupancy') == 12 * MiB
+    total = mon(emu, 'g', 0, 'mbm_total_bytes')
+    local = mon(emu, 'g', 0, 'mbm_local_bytes')
+    assert total > 0 and abs(total - local) < total * 0.05
+
+
+# -- the daemon ----------------------------------------------------------------------------
+def test_daemon_reports_errors_in_one_line(tmp_path: 'os.PathLike[str]') -> None:
+    proc = subprocess.run([sys.executable, '-m', 'ovs_rdt.emulator', '-d',
+                           os.path.join(tmp_path, 'missing')],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.startswith('error: mountpoint ') and proc.stderr.count('\n') == 1
+    assert 'Traceback' not in proc.stderr
+
+
+def test_sigterm_unmounts(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    os.kill(emu.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while mounted(emu.root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not mounted(emu.root)
+
+
+def test_foreground_mode_ends_on_unmount(tmp_path: 'os.PathLike[str]') -> None:
+    root = os.path.join(tmp_path, 'r')
+    os.mkdir(root)
+    proc = subprocess.Popen([sys.executable, '-m', 'ovs_rdt.emulator', root],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not mounted(root) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mounted(root)
+        with open(os.path.join(root, 'info', 'L3', 'cbm_mask')) as fh:
+            assert fh.read() == '7ff\n'
+        subprocess.run(['fusermount3', '-u', root], check=True)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,318 @@
+"""The libvirt hook end to end: a real libvirtd, real KVM guests, and the
+resctrl emulator (xeon-e7-8890-v4: 4 cache domains of 20 ways, 16 CLOSIDs)
+as ``[resctrl] root``.
+
+Configuration of every test (unless it says otherwise): the default group
+keeps 2 ways, pool ``noisy`` holds 2, so 16 ways per domain are free for
+VMs.  CPUs 0 and 1 (all this host has) are on cache domain 0.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+import pytest
+
+from ovs_rdt import conf
+from ovs_rdt.manager import CacheManager
+from ovs_rdt.model import ROOT
+from ovs_rdt.resctrl import Resctrl
+from tests.functional.fixtures.emulator import EmulatorFixture
+from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed, wait_for
+
+PROFILE = 'xeon-e7-8890-v4'
+WAYS = 20
+DOMAINS = (0, 1, 2, 3)
+POOL = 'ovsrdt-pool-noisy'
+NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+
+
+def rdt(body: str) -> str:
+    return '<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">%s</rdt:rdt>' % body
+
+
+def nova(specs: dict[str, str], flavor: str = 'm1.nfv') -> str:
+    return ('<nova:instance xmlns:nova="%s"><nova:name>inst</nova:name>'
+            '<nova:flavor name="%s"><nova:vcpus>2</nova:vcpus><nova:extraSpecs>'
+            '%s</nova:extraSpecs></nova:flavor></nova:instance>'
+            % (NOVA_NS, flavor, ''.join(
+                '<nova:extraSpec name="%s">%s</nova:extraSpec>' % kv
+                for kv in specs.items())))
+
+
+class Env:
+    """The testbed, the mounted emulator and reads of its state."""
+
+    def __init__(self, testbed: LibvirtTestbed, emu: EmulatorFixture) -> None:
+        self.tb = testbed
+        self.emu = emu
+        self.rc = Resctrl(emu.root, emu.sysfs)
+
+    def configure(self, **kwargs: object) -> None:
+        self.tb.configure(self.emu.root, self.emu.sysfs, **kwargs)
+
+    def free(self) -> dict[int, int]:
+        """Ways a new VM could still get, per cache domain."""
+        settings = conf.load(self.tb.config)
+        return CacheManager(Resctrl(self.emu.root, self.emu.sysfs),
+                            settings).preview().free
+
+    def groups(self) -> list[str]:
+        return self.rc.group_names()
+
+    def vm_groups(self) -> list[str]:
+        return [g for g in self.groups() if g.startswith('ovsrdt-vm-')]
+
+    def tasks(self, group: str) -> set[int]:
+        return set(self.rc.tasks(group))
+
+    def assert_isolated(self, group: str, ways: int,
+                        domains: tuple[int, ...] = DOMAINS) -> None:
+        """``ways`` contiguous ways on ``domains`` that no other group has."""
+        groups = {g.name: g for g in self.rc.groups()}
+        mine = groups[group].l3
+        for dom in domains:
+            mask = mine[dom]
+            assert mask.count == ways and mask.is_contiguous(), (dom, mask)
+            for name, other in groups.items():
+                if name != group:
+                    assert not mask.overlaps(other.l3[dom]), \
+                        '%s %s overlaps %s %s on domain %d' % (
+                            group, mask, name or '/', other.l3[dom], dom)
+
+
+@pytest.fixture(scope='module')
+def emulator() -> Iterator[EmulatorFixture]:
+    emu = EmulatorFixture(PROFILE)
+    emu.setUp()
+    try:
+        yield emu
+    finally:
+        emu.cleanUp()
+
+
+@pytest.fixture
+def env(libvirt_testbed: LibvirtTestbed,
+        emulator: EmulatorFixture) -> Iterator[Env]:
+    env = Env(libvirt_testbed, emulator)
+    env.configure()
+    try:
+        yield env
+    finally:
+        libvirt_testbed.remove_guests()
+    # Whatever a test did, its guests' groups are gone with them.
+    assert env.vm_groups() == []
+
+
+def start_fails(env: Env, guest: Guest) -> str:
+    res = env.tb.start(guest, check=False)
+    assert res.returncode != 0, 'guest %s started' % guest.name
+    assert env.tb.state(guest) == 'shut off'
+    assert guest.group not in env.groups()
+    return res.stderr
+
+
+# -- a dedicated CLOS ----------------------------------------------------------
+def test_dedicated_guest_gets_isolated_ways_and_its_threads(env: Env) -> None:
+    free = env.free()
+    assert free == {d: WAYS - 2 - 2 for d in DOMAINS}
+    guest = env.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    env.tb.start(guest)
+    env.assert_isolated(guest.group, 3)
+    assert env.rc.group(guest.group).mode == 'exclusive'
+    vcpus = env.tb.vcpu_tids(guest)
+    assert len(vcpus) == 2
+    tasks = env.tasks(guest.group)
+    # include_emulator_threads = true (default): every QEMU thread.
+    assert vcpus <= tasks
+    assert tasks <= set(env.tb.threads(guest))
+    assert len(tasks) > len(vcpus)
+    assert env.free() == {d: free[d] - 3 for d in DOMAINS}
+    env.tb.destroy(guest)
+    assert guest.group not in env.groups()
+    assert env.free() == free
+    assert 'removed group %s' % guest.group in env.tb.hook_log()
+
+
+def test_only_vcpu_threads_without_emulator_threads(env: Env) -> None:
+    env.configure(include_emulator_threads=False)
+    guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    env.tb.start(guest)
+    assert env.tasks(guest.group) == env.tb.vcpu_tids(guest)
+    assert not env.tb.vcpu_tids(guest) & env.tasks(ROOT)
+
+
+def test_pinned_guest_takes_ways_where_its_vcpus_run(env: Env) -> None:
+    guest = env.tb.define(rdt('<rdt:l3 ways="4"/>'), vcpu_attrs=" cpuset='0-1'")
+    env.tb.start(guest)
+    env.assert_isolated(guest.group, 4, domains=(0,))
+    masks = env.rc.group(guest.group).l3
+    root = env.rc.group(ROOT).l3
+    assert all(masks[d] == root[d] for d in (1, 2, 3))
+    assert env.rc.group(guest.group).mode == 'shareable'
+    assert env.free() == {0: 12, 1: 16, 2: 16, 3: 16}
+
+
+def test_nova_extra_specs_guest(env: Env) -> None:
+    guest = env.tb.define(nova({'hw:cpu_policy': 'shared',
+                                'rdt:l3_ways': '3'}))
+    env.tb.start(guest)
+    env.assert_isolated(guest.group, 3)
+    assert env.tb.vcpu_tids(guest) <= env.tasks(guest.group)
+    assert 'from flavor m1.nfv extra specs' in env.tb.hook_log()
+
+
+def test_flavors_section_fallback(env: Env) -> None:
+    env.configure(extra='[flavors]\nm1.old = rdt:l3_ways=2\n')
+    guest = env.tb.define(
+        '<nova:instance xmlns:nova="%s"><nova:flavor name="m1.old">'
+        '<nova:vcpus>2</nova:vcpus></nova:flavor></nova:instance>' % NOVA_NS)
+    env.tb.start(guest)
+    env.assert_isolated(guest.group, 2)
+
+
+# -- a shared pool -------------------------------------------------------------
+def test_pool_guest_joins_the_pool(env: Env) -> None:
+    dedicated = env.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    pooled = env.tb.define(rdt('<rdt:pool name="noisy"/>'))
+    env.tb.start(dedicated)
+    env.tb.start(pooled)
+    vcpus = env.tb.vcpu_tids(pooled)
+    assert vcpus <= env.tasks(POOL)
+    assert not vcpus & env.tasks(dedicated.group)
+    assert pooled.group not in env.groups()
+    env.assert_isolated(dedicated.group, 3)
+    assert env.rc.group(POOL).l3[0].count == 2
+    env.tb.destroy(pooled)
+    assert POOL in env.groups()
+    assert not vcpus & env.tasks(POOL)
+
+
+# -- refusals --------------------------------------------------------------------
+def test_over_asking_guest_fails_to_start(env: Env) -> None:
+    free = env.free()
+    guest = env.tb.define(rdt('<rdt:l3 ways="17"/>'))
+    err = start_fails(env, guest)
+    assert ("ovs-rdt: refusing to start domain '%s': %s needs 17 ways on "
+            "cache domain 0, but only 16 of 20 are free"
+            % (guest.name, guest.group)) in err
+    guest = env.tb.define(rdt('<rdt:l3 ways="21"/>'))
+    err = start_fails(env, guest)
+    assert ('<rdt:l3 ways="21">: this host\'s L3 cache has only 20 ways per '
+            'cache domain') in err
+    assert env.free() == free
+
+
+BAD = [
+    ('<rdt:l3 ways="0"/>', '<rdt:l3 ways="0">: ways must be at least 1'),
+    ('<rdt:l3 ways="abc"/>',
+     '<rdt:l3 ways="abc">: ways must be a whole number from 1 to 64'),
+    ('<rdt:l3 ways="2"/><rdt:pool name="noisy"/>',
+     '<rdt:l3 ways="2"> and <rdt:pool name="noisy"> exclude each other'),
+    ('<rdt:pool name="bogus"/>',
+     '<rdt:pool name="bogus">: no pool named "bogus" is configured on this '
+     'host (configured: noisy; see [allocation] pools)'),
+    ('<rdt:l3 ways="2" size="3"/>',
+     '<rdt:l3 size="3">: unknown attribute "size" (<rdt:l3> takes only '
+     '"ways")'),
+]
+
+
+@pytest.mark.parametrize('body, message', BAD,
+                         ids=['zero', 'abc', 'l3+pool', 'unknown-pool',
+                              'unknown-attribute'])
+def test_bad_annotation_has_its_own_message(env: Env, body: str,
+                                            message: str) -> None:
+    guest = env.tb.define(rdt(body))
+    err = start_fails(env, guest)
+    line = "ovs-rdt: refusing to start domain '%s': %s" % (guest.name,
+                                                           message)
+    assert line in err
+    assert 'Traceback' not in err
+    others = [m for _b, m in BAD if m != message]
+    assert not any(m in err for m in others)
+
+
+def test_on_failure_warn_starts_the_guest_unmanaged(env: Env) -> None:
+    env.configure(on_failure='warn')
+    guest = env.tb.define(rdt('<rdt:l3 ways="17"/>'))
+    env.tb.start(guest)
+    assert env.tb.state(guest) == 'running'
+    assert guest.group not in env.groups()
+    assert env.tb.vcpu_tids(guest) <= env.tasks(ROOT)
+    assert 'starting it without a cache allocation' in env.tb.hook_log()
+
+
+# -- libvirtd restarts, save/restore -------------------------------------------
+def test_libvirtd_restart_keeps_guests_in_their_groups(env: Env) -> None:
+    dedicated = env.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    pooled = env.tb.define(rdt('<rdt:pool name="noisy"/>'))
+    env.tb.start(dedicated)
+    env.tb.start(pooled)
+    pids = {g.name: env.tb.pid(g) for g in (dedicated, pooled)}
+    lost = env.tb.vcpu_tids(dedicated) | env.tb.vcpu_tids(pooled)
+    # Lose the threads (as after a crash of whatever put them there).
+    with env.rc.lock():
+        env.rc.add_tasks(ROOT, sorted(lost))
+    assert not lost & (env.tasks(dedicated.group) | env.tasks(POOL))
+    env.tb.restart_libvirtd()
+    for guest in (dedicated, pooled):
+        assert env.tb.state(guest) == 'running'
+        assert env.tb.pid(guest) == pids[guest.name]
+    wait_for(lambda: env.tb.vcpu_tids(dedicated) <= env.tasks(dedicated.group)
+             and env.tb.vcpu_tids(pooled) <= env.tasks(POOL),
+             what='the reconnect hook to re-adopt the vCPU threads')
+    env.assert_isolated(dedicated.group, 3)
+    assert 'reconnect begin: moved vCPU threads' in env.tb.hook_log()
+
+
+def test_save_and_restore(env: Env, tmp_path) -> None:  # type: ignore
+    guest = env.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    env.tb.start(guest)
+    image = str(tmp_path / 'guest.save')
+    env.tb.virsh('save', guest.name, image)
+    assert guest.group not in env.groups()
+    env.tb.virsh('restore', image)
+    assert env.tb.state(guest) == 'running'
+    env.assert_isolated(guest.group, 3)
+    assert env.tb.vcpu_tids(guest) <= env.tasks(guest.group)
+    assert 'restore begin: capacity check passed' in env.tb.hook_log()
+
+
+# -- concurrency -------------------------------------------------------------------
+def test_eight_guests_started_concurrently(env: Env) -> None:
+    free = env.free()
+    guests = [env.tb.define(rdt('<rdt:l3 ways="2"/>'), vcpus=1, memory_mib=32)
+              for _ in range(8)]
+    results: dict[str, int] = {}
+
+    def run(action: str, guest: Guest) -> None:
+        res = env.tb.virsh(action, guest.name, check=False)
+        results[guest.name] = res.returncode
+
+    def all_at_once(action: str) -> None:
+        threads = [threading.Thread(target=run, args=(action, g))
+                   for g in guests]
+        for thr in threads:
+            thr.start()
+        for thr in threads:
+            thr.join()
+        assert set(results.values()) == {0}, results
+        results.clear()
+
+    all_at_once('start')
+    for guest in guests:
+        env.assert_isolated(guest.group, 2)
+        assert env.tb.vcpu_tids(guest) <= env.tasks(guest.group)
+    # 8 x 2 ways: every free way is taken, none twice.
+    assert env.free() == {d: 0 for d in DOMAINS}
+    held = 0
+    for guest in guests:
+        for mask in env.rc.group(guest.group).l3.values():
+            held += mask.count
+    assert held == 8 * 2 * len(DOMAINS)
+    extra = env.tb.define(rdt('<rdt:l3 ways="1"/>'), vcpus=1, memory_mib=32)
+    assert 'but only 0 of 20 are free' in start_fails(env, extra)
+    all_at_once('destroy')
+    assert env.vm_groups() == []
+    assert env.free() == free

@@ -1,0 +1,276 @@
+"""ovs_rdt.agent.reconcile with an in-memory CacheManager and resctrl."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ovs_rdt.agent.pmd import PmdThread, Scan
+from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
+from ovs_rdt.bitmask import CBM
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import InsufficientWays, ResctrlUnavailable
+from ovs_rdt.model import PMD_GROUP, ROOT, Group, MBInfo, Platform, Request
+
+HP = 'ovsrdt-pool-hp'
+
+
+class FakeResctrl:
+    root = '/fake/resctrl'
+
+    def __init__(self) -> None:
+        self.members: dict[str, set[int]] = {ROOT: set(), HP: set()}
+        self.masks: dict[str, dict[int, CBM]] = {
+            ROOT: {0: CBM(0x7ff, 11), 1: CBM(0x7ff, 11)},
+            HP: {0: CBM(0x7, 11), 1: CBM(0x7, 11)}}
+        self.unavailable = False
+
+    def platform(self) -> Platform:
+        if self.unavailable:
+            raise ResctrlUnavailable('resctrl is not mounted at /fake')
+        return Platform(11, 16, (0, 1), cpu_domains={0: 0, 1: 0, 2: 1, 3: 1},
+                        mb=MBInfo(10, 10, True, (0, 1)))
+
+    def tasks(self, name: str) -> list[int]:
+        if name not in self.members:
+            raise FileNotFoundError(name)
+        return sorted(self.members[name])
+
+    def group_names(self) -> list[str]:
+        return sorted(self.members)
+
+    def group(self, name: str, with_tasks: bool = True) -> Group:
+        return Group(name, self.masks[name])
+
+    def where(self, tid: int) -> str:
+        return next((g for g, m in self.members.items() if tid in m), ROOT)
+
+
+class FakeManager:
+    def __init__(self, pools: tuple[str, ...] = ('hp',)) -> None:
+        self.resctrl = FakeResctrl()
+        self.settings = Settings.defaults(
+            pools={p: {'l3_ways': 3} for p in pools})
+        self.calls: list[tuple] = []
+        self.free = 9
+
+    def allocate(self, req: Request) -> None:
+        self.calls.append(('allocate', req.name, dict(req.ways),
+                           req.mb_percent))
+        ways = max(req.ways.values())
+        if ways > self.free:
+            raise InsufficientWays('%s asks for %d ways on domain 0 but only '
+                                   '%d are free' % (req.name, ways, self.free))
+        self.resctrl.members.setdefault(req.name, set())
+        self.resctrl.masks[req.name] = {
+            d: CBM(((1 << ways) - 1) << (11 - ways), 11) for d in req.ways}
+
+    def release(self, name: str) -> None:
+        self.calls.append(('release', name))
+        self.resctrl.members[ROOT] |= self.resctrl.members.pop(name, set())
+        self.resctrl.masks.pop(name, None)
+
+    def assign(self, group: str, tids: list[int]) -> list[int]:
+        self.calls.append(('assign', group, list(tids)))
+        for members in self.resctrl.members.values():
+            members.difference_update(tids)
+        self.resctrl.members[group].update(tids)
+        return []
+
+
+def scan(pmds: dict[int, int], others: tuple = (100, 101), pid: int = 100
+         ) -> Scan:
+    return Scan(pid, [PmdThread(t, 'pmd-c%02d/id:%d' % (c, t), frozenset({c}))
+                      for t, c in pmds.items()], list(others))
+
+
+@pytest.fixture
+def mgr() -> FakeManager:
+    return FakeManager()
+
+
+def test_nothing_known_does_nothing(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    assert placer.sync(None, scan({200: 0})) == ''
+    assert mgr.calls == []
+
+
+def test_ways_places_pmds_and_vswitchd(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    status = placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0, 201: 1}))
+    assert ('allocate', PMD_GROUP, {0: 4}, None) in mgr.calls
+    assert mgr.resctrl.members[PMD_GROUP] == {200, 201, 100, 101}
+    assert status.startswith('ok: PMD cores 0,1 (2 threads) in ovsrdt-ovs-pmd')
+    assert 'L3 0=780 (4 ways)' in status and 'same group' in status
+    # Nothing changed: no resctrl call at all.
+    mgr.calls.clear()
+    assert placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0, 201: 1})) \
+        == status
+    assert mgr.calls == []
+
+
+def test_vswitchd_default_keeps_others_out(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    placer.sync({'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'},
+                scan({200: 0}))
+    assert mgr.resctrl.members[PMD_GROUP] == {200}
+    assert 'other ovs-vswitchd threads in the default group' in placer.status
+
+
+def test_pmd_cores_pick_domains(mgr: FakeManager) -> None:
+    PmdPlacer(mgr).sync({'rdt-pmd-l3-ways': '2'}, scan({200: 0, 201: 3}))
+    assert ('allocate', PMD_GROUP, {0: 2, 1: 2}, None) in mgr.calls
+
+
+def test_cpu_mask_counts_before_threads_exist(mgr: FakeManager) -> None:
+    PmdPlacer(mgr).sync({'rdt-pmd-l3-ways': '2', 'pmd-cpu-mask': '0x4'},
+                        scan({}))
+    assert ('allocate', PMD_GROUP, {1: 2}, None) in mgr.calls
+
+
+def test_new_pmd_threads_follow(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '4', 'pmd-cpu-mask': '0x1'}
+    placer.sync(knobs, scan({200: 0}))
+    mgr.calls.clear()
+    knobs = dict(knobs, **{'pmd-cpu-mask': '0x3'})
+    placer.sync(knobs, scan({200: 0, 300: 1}))
+    # Same domains: no re-allocation, only the new TID moved.
+    assert mgr.calls == [('assign', PMD_GROUP, [300])]
+
+
+def test_vswitchd_restart_followed(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'}
+    placer.sync(knobs, scan({200: 0}))
+    down = Scan(None, why='ovs-vswitchd is not running (no live pid in x)')
+    assert 'not running' in placer.sync(knobs, down)
+    placer.sync(knobs, scan({900: 0}, others=(890,), pid=890))
+    assert mgr.resctrl.members[PMD_GROUP] == {200, 900}  # 200: gone really
+
+
+def test_pool_then_remove_restores(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0}))
+    placer.sync({'rdt-pmd-pool': 'hp'}, scan({200: 0}))
+    assert mgr.resctrl.members[HP] == {200, 100, 101}
+    assert PMD_GROUP not in mgr.resctrl.members
+    assert placer.status.startswith('ok: PMD cores 0 (1 threads) in '
+                                    'ovsrdt-pool-hp L3 0=7;1=7 (3 ways)')
+    placer.sync({}, scan({200: 0}))
+    assert mgr.resctrl.members[HP] == set()
+    assert {200, 100, 101} <= mgr.resctrl.members[ROOT]
+    assert placer.status == ('ok: no rdt-* keys set; ovs-vswitchd runs in '
+                             'the default group')
+
+
+def test_removing_ways_releases_group(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0}))
+    placer.sync({'pmd-cpu-mask': '1'}, scan({200: 0}))
+    assert mgr.calls[-1] == ('release', PMD_GROUP)
+    assert mgr.resctrl.where(200) == ROOT
+
+
+def test_leftover_group_released_on_start(mgr: FakeManager) -> None:
+    mgr.resctrl.members[PMD_GROUP] = {200}
+    mgr.resctrl.masks[PMD_GROUP] = {0: CBM(0x780, 11)}
+    PmdPlacer(mgr).sync({}, scan({200: 0}))
+    assert PMD_GROUP not in mgr.resctrl.members
+
+
+@pytest.mark.parametrize('bad, words', [
+    ({'rdt-pmd-l3-ways': 'abc'}, "rdt-pmd-l3-ways='abc'"),
+    ({'rdt-pmd-l3-ways': '4', 'rdt-pmd-pool': 'hp'}, 'both set'),
+    ({'rdt-pmd-pool': 'gold'}, 'no such pool'),
+    ({'rdt-pmd-l3-ways': '10'}, 'only 9 are free'),
+])
+def test_bad_value_keeps_last_good_state(mgr: FakeManager, bad: dict,
+                                         words: str) -> None:
+    placer = PmdPlacer(mgr)
+    placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0}))
+    good_masks = dict(mgr.resctrl.masks[PMD_GROUP])
+    status = placer.sync(bad, scan({200: 0}))
+    assert status.startswith('error: ') and words in status
+    assert mgr.resctrl.members[PMD_GROUP] == {200, 100, 101}
+    assert mgr.resctrl.masks[PMD_GROUP] == good_masks
+    # New PMD threads still follow the last good placement...
+    assert placer.sync(bad, scan({200: 0, 201: 1})) == status
+    assert 201 in mgr.resctrl.members[PMD_GROUP]
+    # ...and a good value clears the error.
+    assert placer.sync({'rdt-pmd-l3-ways': '3'}, scan({200: 0, 201: 1})
+                       ).startswith('ok: ')
+
+
+def test_first_value_bad(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    assert placer.sync({'rdt-vswitchd': 'x'}, scan({200: 0})).startswith(
+        "error: rdt-vswitchd='x'")
+    assert mgr.calls == []
+
+
+def test_force_reallocates_and_repairs(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '4'}
+    placer.sync(knobs, scan({200: 0}))
+    mgr.resctrl.members[ROOT].add(200)  # someone moved it
+    mgr.resctrl.members[PMD_GROUP].discard(200)
+    mgr.calls.clear()
+    placer.sync(knobs, scan({200: 0}), force=True)
+    assert mgr.calls[0][0] == 'allocate'
+    assert mgr.resctrl.where(200) == PMD_GROUP
+
+
+def test_missing_pool_group_is_an_error(mgr: FakeManager) -> None:
+    del mgr.resctrl.members[HP]
+    status = PmdPlacer(mgr).sync({'rdt-pmd-pool': 'hp'}, scan({200: 0}))
+    assert status.startswith('error: ovsrdt-pool-hp does not exist')
+
+
+def test_resctrl_unavailable_raises_for_the_loop(mgr: FakeManager) -> None:
+    mgr.resctrl.unavailable = True
+    with pytest.raises(ResctrlUnavailable):
+        PmdPlacer(mgr).sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0}))
+
+
+def test_mb_percent_passed(mgr: FakeManager) -> None:
+    PmdPlacer(mgr).sync({'rdt-pmd-l3-ways': '4', 'rdt-pmd-mb-percent': '40'},
+                        scan({200: 0}))
+    assert ('allocate', PMD_GROUP, {0: 4}, 40) in mgr.calls
+
+
+# -- NodeReconciler ------------------------------------------------------------
+UUID = '8a1f0a6e-0d4c-4b0b-9d55-3c1f8b2a9e11'
+
+
+def fake_qemu(proc: str, pid: int, uuid: str) -> None:
+    os.makedirs(os.path.join(proc, str(pid)))
+    with open(os.path.join(proc, str(pid), 'cmdline'), 'wb') as fh:
+        fh.write(b'\0'.join([b'/usr/bin/qemu-system-x86_64', b'-name',
+                             b'guest=vm1,debug-threads=on', b'-uuid',
+                             uuid.encode()]) + b'\0')
+
+
+def test_reconciler_removes_orphans_after_two_passes(mgr, tmp_path) -> None:
+    proc = str(tmp_path)
+    live, dead, busy = (UUID, UUID.replace('8a', '9b'),
+                        UUID.replace('8a', '7c'))
+    fake_qemu(proc, 10, live.upper())
+    for uuid, tasks in ((live, set()), (dead, set()), (busy, {55})):
+        mgr.resctrl.members['ovsrdt-vm-' + uuid] = set(tasks)
+    node = NodeReconciler(mgr, proc)
+    assert sorted(node.adopt()) == sorted(
+        [HP] + ['ovsrdt-vm-' + u for u in (live, dead, busy)])
+    assert node.reconcile() == []          # first sighting: a suspect
+    assert node.reconcile() == ['ovsrdt-vm-' + dead]
+    assert 'ovsrdt-vm-' + live in mgr.resctrl.members
+    assert 'ovsrdt-vm-' + busy in mgr.resctrl.members
+
+
+def test_reconciler_forgets_suspect_that_came_alive(mgr, tmp_path) -> None:
+    mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
+    node = NodeReconciler(mgr, str(tmp_path))
+    node.reconcile()
+    fake_qemu(str(tmp_path), 10, UUID)   # QEMU started after "prepare"
+    assert node.reconcile() == []
+    assert node.reconcile() == []

@@ -1,0 +1,148 @@
+"""ovs_rdt.agent.service: the loop, signals and status, with fakes."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from ovs_rdt.agent import ovsdb as ovsdb_mod
+from ovs_rdt.agent import service
+from ovs_rdt.conf import Settings
+from ovs_rdt.model import PMD_GROUP
+from tests.unit.test_agent_reconcile import FakeManager
+
+
+class Manager(FakeManager):
+    applied = 0
+
+    def apply(self) -> None:
+        self.applied += 1
+
+
+class FakeOvsdb:
+    instances: list['FakeOvsdb'] = []
+
+    def __init__(self, remote: str, timeout: int, wake: Any) -> None:
+        self.wake = wake
+        self.statuses: list[str] = []
+        self.knob_values: dict[str, str] | None = {'rdt-pmd-l3-ways': '4'}
+        self.stopped = False
+        FakeOvsdb.instances.append(self)
+
+    def start(self) -> None:
+        self.wake()
+
+    def knobs(self) -> tuple[int, dict[str, str] | None]:
+        return 1, self.knob_values
+
+    def set_status(self, text: str) -> None:
+        if not self.statuses or self.statuses[-1] != text:
+            self.statuses.append(text)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.fixture
+def agent(monkeypatch: Any, tmp_path: Any) -> service.Agent:
+    monkeypatch.setattr(ovsdb_mod, 'Ovsdb', FakeOvsdb)
+    managers: list[Manager] = []
+
+    def build(settings: Any) -> Manager:
+        managers.append(Manager())
+        return managers[-1]
+
+    monkeypatch.setattr(service, 'build', build)
+    conf = tmp_path / 'a.conf'
+    conf.write_text('[ovs]\nvswitchd_pidfile = %s\n' % (tmp_path / 'v.pid'))
+    settings = Settings.defaults(
+        ovs={'vswitchd_pidfile': str(tmp_path / 'v.pid'),
+             'rescan_interval': 1})
+    FakeOvsdb.instances.clear()
+    return service.Agent(settings, ['--config-file', str(conf)])
+
+
+def run_with(agent: service.Agent, script: Any) -> int:
+    result: list[int] = []
+    sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    old = {s: signal.getsignal(s) for s in sigs}
+    thread = threading.Thread(target=script, daemon=True)
+    thread.start()
+    try:
+        result.append(agent.run())
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    thread.join(5)
+    return result[0]
+
+
+def wait(check: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.01)
+
+
+def test_loop_status_sighup_sigterm(agent: service.Agent) -> None:
+    first = agent.manager
+
+    def script() -> None:
+        wait(lambda: FakeOvsdb.instances and FakeOvsdb.instances[0].statuses)
+        os.kill(os.getpid(), signal.SIGHUP)
+        wait(lambda: agent.manager is not first)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    assert run_with(agent, script) == 0
+    ovs = FakeOvsdb.instances[0]
+    assert ovs.stopped
+    assert ovs.statuses[0].startswith('ok: PMD threads -> ovsrdt-ovs-pmd')
+    assert 'ovs-vswitchd is not running' in ovs.statuses[0]
+    assert first.applied == 1 and agent.manager.applied == 1
+    # SIGTERM keeps allocations: nothing released.
+    assert PMD_GROUP in first.resctrl.members
+    assert not any(c[0] == 'release' for c in first.calls)
+
+
+def test_bad_knob_reported_not_fatal(agent: service.Agent) -> None:
+    def script() -> None:
+        wait(lambda: FakeOvsdb.instances)
+        ovs = FakeOvsdb.instances[0]
+        wait(lambda: ovs.statuses)
+        ovs.knob_values = {'rdt-pmd-l3-ways': 'abc'}
+        ovs.wake()
+        wait(lambda: ovs.statuses[-1].startswith('error:'))
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    assert run_with(agent, script) == 0
+    assert "rdt-pmd-l3-ways='abc'" in FakeOvsdb.instances[0].statuses[-1]
+
+
+def test_unexpected_exception_is_contained(agent: service.Agent,
+                                           monkeypatch: Any) -> None:
+    def boom(*a: Any, **k: Any) -> str:
+        raise ValueError('bug')
+
+    monkeypatch.setattr(agent.placer, 'sync', boom)
+
+    def script() -> None:
+        wait(lambda: FakeOvsdb.instances and FakeOvsdb.instances[0].statuses)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    assert run_with(agent, script) == 0
+    assert FakeOvsdb.instances[0].statuses == ['error: internal error: bug']
+
+
+def test_main_bad_config_exits_2(tmp_path: Any, capsys: Any) -> None:
+    conf = tmp_path / 'bad.conf'
+    conf.write_text('[ovs]\nrescan_interval = soon\n')
+    assert service.main(['--config-file', str(conf)]) == 2
+    assert 'rescan_interval' in capsys.readouterr().err
+
+
+def test_main_missing_config_exits_2(tmp_path: Any) -> None:
+    assert service.main(['--config-file', str(tmp_path / 'none')]) == 2

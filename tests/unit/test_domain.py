@@ -1,0 +1,318 @@
+"""libvirt_hooks.domain: safe parsing and validation of the domain XML."""
+import pytest
+
+from libvirt_hooks import domain
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import AnnotationError, ConfigError
+
+UUID = '0b0580e0-4511-437a-855b-3e988e147bd5'
+NOVA = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+
+
+def xml(metadata='', vcpu="<vcpu placement='static'>2</vcpu>", cputune='',
+        name='vm1', uuid=UUID):
+    return ("""<domain type='kvm' id='1'>
+  <name>%s</name>
+  <uuid>%s</uuid>
+  <metadata>%s</metadata>
+  <memory unit='KiB'>65536</memory>
+  %s
+  %s
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator></devices>
+</domain>""" % (name, uuid, metadata, vcpu, cputune)).encode()
+
+
+def rdt(body):
+    return '<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">%s</rdt:rdt>' % body
+
+
+def nova(specs=None, flavor='m1.nfv', ns=NOVA):
+    extra = ''
+    if specs is not None:
+        extra = '<nova:extraSpecs>%s</nova:extraSpecs>' % ''.join(
+            '<nova:extraSpec name="%s">%s</nova:extraSpec>' % kv
+            for kv in specs.items())
+    return ('<nova:instance xmlns:nova="%s"><nova:name>i-1</nova:name>'
+            '<nova:flavor name="%s"><nova:memory>64</nova:memory>%s'
+            '</nova:flavor></nova:instance>' % (ns, flavor, extra))
+
+
+SETTINGS = Settings.defaults(pools={'noisy': {'l3_ways': 2},
+                                    'hp': {'l3_ways': 4}})
+
+
+def spec_of(data, settings=SETTINGS):
+    return domain.resolve(domain.parse(data), settings)
+
+
+def error_of(data, settings=SETTINGS):
+    with pytest.raises((AnnotationError, ConfigError)) as info:
+        spec_of(data, settings)
+    msg = str(info.value)
+    assert '\n' not in msg
+    return msg
+
+
+# -- basic fields ---------------------------------------------------------
+def test_name_uuid_and_annotation():
+    dom = domain.parse(xml(rdt('<rdt:l3 ways="3"/>')))
+    assert (dom.name, dom.uuid) == ('vm1', UUID)
+    assert dom.annotation == {'l3': '3'}
+    spec = domain.resolve(dom, SETTINGS)
+    assert (spec.l3_ways, spec.pool, spec.mb_percent) == (3, None, None)
+    assert spec.source == 'the <rdt:rdt> annotation'
+
+
+def test_uuid_normalised_and_validated():
+    dom = domain.parse(xml(uuid=UUID.upper().replace('-', '')))
+    assert dom.uuid == UUID
+    assert 'is not a UUID' in error_of(xml(uuid='../../etc'))
+    assert 'is not a UUID' in error_of(xml(uuid=UUID + '0'))
+    with pytest.raises(AnnotationError, match='has no <uuid>'):
+        domain.parse(b'<domain><name>x</name></domain>')
+
+
+@pytest.mark.parametrize('name', ['a/b', '..', ''])
+def test_bad_names(name):
+    assert 'is not a valid domain name' in error_of(xml(name=name))
+
+
+def test_no_annotation_means_nothing():
+    dom = domain.parse(xml())
+    assert not dom.wants_something
+    assert domain.resolve(dom, SETTINGS) is None
+
+
+def test_empty_annotation_means_nothing_even_with_extra_specs():
+    dom = domain.parse(xml(rdt('') + nova({'rdt:l3_ways': '4'})))
+    assert dom.wants_something
+    assert domain.resolve(dom, SETTINGS) is None
+
+
+def test_foreign_metadata_ignored():
+    other = '<app1:foo xmlns:app1="http://app1.org/app1/">bar</app1:foo>'
+    assert spec_of(xml(other)) is None
+
+
+# -- the annotation's faults: one message each ----------------------------
+@pytest.mark.parametrize('body, message', [
+    ('<rdt:l3 ways="0"/>', '<rdt:l3 ways="0">: ways must be at least 1'),
+    ('<rdt:l3 ways="abc"/>',
+     '<rdt:l3 ways="abc">: ways must be a whole number from 1 to 64'),
+    ('<rdt:l3 ways="-1"/>',
+     '<rdt:l3 ways="-1">: ways must be a whole number from 1 to 64'),
+    ('<rdt:l3 ways="2.5"/>',
+     '<rdt:l3 ways="2.5">: ways must be a whole number from 1 to 64'),
+    ('<rdt:l3 ways="65"/>', '<rdt:l3 ways="65">: ways must be at most 64'),
+    ('<rdt:l3 ways="3"/><rdt:pool name="noisy"/>',
+     '<rdt:l3 ways="3"> and <rdt:pool name="noisy"> exclude each other'),
+    ('<rdt:pool name="bogus"/>',
+     '<rdt:pool name="bogus">: no pool named "bogus" is configured on this '
+     'host (configured: hp, noisy; see [allocation] pools)'),
+    ('<rdt:l3 ways="3" size="2"/>',
+     '<rdt:l3 size="2">: unknown attribute "size" (<rdt:l3> takes only '
+     '"ways")'),
+    ('<rdt:l3 rdt:ways="2"/>', 'unknown attribute "rdt:ways"'),
+    ('<rdt:l3/>', '<rdt:l3>: the "ways" attribute is required'),
+    ('<rdt:l2 ways="3"/>', '<rdt:l2>: unknown element in the '
+     'urn:ovs-rdt:libvirt:1 annotation'),
+    ('<other xmlns="urn:x"/>', '<{urn:x}other>: unknown element'),
+    ('<rdt:l3 ways="3"/><rdt:l3 ways="4"/>',
+     '<rdt:l3> appears twice in <rdt:rdt>'),
+    ('<rdt:l3 ways="3"><rdt:x/></rdt:l3>', '<rdt:l3> takes no child elements'),
+    ('<rdt:mb percent="150"/><rdt:l3 ways="2"/>',
+     '<rdt:mb percent="150">: percent must be at most 100'),
+    ('<rdt:mb percent="0"/><rdt:l3 ways="2"/>',
+     '<rdt:mb percent="0">: percent must be at least 1'),
+    ('<rdt:mb percent="50"/>', '<rdt:mb percent="50"> needs <rdt:l3'),
+    ('<rdt:pool name="noisy"/><rdt:mb percent="50"/>',
+     'cannot be combined with <rdt:pool name="noisy">'),
+    ('<rdt:pool name=""/>', '<rdt:pool name="">: the pool name is empty'),
+    ('three', '<rdt:rdt> holds text "three"'),
+])
+def test_annotation_errors(body, message):
+    assert message in error_of(xml(rdt(body)))
+
+
+def test_annotation_attribute_on_rdt_rejected():
+    data = xml('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1" ways="3"/>')
+    assert 'unknown attribute "ways" (<rdt:rdt> takes none)' in error_of(data)
+
+
+def test_annotation_twice_rejected():
+    data = xml(rdt('<rdt:l3 ways="3"/>') + rdt('<rdt:l3 ways="4"/>'))
+    assert '<rdt:rdt> appears twice in <metadata>' in error_of(data)
+
+
+def test_misplaced_annotation_rejected():
+    data = xml('<rdt:l3 xmlns:rdt="urn:ovs-rdt:libvirt:1" ways="3"/>')
+    assert '<rdt:l3> must be inside <rdt:rdt' in error_of(data)
+
+
+def test_values_in_messages_are_escaped_and_bounded():
+    msg = error_of(xml(rdt('<rdt:l3 ways="%s&#10;&quot;x"/>' % ('9' * 200))))
+    assert '\n' not in msg and len(msg) < 200
+    assert '...' in msg
+
+
+def test_pool_and_mb():
+    spec = spec_of(xml(rdt('<rdt:pool name="noisy"/>')))
+    assert (spec.l3_ways, spec.pool) == (None, 'noisy')
+    spec = spec_of(xml(rdt('<rdt:l3 ways=" 2 "/><rdt:mb percent="50"/>')))
+    assert (spec.l3_ways, spec.mb_percent) == (2, 50)
+
+
+# -- safety ---------------------------------------------------------------
+def test_doctype_and_entities_refused():
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+            b'<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;">]>'
+            b'<domain><name>&lol2;</name></domain>')
+    with pytest.raises(AnnotationError, match='document type declaration'):
+        domain.parse(bomb)
+    external = (b'<!DOCTYPE d SYSTEM "file:///etc/passwd"><domain/>')
+    with pytest.raises(AnnotationError, match='document type declaration'):
+        domain.parse(external)
+    with pytest.raises(AnnotationError, match='undefined entity'):
+        domain.parse(b'<domain><name>&x;</name></domain>')
+
+
+def test_size_depth_and_text_bounded():
+    with pytest.raises(AnnotationError, match='larger than'):
+        domain.parse(b' ' * (domain.MAX_XML_BYTES + 1))
+    deep = b'<domain>' + b'<a>' * 100 + b'</a>' * 100 + b'</domain>'
+    with pytest.raises(AnnotationError, match='deeper than'):
+        domain.parse(deep)
+    with pytest.raises(AnnotationError, match='more than'):
+        domain.parse(xml(name='x' * 5000))
+
+
+@pytest.mark.parametrize('data, message', [
+    (b'', 'no domain XML'),
+    (b'<domain>', 'not well-formed'),
+    (b'<network/>', 'not a libvirt domain'),
+])
+def test_garbage(data, message):
+    with pytest.raises(AnnotationError, match=message):
+        domain.parse(data)
+
+
+# -- vCPU placement -------------------------------------------------------
+def test_unpinned_means_any_cpu():
+    assert domain.parse(xml()).vcpu_cpus() is None
+
+
+def test_vcpu_cpuset():
+    dom = domain.parse(xml(vcpu="<vcpu cpuset='0-3,^1,8'>2</vcpu>"))
+    assert dom.vcpu_cpus() == {0, 2, 3, 8}
+
+
+def test_vcpu_cpuset_ignored_with_auto_placement():
+    dom = domain.parse(xml(vcpu="<vcpu placement='auto' cpuset='0'>2</vcpu>"))
+    assert dom.vcpu_cpus() is None
+
+
+def test_vcpupin_overrides_and_partial_pinning():
+    pins = ("<cputune><vcpupin vcpu='0' cpuset='20'/>"
+            "<vcpupin vcpu='1' cpuset='21-22'/></cputune>")
+    dom = domain.parse(xml(vcpu='<vcpu cpuset="0">2</vcpu>', cputune=pins))
+    assert dom.vcpu_cpus() == {20, 21, 22}
+    # vCPU 2 is not pinned and there is no <vcpu cpuset>: any CPU.
+    dom = domain.parse(xml(vcpu='<vcpu>3</vcpu>', cputune=pins))
+    assert dom.vcpu_cpus() is None
+    dom = domain.parse(xml(vcpu='<vcpu cpuset="5">3</vcpu>', cputune=pins))
+    assert dom.vcpu_cpus() == {5, 20, 21, 22}
+
+
+@pytest.mark.parametrize('cpuset, message', [
+    ('x', "'x' is not a CPU id or range"),
+    ('3-1', 'runs backwards'),
+    ('0-99999999', 'is not a CPU id or range'),
+    ('1,^1', 'the CPU set is empty'),
+])
+def test_bad_cpusets(cpuset, message):
+    dom = domain.parse(xml(vcpu='<vcpu cpuset="%s">1</vcpu>' % cpuset))
+    with pytest.raises(AnnotationError, match=message):
+        dom.vcpu_cpus()
+
+
+def test_bad_vcpu_count():
+    dom = domain.parse(xml(vcpu='<vcpu cpuset="1">many</vcpu>'))
+    with pytest.raises(AnnotationError, match='<vcpu>many</vcpu>'):
+        dom.vcpu_cpus()
+
+
+# -- Nova extra specs and [flavors] ---------------------------------------
+def test_nova_extra_specs():
+    dom = domain.parse(xml(nova({'hw:cpu_policy': 'dedicated',
+                                 'rdt:l3_ways': '3', 'rdt:mb_percent': '40'})))
+    assert dom.flavor_name == 'm1.nfv'
+    spec = domain.resolve(dom, SETTINGS)
+    assert (spec.l3_ways, spec.mb_percent, spec.pool) == (3, 40, None)
+    assert spec.source == 'flavor m1.nfv extra specs'
+    spec = spec_of(xml(nova({'rdt:pool': 'hp'})))
+    assert spec.pool == 'hp'
+
+
+def test_annotation_wins_over_extra_specs():
+    data = xml(nova({'rdt:l3_ways': '5'}) + rdt('<rdt:pool name="noisy"/>'))
+    spec = spec_of(data)
+    assert (spec.pool, spec.l3_ways) == ('noisy', None)
+
+
+@pytest.mark.parametrize('specs, message', [
+    ({'rdt:l3_ways': 'abc'}, 'flavor extra spec rdt:l3_ways="abc": the way '
+     'count must be a whole number from 1 to 64'),
+    ({'rdt:l3_ways': '0'}, 'must be at least 1'),
+    ({'rdt:l3ways': '3'}, 'flavor extra spec rdt:l3ways="3": unknown ovs-rdt '
+     'key "rdt:l3ways" (known: rdt:l3_ways, rdt:pool, rdt:mb_percent)'),
+    ({'rdt:l3_ways': '3', 'rdt:pool': 'hp'}, 'exclude each other'),
+    ({'rdt:pool': 'nope'}, 'no pool named "nope"'),
+    ({'rdt:mb_percent': '101', 'rdt:l3_ways': '1'}, 'at most 100'),
+])
+def test_extra_spec_errors(specs, message):
+    assert message in error_of(xml(nova(specs)))
+
+
+def test_old_nova_namespace_gives_flavor_name_only():
+    dom = domain.parse(xml(nova({'rdt:l3_ways': '3'},
+                                ns='http://openstack.org/xmlns/libvirt/nova/'
+                                   '1.0')))
+    assert dom.flavor_name == 'm1.nfv'
+    assert dom.extra_specs is None
+
+
+def test_flavors_section_fallback():
+    settings = Settings.defaults(pools={'noisy': {'l3_ways': 2}})
+    settings.flavors = {'m1.nfv': 'rdt:l3_ways=3, rdt:mb_percent=50',
+                        'm1.noisy': 'pool=noisy'}
+    spec = spec_of(xml(nova()), settings)
+    assert (spec.l3_ways, spec.mb_percent) == (3, 50)
+    assert spec.source == '[flavors] m1.nfv'
+    spec = spec_of(xml(nova(flavor='m1.noisy')), settings)
+    assert spec.pool == 'noisy'
+    assert spec_of(xml(nova(flavor='m1.small')), settings) is None
+    # Extra specs in the XML win over [flavors].
+    spec = spec_of(xml(nova({'rdt:l3_ways': '1'})), settings)
+    assert spec.l3_ways == 1
+
+
+@pytest.mark.parametrize('value, message', [
+    ('rdt:l3_ways', '[flavors] m1.nfv = rdt:l3_ways: "rdt:l3_ways" is not '
+     'KEY=VALUE'),
+    ('rdt:l3_ways=x', '[flavors] m1.nfv rdt:l3_ways=x: the way count must be'),
+    ('rdt:l3_ways=1, l3_ways=2', 'rdt:l3_ways is given twice'),
+    ('rdt:colour=red', 'unknown ovs-rdt key "rdt:colour"'),
+])
+def test_flavors_section_errors_are_config_errors(value, message):
+    settings = Settings.defaults()
+    settings.flavors = {'m1.nfv': value}
+    with pytest.raises(ConfigError) as info:
+        spec_of(xml(nova()), settings)
+    assert message in str(info.value)
+
+
+def test_wants_something():
+    assert domain.parse(xml(rdt(''))).wants_something
+    assert domain.parse(xml(nova())).wants_something
+    assert not domain.parse(xml('<x xmlns="urn:y"/>')).wants_something

@@ -1,0 +1,569 @@
+"""Unit tests of the resctrl emulator's pure kernel model (no FUSE)."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+from typing import Optional
+
+import pytest
+
+from ovs_rdt.emulator import kparse
+from ovs_rdt.emulator.cli import write_sysfs
+from ovs_rdt.emulator.host import TaskInfo
+from ovs_rdt.emulator.model import Caller, Resctrl
+from ovs_rdt.emulator.monitor import Footprints
+from ovs_rdt.emulator.profiles import PROFILES, get_profile
+
+MiB = 1024 * 1024
+GOLD = PROFILES['xeon-gold-6230']
+WAY = GOLD.way_size          # 2621440
+
+
+class FakeHost:
+    def __init__(self) -> None:
+        self.tasks: dict[int, dict] = {}
+        self.tick = 1000
+
+    def add(self, tid: int, tgid: Optional[int] = None, ppid: int = 1,
+            comm: str = 'task', uid: int = 0, same_tick: bool = False) -> int:
+        self.tick += 0 if same_tick else 1
+        self.tasks[tid] = {'tgid': tgid or tid, 'ppid': ppid, 'start': self.tick,
+                           'comm': comm, 'uid': uid}
+        return tid
+
+    def kill(self, tid: int) -> None:
+        del self.tasks[tid]
+
+    def threads(self) -> list[tuple[int, int]]:
+        return [(t['tgid'], tid) for tid, t in sorted(self.tasks.items())]
+
+    def info(self, tid: int) -> Optional[TaskInfo]:
+        t = self.tasks.get(tid)
+        return TaskInfo(t['ppid'], t['start']) if t else None
+
+    def tgid(self, tid: int) -> Optional[int]:
+        t = self.tasks.get(tid)
+        return t['tgid'] if t else None
+
+    def uids(self, tid: int) -> Optional[tuple[int, int, int]]:
+        t = self.tasks.get(tid)
+        return (t['uid'],) * 3 if t else None
+
+    def comm(self, tid: int) -> Optional[str]:
+        t = self.tasks.get(tid)
+        return t['comm'] if t else None
+
+    def now_ticks(self) -> int:
+        return self.tick
+
+    def last_pid(self) -> Optional[int]:
+        return max(self.tasks, default=None)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def host() -> FakeHost:
+    h = FakeHost()
+    h.add(1)
+    return h
+
+
+def make(host: FakeHost, profile: str = 'xeon-gold-6230', clock: Optional[Clock] = None,
+         footprints: Optional[Footprints] = None, **overrides: str) -> Resctrl:
+    prof = get_profile(profile).with_overrides(overrides.items())
+    return Resctrl(prof, host=host, footprints=footprints or Footprints(default=0),
+                   clock=clock or Clock())
+
+
+def read(rc: Resctrl, path: str) -> str:
+    node = rc.lookup(path)
+    assert node.show is not None
+    return node.show()
+
+
+def write(rc: Resctrl, path: str, data: str, caller: Caller = Caller(pid=1)) -> None:
+    node = rc.lookup(path)
+    assert node.write is not None
+    rc.check_write(node, data.encode('latin-1'))
+    node.write(data.encode('latin-1'), caller)
+
+
+def fails(rc: Resctrl, path: str, data: str, err: int, status: Optional[str]) -> None:
+    with pytest.raises(OSError) as exc:
+        write(rc, path, data)
+    assert exc.value.errno == err
+    if status is not None:
+        assert read(rc, 'info/last_cmd_status') == status
+
+
+# -- kernel parsers ---------------------------------------------------------------
+@pytest.mark.parametrize('text,base,value', [
+    ('7f0', 16, 0x7f0), ('0x7f0', 16, 0x7f0), ('+12', 10, 12), ('12\n', 10, 12),
+    ('010', 0, 8), ('0x10', 0, 16), ('10', 0, 10)])
+def test_kstrtoull_accepts(text: str, base: int, value: int) -> None:
+    assert kparse.kstrtoull(text, base) == value
+
+
+@pytest.mark.parametrize('text,base,err', [
+    ('', 16, errno.EINVAL), ('0x', 16, errno.EINVAL), ('1g', 16, errno.EINVAL),
+    (' 1', 10, errno.EINVAL), ('1\n\n', 10, errno.EINVAL), ('1' * 30, 10, errno.ERANGE)])
+def test_kstrtoull_rejects(text: str, base: int, err: int) -> None:
+    with pytest.raises(kparse.ParseError) as exc:
+        kparse.kstrtoull(text, base)
+    assert exc.value.errno == err
+
+
+def test_kstrtoint_range() -> None:
+    assert kparse.kstrtoint('-5', 0) == -5
+    with pytest.raises(kparse.ParseError) as exc:
+        kparse.kstrtoint('2147483648', 0)
+    assert exc.value.errno == errno.ERANGE
+
+
+@pytest.mark.parametrize('text,mask', [
+    ('0-3,8\n', 0x10f), ('', 0), ('\n', 0), ('1,3', 0xa), ('0-7:2/4', 0x33),
+    ('N', 1 << 39), ('all', (1 << 40) - 1), (' 2 , 4', 0x14)])
+def test_bitmap_parselist(text: str, mask: int) -> None:
+    assert kparse.bitmap_parselist(text, 40) == mask
+
+
+@pytest.mark.parametrize('text,err', [
+    ('40', errno.ERANGE), ('a', errno.EINVAL), ('3-1', errno.EINVAL),
+    ('1-', errno.EINVAL), ('99999999999', errno.EOVERFLOW)])
+def test_bitmap_parselist_errors(text: str, err: int) -> None:
+    with pytest.raises(kparse.ParseError) as exc:
+        kparse.bitmap_parselist(text, 40)
+    assert exc.value.errno == err
+
+
+@pytest.mark.parametrize('text,mask', [
+    ('f\n', 0xf), ('ff,ffffffff', (1 << 40) - 1), ('0x3', None), ('', 0),
+    ('1,00000000', 1 << 32)])
+def test_bitmap_parse(text: str, mask: Optional[int]) -> None:
+    if mask is None:
+        with pytest.raises(kparse.ParseError) as exc:
+            kparse.bitmap_parse(text, 40)
+        assert exc.value.errno == errno.EINVAL
+    else:
+        assert kparse.bitmap_parse(text, 40) == mask
+
+
+def test_bitmap_parse_overflow() -> None:
+    for text in ('100,00000000', '123456789'):
+        with pytest.raises(kparse.ParseError) as exc:
+            kparse.bitmap_parse(text, 40)
+        assert exc.value.errno == errno.EOVERFLOW
+
+
+def test_bitmap_printers() -> None:
+    assert kparse.bitmap_string(0xf, 40) == '00,0000000f'
+    assert kparse.bitmap_string(0xffff, 16) == 'ffff'
+    assert kparse.bitmap_string(1, 96) == '00000000,00000000,00000001'
+    assert kparse.bitmap_list_string([0, 1, 2, 3, 8, 10, 11]) == '0-3,8,10-11'
+    assert kparse.bitmap_list_string([]) == ''
+
+
+# -- profiles --------------------------------------------------------------------
+def test_profile_geometry() -> None:
+    assert GOLD.num_cpus == 40 and GOLD.cpus_of(1) == list(range(20, 40))
+    assert GOLD.way_size == 2621440 and GOLD.max_threshold_occupancy() == 163840
+    d1540 = PROFILES['xeon-d-1540']
+    assert d1540.num_cpus == 16 and d1540.siblings_of(3) == [3, 11]
+    assert PROFILES['xeon-e7-8890-v4'].cpus_of(3) == list(range(72, 96))
+
+
+def test_profile_overrides() -> None:
+    prof = GOLD.with_overrides([('num_rmids', '8'), ('sparse_masks', 'true')])
+    assert prof.num_rmids == 8 and prof.sparse_masks
+    with pytest.raises(ValueError):
+        GOLD.with_overrides([('nonsense', '1')])
+    with pytest.raises(ValueError):
+        GOLD.with_overrides([('cbm_len', '40')])
+
+
+def test_write_sysfs(tmp_path: 'os.PathLike[str]') -> None:
+    write_sysfs(PROFILES['xeon-d-1540'], str(tmp_path))
+    with open(os.path.join(tmp_path, 'online')) as fh:
+        assert fh.read() == '0-15\n'
+    base = os.path.join(tmp_path, 'cpu9', 'cache', 'index3')
+    with open(os.path.join(base, 'shared_cpu_list')) as fh:
+        assert fh.read() == '0-15\n'
+    with open(os.path.join(base, 'size')) as fh:
+        assert fh.read() == '12288K\n'
+
+
+# -- schemata --------------------------------------------------------------------
+def test_root_schemata_and_size(host: FakeHost) -> None:
+    rc = make(host)
+    assert read(rc, 'schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+    assert read(rc, 'size') == '    MB:0=100;1=100\n    L3:0=28835840;1=28835840\n'
+    rc2 = make(host, 'xeon-d-1540')
+    assert read(rc2, 'schemata') == '    L3:0=fff\n'
+
+
+def test_partial_update_and_rounding(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/g', 0o755, Caller())
+    write(rc, 'g/schemata', 'L3:1=7f0\n')
+    write(rc, 'g/schemata', 'MB:0=55\n')
+    assert read(rc, 'g/schemata') == '    MB:0=60;1=100\n    L3:0=7ff;1=7f0\n'
+    assert read(rc, 'g/size').endswith('L3:0=28835840;1=18350080\n')
+    assert read(rc, 'info/last_cmd_status') == 'ok\n'
+    assert read(rc, 'schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+
+
+@pytest.mark.parametrize('data,status', [
+    ('L3:0=7f1\n', 'The mask 7f1 has non-consecutive 1-bits\n'),
+    ('L3:0=800\n', 'Mask out of range\n'),
+    ('L3:0=0\n', 'Mask out of range\n'),
+    ('L3:0=xyz\n', 'Non-hex character in the mask xyz\n'),
+    ('L4:0=1\n', "Unknown or unsupported resource name 'L4'\n"),
+    ('L3\n', "Missing ':'\n"),
+    ('\n', "Missing ':'\n"),
+    ('L3:\n', "Missing 'L3' value\n"),
+    ('L3:x=1\n', "Missing '=' or non-numeric domain\n"),
+    ('L3:0=1;0=3\n', 'Duplicate domain 0\n'),
+    ('L3:7=1\n', 'ok\n'),
+    ('MB:0=5\n', 'MB value 5 out of range [10,100]\n'),
+    ('MB:0=abc\n', 'Invalid MB value abc\n'),
+    ('L3:0=3\nL3:1=7f1\n', 'The mask 7f1 has non-consecutive 1-bits\n'),
+])
+def test_schemata_rejects(host: FakeHost, data: str, status: str) -> None:
+    rc = make(host)
+    rc.mkdir('/g', 0o755, Caller())
+    fails(rc, 'g/schemata', data, errno.EINVAL, status)
+    assert read(rc, 'g/schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+
+
+def test_missing_newline_keeps_status(host: FakeHost) -> None:
+    rc = make(host)
+    fails(rc, 'schemata', 'L3:0=800\n', errno.EINVAL, 'Mask out of range\n')
+    fails(rc, 'schemata', 'L3:0=7f0', errno.EINVAL, 'Mask out of range\n')
+
+
+def test_min_cbm_bits_and_sparse(host: FakeHost) -> None:
+    rc = make(host, min_cbm_bits='2')
+    fails(rc, 'schemata', 'L3:0=1\n', errno.EINVAL, 'Need at least 2 bits in the mask\n')
+    rc = make(host, sparse_masks='1')
+    write(rc, 'schemata', 'L3:0=405\n')
+    assert read(rc, 'info/L3/sparse_masks') == '1\n'
+
+
+def test_initial_schemata_is_first_free_run(host: FakeHost) -> None:
+    rc = make(host)
+    write(rc, 'schemata', 'L3:0=700;1=700\n')
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:0=f0;1=f0\n')
+    write(rc, 'a/mode', 'exclusive\n')
+    rc.mkdir('/b', 0o755, Caller())
+    # shareable root bits 0x700 + unused 0x00f -> first contiguous run: 0x00f
+    assert read(rc, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
+    assert read(rc, 'info/L3/bit_usage') == '0=SSSEEEESSSS;1=SSSEEEESSSS\n'
+
+
+def test_no_space(host: FakeHost) -> None:
+    rc = make(host)
+    write(rc, 'schemata', 'L3:0=400;1=400\n')
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:0=3ff;1=3ff\n')
+    write(rc, 'a/mode', 'exclusive\n')
+    write(rc, 'mode', 'exclusive\n')
+    with pytest.raises(OSError) as exc:
+        rc.mkdir('/b', 0o755, Caller())
+    assert exc.value.errno == errno.ENOSPC
+    assert read(rc, 'info/last_cmd_status') == 'No space on L3:0\n'
+    assert 'b' not in rc.entries(rc.lookup('/'))
+
+
+def test_exclusive_rules(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:0=3;1=3\n')
+    fails(rc, 'a/mode', 'exclusive\n', errno.EINVAL, 'Schemata overlaps\n')
+    write(rc, 'schemata', 'L3:0=7fc;1=7fc\n')
+    write(rc, 'a/mode', 'exclusive\n')
+    assert read(rc, 'a/mode') == 'exclusive\n'
+    fails(rc, 'schemata', 'L3:0=7ff\n', errno.EINVAL, 'Overlaps with exclusive group\n')
+    fails(rc, 'a/schemata', 'L3:0=7\n', errno.EINVAL, 'Overlaps with other group\n')
+    fails(rc, 'a/mode', 'bogus\n', errno.EINVAL, 'Unknown or unsupported mode\n')
+    fails(rc, 'a/mode', 'pseudo-locksetup\n', errno.EINVAL, 'Pseudo-locking not supported\n')
+    fails(rc, 'mode', 'pseudo-locksetup\n', errno.EINVAL, 'Cannot pseudo-lock default group\n')
+    write(rc, 'a/mode', 'shareable\n')
+    write(rc, 'schemata', 'L3:0=7ff\n')
+
+
+def test_closids_and_rmids(host: FakeHost) -> None:
+    rc = make(host, l3_num_closids='4', mb_num_closids='3')
+    assert read(rc, 'info/L3/num_closids') == '4\n'
+    rc.mkdir('/a', 0o755, Caller())
+    rc.mkdir('/b', 0o755, Caller())
+    with pytest.raises(OSError) as exc:
+        rc.mkdir('/c', 0o755, Caller())
+    assert exc.value.errno == errno.ENOSPC
+    assert read(rc, 'info/last_cmd_status') == 'Out of CLOSIDs\n'
+    rc.rmdir('/a')
+    rc.mkdir('/c', 0o755, Caller())
+    assert rc.groups['c'].closid == 1
+    rc = make(host, num_rmids='2')
+    rc.mkdir('/a', 0o755, Caller())
+    with pytest.raises(OSError) as exc:
+        rc.mkdir('/a/mon_groups/m', 0o755, Caller())
+    assert exc.value.errno == errno.ENOSPC
+    assert read(rc, 'info/last_cmd_status') == 'Out of RMIDs\n'
+
+
+@pytest.mark.parametrize('path,err', [
+    ('/info/x', errno.ENODEV), ('/info/L3/x', errno.ENODEV), ('/mon_data/x', errno.EPERM),
+    ('/g/x', errno.EPERM), ('/g/mon_groups/mon_groups', errno.EPERM),
+    ('/g/mon_groups/m/x', errno.EPERM), ('/bad\nname', errno.EINVAL), ('/g', errno.EEXIST)])
+def test_mkdir_refusals(host: FakeHost, path: str, err: int) -> None:
+    rc = make(host)
+    rc.mkdir('/g', 0o755, Caller())
+    rc.mkdir('/g/mon_groups/m', 0o755, Caller())
+    with pytest.raises(OSError) as exc:
+        rc.mkdir(path, 0o755, Caller())
+    assert exc.value.errno == err
+
+
+@pytest.mark.parametrize('path,err', [
+    ('/info', errno.EPERM), ('/info/L3', errno.EPERM), ('/mon_groups', errno.EPERM),
+    ('/g/mon_data', errno.EPERM), ('/g/mon_groups', errno.EPERM), ('/', errno.EBUSY),
+    ('/tasks', errno.ENOTDIR), ('/nope', errno.ENOENT)])
+def test_rmdir_refusals(host: FakeHost, path: str, err: int) -> None:
+    rc = make(host)
+    rc.mkdir('/g', 0o755, Caller())
+    with pytest.raises(OSError) as exc:
+        rc.rmdir(path)
+    assert exc.value.errno == err
+
+
+# -- tasks -----------------------------------------------------------------------
+def tids(rc: Resctrl, path: str) -> list[int]:
+    return [int(t) for t in read(rc, path).split()]
+
+
+def test_tasks_move_and_errors(host: FakeHost) -> None:
+    rc = make(host)
+    host.add(100)
+    host.add(101)
+    rc.mkdir('/a', 0o755, Caller())
+    rc.mkdir('/b', 0o755, Caller())
+    write(rc, 'a/tasks', '100,101\n')
+    assert tids(rc, 'a/tasks') == [100, 101] and tids(rc, 'tasks') == [1]
+    write(rc, 'b/tasks', '101')
+    assert tids(rc, 'a/tasks') == [100] and tids(rc, 'b/tasks') == [101]
+    fails(rc, 'a/tasks', '555\n', errno.ESRCH,
+          'No task 555\nError while processing task 555\n')
+    fails(rc, 'a/tasks', '101,x\n', errno.EINVAL, 'Task list parsing error pid x\n')
+    assert tids(rc, 'a/tasks') == [100, 101]       # 101 moved before the error
+    fails(rc, 'a/tasks', '-3\n', errno.EINVAL, 'Invalid pid -3\n')
+    write(rc, 'a/tasks', '0\n', Caller(pid=1))      # 0 = the writer itself
+    assert 1 in tids(rc, 'a/tasks')
+    host.kill(100)
+    assert 100 not in tids(rc, 'a/tasks')
+    rc.rmdir('/a')
+    assert tids(rc, 'tasks') == [1, 101] and tids(rc, 'b/tasks') == []
+
+
+def test_tasks_permission(host: FakeHost) -> None:
+    rc = make(host)
+    host.add(200, uid=0)
+    rc.mkdir('/a', 0o755, Caller())
+    with pytest.raises(OSError) as exc:
+        write(rc, 'a/tasks', '200\n', Caller(uid=1000, pid=1))
+    assert exc.value.errno == errno.EPERM
+    assert read(rc, 'info/last_cmd_status') == (
+        'No permission to move task 200\nError while processing task 200\n')
+
+
+def test_new_threads_inherit_creator_group(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/a', 0o755, Caller())
+    host.add(300)
+    host.add(301, tgid=300)                 # thread born before the move
+    write(rc, 'a/tasks', '300\n')
+    host.add(302, tgid=300)                 # thread born after: inherits
+    host.add(400, ppid=300)                 # child process: inherits
+    host.add(401, ppid=1)
+    assert tids(rc, 'a/tasks') == [300, 302, 400]
+
+
+def test_inheritance_within_one_tick_uses_pid_order(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/a', 0o755, Caller())
+    host.add(310)
+    host.add(311, tgid=310, same_tick=True)         # same tick, before the move
+    write(rc, 'a/tasks', '310\n')
+    host.add(312, tgid=310, same_tick=True)         # same tick, after the move
+    assert tids(rc, 'a/tasks') == [310, 312]
+
+
+def test_mon_groups(host: FakeHost) -> None:
+    rc = make(host)
+    host.add(500)
+    host.add(501)
+    rc.mkdir('/a', 0o755, Caller())
+    rc.mkdir('/b', 0o755, Caller())
+    rc.mkdir('/a/mon_groups/m', 0o755, Caller())
+    fails(rc, 'a/mon_groups/m/tasks', '500\n', errno.EINVAL,
+          "Can't move task to different control group\nError while processing task 500\n")
+    write(rc, 'a/tasks', '500,501\n')
+    write(rc, 'a/mon_groups/m/tasks', '500\n')
+    assert tids(rc, 'a/mon_groups/m/tasks') == [500]
+    assert tids(rc, 'a/tasks') == [500, 501]
+    rc.rename('/a/mon_groups/m', '/b/mon_groups/m2')
+    assert tids(rc, 'b/tasks') == [500] and tids(rc, 'b/mon_groups/m2/tasks') == [500]
+    with pytest.raises(OSError) as exc:
+        rc.rename('/a', '/c')
+    assert exc.value.errno == errno.EPERM
+    assert read(rc, 'info/last_cmd_status') == 'Source must be a MON group\n'
+    rc.rmdir('/b/mon_groups/m2')
+    assert tids(rc, 'b/tasks') == [500]
+
+
+# -- cpus ------------------------------------------------------------------------
+def test_cpus_semantics(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/a', 0o755, Caller())
+    rc.mkdir('/b', 0o755, Caller())
+    write(rc, 'a/cpus_list', '0-3\n')
+    assert read(rc, 'a/cpus') == '00,0000000f\n'
+    assert read(rc, 'cpus_list') == '4-39\n'
+    write(rc, 'b/cpus', '30\n')                     # hex mask: CPUs 4-5
+    assert read(rc, 'b/cpus_list') == '4-5\n'
+    write(rc, 'b/cpus_list', '2-5\n')
+    assert read(rc, 'a/cpus_list') == '0-1\n'
+    write(rc, 'a/cpus_list', '0\n')
+    assert read(rc, 'cpus_list') == '1,6-39\n'
+    fails(rc, 'cpus_list', '2-39\n', errno.EINVAL, "Can't drop CPUs from default group\n")
+    fails(rc, 'a/cpus_list', 'x\n', errno.EINVAL, 'Bad CPU list/mask\n')
+    fails(rc, 'a/cpus_list', '40\n', errno.ERANGE, 'Bad CPU list/mask\n')
+    fails(rc, 'a/cpus', '100,00000000\n', errno.EOVERFLOW, 'Bad CPU list/mask\n')
+    rc.rmdir('/b')
+    assert read(rc, 'cpus_list') == '1-39\n'
+    rc = make(host, possible_cpus='48')
+    fails(rc, 'cpus_list', '0-44\n', errno.EINVAL, 'Can only assign online CPUs\n')
+
+
+def test_mon_group_cpus(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/a', 0o755, Caller())
+    rc.mkdir('/a/mon_groups/m', 0o755, Caller())
+    write(rc, 'a/cpus_list', '0-3\n')
+    fails(rc, 'a/mon_groups/m/cpus_list', '4\n', errno.EINVAL,
+          'Can only add CPUs to mongroup that belong to parent\n')
+    write(rc, 'a/mon_groups/m/cpus_list', '1-2\n')
+    assert read(rc, 'a/mon_groups/m/cpus_list') == '1-2\n'
+    write(rc, 'a/cpus_list', '0-3\n')               # rewriting the parent clears children
+    assert read(rc, 'a/mon_groups/m/cpus_list') == '\n'
+
+
+# -- monitoring ------------------------------------------------------------------
+def test_occupancy_and_mbm(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None:
+    path = os.path.join(tmp_path, 'fp.json')
+    with open(path, 'w') as fh:
+        json.dump({'default': 0, '600': 8 * MiB}, fh)
+    clock = Clock()
+    rc = make(host, clock=clock, footprints=Footprints(path))
+    host.add(600)
+    write(rc, 'schemata', 'L3:0=7f0;1=7f0\n')
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:0=1;1=1\n')
+    write(rc, 'a/tasks', '600\n')
+    occ = 'a/mon_data/mon_L3_00/llc_occupancy'
+    total = 'a/mon_data/mon_L3_01/mbm_total_bytes'
+    assert int(read(rc, occ)) == WAY                       # 4 MiB wanted, 1 way
+    assert int(read(rc, total)) == 0
+    clock.now += 2.0
+    miss = 4 * MiB - WAY
+    assert int(read(rc, total)) == int(miss * 50 * 2) // 64 * 64
+    local = int(read(rc, 'a/mon_data/mon_L3_01/mbm_local_bytes'))
+    assert local == int(miss * 50 * 2 * 0.8) // 64 * 64
+    write(rc, 'a/schemata', 'L3:0=3;1=3\n')
+    assert int(read(rc, occ)) == 4 * MiB                  # fits in 2 ways
+    before = int(read(rc, total))
+    clock.now += 2.0
+    assert int(read(rc, total)) == before                 # no misses, no traffic
+    assert int(read(rc, 'mon_data/mon_L3_00/llc_occupancy')) == 0
+
+
+def test_occupancy_is_shared_on_overlap(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None:
+    path = os.path.join(tmp_path, 'fp.json')
+    with open(path, 'w') as fh:
+        json.dump({'default': 0, '700': {'0': 10 * WAY}, '701': {'0': 30 * WAY}}, fh)
+    rc = make(host, footprints=Footprints(path))
+    host.add(700)
+    host.add(701)
+    write(rc, 'schemata', 'L3:0=700\n')
+    for name, tid in (('a', 700), ('b', 701)):
+        rc.mkdir('/' + name, 0o755, Caller())
+        write(rc, name + '/schemata', 'L3:0=3\n')
+        write(rc, name + '/tasks', '%d\n' % tid)
+    occ_a = int(read(rc, 'a/mon_data/mon_L3_00/llc_occupancy'))
+    occ_b = int(read(rc, 'b/mon_data/mon_L3_00/llc_occupancy'))
+    assert occ_a + occ_b <= 2 * WAY
+    assert occ_b == 3 * occ_a
+    assert int(read(rc, 'a/mon_data/mon_L3_01/llc_occupancy')) == 0
+
+
+def test_mb_caps_bandwidth(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None:
+    path = os.path.join(tmp_path, 'fp.json')
+    with open(path, 'w') as fh:
+        json.dump({'default': 0, '800': 1 << 40}, fh)
+    clock = Clock()
+    rc = make(host, clock=clock, footprints=Footprints(path))
+    host.add(800)
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'MB:0=10;1=10\n')
+    write(rc, 'a/tasks', '800\n')
+    read(rc, 'a/mon_data/mon_L3_00/mbm_total_bytes')
+    clock.now += 1.0
+    value = int(read(rc, 'a/mon_data/mon_L3_00/mbm_total_bytes'))
+    assert value == int(GOLD.mem_bw * 0.1) // 64 * 64
+
+
+def test_ctrl_group_sums_mon_groups(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None:
+    path = os.path.join(tmp_path, 'fp.json')
+    with open(path, 'w') as fh:
+        json.dump({'default': 0, '900': 2 * WAY, '901': 6 * WAY}, fh)
+    rc = make(host, footprints=Footprints(path))
+    host.add(900)
+    host.add(901)
+    write(rc, 'schemata', 'L3:0=7f0;1=7f0\n')
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:0=f;1=f\n')
+    rc.mkdir('/a/mon_groups/m', 0o755, Caller())
+    write(rc, 'a/tasks', '900,901\n')
+    write(rc, 'a/mon_groups/m/tasks', '901\n')
+    whole = int(read(rc, 'a/mon_data/mon_L3_00/llc_occupancy'))
+    part = int(read(rc, 'a/mon_groups/m/mon_data/mon_L3_00/llc_occupancy'))
+    assert whole == 4 * WAY and part == 3 * WAY
+
+
+def test_threshold_file(host: FakeHost) -> None:
+    rc = make(host)
+    write(rc, 'info/L3_MON/max_threshold_occupancy', '100000\n')
+    assert read(rc, 'info/L3_MON/max_threshold_occupancy') == '99968\n'
+    fails(rc, 'info/L3_MON/max_threshold_occupancy', '99999999\n', errno.EINVAL, None)
+    fails(rc, 'info/L3_MON/max_threshold_occupancy', '99999999999\n', errno.ERANGE, None)
+
+
+def test_write_limits(host: FakeHost) -> None:
+    rc = make(host)
+    rc.mkdir('/a', 0o755, Caller())
+    node = rc.lookup('a/schemata')
+    with pytest.raises(OSError) as exc:
+        rc.check_write(node, b'x' * 5000)
+    assert exc.value.errno == errno.E2BIG
+    rc.rmdir('/a')
+    with pytest.raises(OSError) as exc:
+        rc.check_write(node, b'L3:0=1\n')
+    assert exc.value.errno == errno.ENODEV

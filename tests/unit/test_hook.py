@@ -1,0 +1,522 @@
+"""libvirt_hooks.hook and .install with a plain-directory resctrl tree.
+
+The resctrl side is the fake tree of tests.unit.fakes (no kernel rules);
+the QEMU is a real process that looks like one in /proc (``-name``,
+``-uuid``, threads named ``CPU n/KVM``).  Functional tests do the same
+through a real libvirtd, KVM guests and the mounted emulator.
+"""
+import errno
+import io
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from libvirt_hooks import hook
+from libvirt_hooks import install
+from ovs_rdt.exceptions import ResctrlError
+from ovs_rdt.resctrl import Resctrl
+from tests.unit.fakes import make_tree
+from tests.unit.test_domain import UUID, nova, rdt, xml
+
+UUID2 = '11111111-2222-3333-4444-555555555555'
+
+FAKE_QEMU = r'''
+import sys, threading, time
+ready = threading.Semaphore(0)
+def vcpu(i):
+    tid = threading.get_native_id()
+    with open('/proc/self/task/%d/comm' % tid, 'w') as fh:
+        fh.write('CPU %d/KVM' % i)
+    ready.release()
+    time.sleep(600)
+def worker():
+    ready.release()
+    time.sleep(600)
+for target, args in ((vcpu, (0,)), (vcpu, (1,)), (worker, ())):
+    threading.Thread(target=target, args=args, daemon=True).start()
+for _ in range(3):
+    ready.acquire()
+print('ready', flush=True)
+time.sleep(600)
+'''
+
+
+class FakeKernelTree(Resctrl):
+    """Plain files: mkdir fills a group, tasks moves TIDs between groups."""
+
+    def mkdir(self, name):
+        super().mkdir(name)
+        for fname, text in (('schemata', self.read(self.path('', 'schemata'))),
+                            ('mode', 'shareable\n'), ('tasks', ''),
+                            ('cpus_list', '\n')):
+            with open(self.path(name, fname), 'w') as fh:
+                fh.write(text)
+
+    def rmdir(self, name):
+        for fname in os.listdir(self.path(name)):
+            os.unlink(self.path(name, fname))
+        super().rmdir(name)
+
+    def write(self, path, value):
+        if os.path.basename(path) != 'tasks':
+            with open(path, 'w') as fh:
+                fh.write(value)
+            return
+        tid = int(value)
+        if not os.path.exists('/proc/%d' % tid):
+            raise ResctrlError(path, value, errno.ESRCH, None, 'No such process')
+        for group in self.group_names():
+            tasks = self.path(group, 'tasks')
+            kept = [t for t in self.tasks(group) if t != tid]
+            if tasks == path:
+                kept.append(tid)
+            with open(tasks, 'w') as fh:
+                fh.write(''.join('%d\n' % t for t in kept))
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """A config file, a fake resctrl tree and sysfs; run(...) runs the hook."""
+    root = tmp_path / 'resctrl'
+    sysfs = tmp_path / 'cpu'
+    make_tree(str(root), sysfs=str(sysfs))
+    run_dir = tmp_path / 'run'
+    run_dir.mkdir()
+
+    class Node:
+        config = tmp_path / 'ovs-rdt.conf'
+        log = tmp_path / 'hook.log'
+
+        def __init__(self):
+            self.root = str(root)
+            self.run_dir = str(run_dir)
+            self.configure()
+
+        def configure(self, extra='', **sections):
+            text = ('[DEFAULT]\nlog_file = %s\n[resctrl]\nroot = %s\n'
+                    'sysfs_cpu_root = %s\nlock_timeout = 5\n'
+                    '[allocation]\npools = noisy\nsystem_min_ways = 2\n'
+                    '[pool:noisy]\nl3_ways = 2\n[libvirt]\nqemu_run_dir = %s\n'
+                    % (self.log, root, sysfs, run_dir))
+            for name, values in sections.items():
+                text += '[%s]\n' % name + ''.join(
+                    '%s = %s\n' % kv for kv in values.items())
+            self.config.write_text(text + extra)
+
+        def run(self, data, op='prepare', subop='begin', name='vm1'):
+            return hook.run(['--config-file', str(self.config), name, op,
+                             subop, '-'], data)
+
+        def rc(self):
+            return FakeKernelTree(self.root, str(sysfs))
+
+        def masks(self, group):
+            return {d: str(m) for d, m in self.rc().group(group).l3.items()}
+
+        def groups(self):
+            return self.rc().group_names()
+
+        def tasks(self, group):
+            return sorted(self.rc().tasks(group))
+
+    monkeypatch.setattr(hook.Hook, 'make_resctrl',
+                        lambda self: FakeKernelTree(
+                            self.settings.resctrl.root,
+                            self.settings.resctrl.sysfs_cpu_root, 5))
+    return Node()
+
+
+@pytest.fixture
+def qemu(node):
+    """A process that looks like libvirt's QEMU for vm1, and its pidfile."""
+    proc = subprocess.Popen(
+        ['qemu-system-x86_64', '-c', FAKE_QEMU, '-name',
+         'guest=vm1,debug-threads=on', '-uuid', UUID],
+        executable=sys.executable, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == 'ready\n'
+    with open(os.path.join(node.run_dir, 'vm1.pid'), 'w') as fh:
+        fh.write('%d' % proc.pid)
+    tids = {}
+    for tid in os.listdir('/proc/%d/task' % proc.pid):
+        with open('/proc/%d/task/%s/comm' % (proc.pid, tid)) as fh:
+            tids[int(tid)] = fh.read().strip()
+    proc.tids = tids
+    proc.vcpus = sorted(t for t, c in tids.items() if c.startswith('CPU '))
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+GROUP = 'ovsrdt-vm-' + UUID
+L3_3 = xml(rdt('<rdt:l3 ways="3"/>'))
+
+
+def isolated(node, group, ways, domains=(0, 1)):
+    """``group`` holds ``ways`` contiguous ways nobody else has on domains."""
+    rc = node.rc()
+    mine = rc.group(group).l3
+    for dom in domains:
+        mask = mine[dom]
+        assert mask.count == ways and mask.is_contiguous(), (dom, mask)
+        for other in rc.groups():
+            if other.name != group:
+                assert not mask.overlaps(other.l3[dom]), (other, mask)
+    return True
+
+
+def one_line(captured):
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert captured.out == ''
+    return lines[0]
+
+
+# -- prepare ----------------------------------------------------------------
+def test_prepare_reserves_ways_on_every_domain(node, capsys):
+    assert node.run(L3_3) == 0
+    assert isolated(node, GROUP, 3)
+    assert node.rc().group(GROUP).mode == 'exclusive'
+    assert capsys.readouterr().out == ''
+    masks = node.masks(GROUP)
+    assert 'reserved 3 L3 ways (from the <rdt:rdt> annotation): group ' \
+        '%s L3:0=%s;1=%s' % (GROUP, masks[0], masks[1]) in node.log.read_text()
+
+
+def test_prepare_uses_pinned_cpus_domains(node):
+    pins = "<cputune><vcpupin vcpu='0' cpuset='20'/>" \
+           "<vcpupin vcpu='1' cpuset='25'/></cputune>"
+    assert node.run(xml(rdt('<rdt:l3 ways="3"/>'), cputune=pins)) == 0
+    assert isolated(node, GROUP, 3, domains=(1,))
+    assert node.masks(GROUP)[0] == node.masks('')[0]   # follows the default
+    assert node.rc().group(GROUP).mode == 'shareable'
+
+
+def test_prepare_vcpu_cpuset_domain(node):
+    data = xml(rdt('<rdt:l3 ways="2"/>'), vcpu="<vcpu cpuset='0-3'>2</vcpu>")
+    assert node.run(data) == 0
+    assert isolated(node, GROUP, 2, domains=(0,))
+    assert node.masks(GROUP)[1] == node.masks('')[1]
+
+
+def test_prepare_is_idempotent_and_resizes(node):
+    assert node.run(L3_3) == 0
+    assert node.run(L3_3) == 0
+    assert node.run(xml(rdt('<rdt:l3 ways="1"/>'))) == 0
+    assert isolated(node, GROUP, 1)
+
+
+@pytest.mark.parametrize('body, message', [
+    ('<rdt:l3 ways="0"/>', '<rdt:l3 ways="0">: ways must be at least 1'),
+    ('<rdt:l3 ways="abc"/>', '<rdt:l3 ways="abc">: ways must be a whole'),
+    ('<rdt:l3 ways="1"/><rdt:pool name="noisy"/>', 'exclude each other'),
+    ('<rdt:pool name="bogus"/>', 'no pool named "bogus"'),
+    ('<rdt:l3 ways="1" foo="bar"/>', 'unknown attribute "foo"'),
+    ('<rdt:l3 ways="12"/>', '<rdt:l3 ways="12">: this host\'s L3 cache has '
+     'only 11 ways per cache domain'),
+    ('<rdt:l3 ways="8"/>', 'needs 8 ways on cache domain 0, but only 7'),
+])
+def test_prepare_refusals(node, capsys, body, message):
+    assert node.run(xml(rdt(body))) == 1
+    line = one_line(capsys.readouterr())
+    assert line.startswith("ovs-rdt: refusing to start domain 'vm1': ")
+    assert message in line
+    assert GROUP not in node.groups()
+    assert message in node.log.read_text()
+
+
+def test_refusal_names_the_domain_safely(node, capsys):
+    assert node.run(xml(rdt('<rdt:l3 ways="0"/>')), name='a\nb') == 1
+    assert "domain 'a\\x0ab'" in one_line(capsys.readouterr())
+
+
+def test_on_failure_warn_starts_unmanaged(node, capsys):
+    node.configure(libvirt={'on_failure': 'warn'})
+    assert node.run(xml(rdt('<rdt:l3 ways="8"/>'))) == 0
+    err = capsys.readouterr().err
+    assert 'runs without a cache allocation' in err
+    assert GROUP not in node.groups()
+    assert '[libvirt] on_failure = warn' in node.log.read_text()
+
+
+def test_mb_percent(node):
+    data = xml(rdt('<rdt:l3 ways="2"/><rdt:mb percent="45"/>'))
+    assert node.run(data) == 0
+    assert node.rc().group(GROUP).mb == {0: 50, 1: 50}
+
+
+def test_mb_below_platform_minimum_refused(node, capsys):
+    data = xml(rdt('<rdt:l3 ways="2"/><rdt:mb percent="5"/>'))
+    assert node.run(data) == 1
+    assert 'minimum memory bandwidth is 10%' in one_line(capsys.readouterr())
+
+
+def test_nova_extra_specs_and_flavors(node):
+    assert node.run(xml(nova({'rdt:l3_ways': '2'}))) == 0
+    assert isolated(node, GROUP, 2)
+    node.configure('[flavors]\nm1.big = rdt:l3_ways=4\n')
+    assert node.run(xml(nova(flavor='m1.big'), uuid=UUID2)) == 0
+    assert isolated(node, 'ovsrdt-vm-' + UUID2, 4)
+
+
+def test_vm_asking_nothing_never_reads_config(node):
+    node.config.write_text('[resctrl\nbroken')
+    for op, subop in hook.EVENTS:
+        assert node.run(xml(), op, subop) == 0
+
+
+def test_flavor_lookup_with_broken_config_does_not_refuse(node, capsys):
+    node.config.write_text('[resctrl\nbroken')
+    assert node.run(xml(nova())) == 0
+    node.config.write_text('[libvirt]\non_failure = sometimes\n')
+    assert node.run(xml(nova({'rdt:l3_ways': '2'}))) == 1
+    assert "[libvirt] on_failure = 'sometimes'" in capsys.readouterr().err
+
+
+# -- pools --------------------------------------------------------------------
+def test_pool_vm_creates_pool_and_removes_stale_group(node):
+    assert node.run(L3_3) == 0
+    assert node.run(xml(rdt('<rdt:pool name="noisy"/>'))) == 0
+    assert 'ovsrdt-pool-noisy' in node.groups()
+    assert GROUP not in node.groups()
+    assert node.rc().group('ovsrdt-pool-noisy').l3[0].count == 2
+
+
+def test_pool_vm_release_leaves_pool(node):
+    pool = xml(rdt('<rdt:pool name="noisy"/>'))
+    assert node.run(pool) == 0
+    assert node.run(pool, 'release', 'end') == 0
+    assert 'ovsrdt-pool-noisy' in node.groups()
+
+
+# -- release ------------------------------------------------------------------
+def test_release_removes_group_and_frees_ways(node):
+    assert node.run(L3_3) == 0
+    assert node.rc().group('').l3[0].count == 11 - 2 - 3     # pool noisy: 2
+    assert node.run(L3_3, 'stopped', 'end') == 0
+    assert GROUP not in node.groups()
+    assert node.rc().group('').l3[0].count == 11 - 2
+    assert node.run(L3_3, 'release', 'end') == 0
+
+
+def test_release_even_with_a_now_invalid_annotation(node):
+    assert node.run(L3_3) == 0
+    assert node.run(xml(rdt('<rdt:l3 ways="0"/>')), 'release', 'end') == 0
+    assert GROUP not in node.groups()
+
+
+def test_release_never_fails(node, capsys):
+    assert node.run(b'<domain>', 'release', 'end') == 0
+    node.configure(resctrl={'root': '/nonexistent'})
+    assert node.run(L3_3, 'release', 'end') == 0
+    assert capsys.readouterr().out == ''
+
+
+# -- started / reconnect ---------------------------------------------------
+def test_started_moves_vcpu_and_emulator_threads(node, qemu):
+    assert node.run(L3_3) == 0
+    assert node.run(L3_3, 'started') == 0
+    assert node.tasks(GROUP) == sorted(qemu.tids)
+    log = node.log.read_text()
+    assert 'moved vCPU threads %s and %d other threads of QEMU %d' % (
+        ','.join(map(str, qemu.vcpus)), len(qemu.tids) - 2, qemu.pid) in log
+
+
+def test_started_vcpus_only(node, qemu):
+    node.configure(libvirt={'include_emulator_threads': 'false',
+                            'qemu_run_dir': node.run_dir})
+    assert node.run(L3_3) == 0
+    assert node.run(L3_3, 'started') == 0
+    assert node.tasks(GROUP) == qemu.vcpus
+    assert len(qemu.vcpus) == 2
+
+
+def test_started_pool(node, qemu):
+    pool = xml(rdt('<rdt:pool name="noisy"/>'))
+    assert node.run(pool) == 0
+    assert node.run(pool, 'started') == 0
+    assert set(qemu.vcpus) <= set(node.tasks('ovsrdt-pool-noisy'))
+
+
+def test_started_recreates_a_missing_group(node, qemu):
+    assert node.run(L3_3, 'started') == 0
+    assert node.tasks(GROUP) == sorted(qemu.tids)
+
+
+def test_started_refuses_wrong_process(node, qemu, capsys):
+    with open(os.path.join(node.run_dir, 'vm1.pid'), 'w') as fh:
+        fh.write('%d' % os.getpid())
+    assert node.run(L3_3, 'started') == 1
+    assert 'is not the QEMU of domain uuid %s' % UUID in \
+        one_line(capsys.readouterr())
+    assert node.tasks(GROUP) == []
+
+
+def test_started_refuses_other_uuid(node, qemu, capsys):
+    assert node.run(xml(rdt('<rdt:l3 ways="1"/>'), uuid=UUID2),
+                    'started') == 1
+    assert 'is not the QEMU' in one_line(capsys.readouterr())
+
+
+def test_reconnect_readopts_and_never_fails(node, qemu, capsys):
+    assert node.run(L3_3, 'reconnect') == 0
+    assert node.tasks(GROUP) == sorted(qemu.tids)
+    os.unlink(os.path.join(node.run_dir, 'vm1.pid'))
+    assert node.run(L3_3, 'reconnect') == 0
+    assert node.run(xml(rdt('<rdt:l3 ways="0"/>')), 'reconnect') == 0
+    assert node.run(xml(rdt('<rdt:l3 ways="30"/>')), 'reconnect') == 0
+    assert capsys.readouterr().out == ''
+    assert 'no running QEMU for the domain' in node.log.read_text()
+
+
+# -- migrate / restore ---------------------------------------------------------
+@pytest.mark.parametrize('op', ['migrate', 'restore'])
+def test_capacity_check_only(node, capsys, op):
+    assert node.run(L3_3, op) == 0
+    assert GROUP not in node.groups()
+    assert node.run(xml(rdt('<rdt:l3 ways="8"/>')), op) == 1
+    line = one_line(capsys.readouterr())
+    assert 'needs 8 ways on cache domain 0' in line
+    assert node.run(xml(rdt('<rdt:pool name="noisy"/>')), op) == 0
+    assert 'ovsrdt-pool-noisy' not in node.groups()
+
+
+# -- the command line and robustness ---------------------------------------
+def test_unknown_events_ignored(node):
+    for op, subop in (('start', 'begin'), ('attach', 'begin'), ('x', 'y')):
+        assert node.run(b'garbage', op, subop) == 0
+
+
+def test_usage(capsys):
+    assert hook.run([], b'') == 2
+    assert hook.run(['--config-file'], b'') == 2
+    assert 'usage: ovs-rdt-hook' in capsys.readouterr().err
+    assert hook.parse_args(['--config-file=/x', 'd', 'prepare', 'begin']) == \
+        ('/x', ['d', 'prepare', 'begin'])
+
+
+def test_internal_error_is_one_line_without_traceback(node, capsys,
+                                                      monkeypatch):
+    def boom(self, dom):
+        raise KeyError('surprise')
+    monkeypatch.setattr(hook.Hook, 'prepare', boom)
+    assert node.run(L3_3) == 1
+    line = one_line(capsys.readouterr())
+    assert "internal error: KeyError: 'surprise'" in line
+    assert 'Traceback' in node.log.read_text()
+
+
+def test_main_reads_stdin_and_keeps_stdout_clean(node, monkeypatch, capsys):
+    class Stdin:
+        buffer = io.BytesIO(L3_3)
+    monkeypatch.setattr(sys, 'stdin', Stdin)
+    assert hook.main(['--config-file', str(node.config), 'vm1', 'prepare',
+                      'begin', '-']) == 0
+    assert GROUP in node.groups()
+    assert capsys.readouterr().out == ''
+
+
+def test_read_stdin_drains_but_bounds():
+    data = hook.read_stdin(io.BytesIO(b'x' * (hook._MAX_STDIN + 200000)))
+    assert hook._MAX_STDIN < len(data) < hook._MAX_STDIN + 70000
+
+
+def test_concurrent_prepares_share_nothing(node):
+    # 11 ways: 2 for the system, 2 for pool noisy, 3 x 2 for the VMs.
+    uuids = ['%08d-0000-0000-0000-000000000000' % i for i in range(3)]
+    results = []
+
+    def start(uuid):
+        results.append(node.run(xml(rdt('<rdt:l3 ways="2"/>'), uuid=uuid)))
+    threads = [threading.Thread(target=start, args=(u,)) for u in uuids]
+    for thr in threads:
+        thr.start()
+    for thr in threads:
+        thr.join()
+    assert results == [0] * 3
+    held = [int(node.masks('ovsrdt-vm-' + u)[0], 16) for u in uuids]
+    assert sum(bin(m).count('1') for m in held) == 6
+    combined = 0
+    for mask in held:
+        assert not mask & combined
+        combined |= mask
+
+
+# -- install -------------------------------------------------------------------
+def test_hook_path():
+    assert install.hook_path(None) == '/etc/libvirt/hooks/qemu.d/50-ovs-rdt'
+    assert install.hook_path('/x/hooks') == '/x/hooks/qemu.d/50-ovs-rdt'
+    assert install.hook_path('/x/qemu.d/') == '/x/qemu.d/50-ovs-rdt'
+
+
+def test_wrapper_runs_the_hook(node, tmp_path):
+    path = str(tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt')
+    install.install(path, str(node.config))
+    assert os.stat(path).st_mode & 0o777 == 0o755
+    text = open(path).read()
+    assert text.startswith('#!%s -IS\n' % os.path.abspath(sys.executable))
+    assert str(node.config) in text
+    # No resctrl needed: the VM asks for nothing.
+    res = subprocess.run([path, 'vm1', 'prepare', 'begin', '-'], input=xml(),
+                         capture_output=True, env={})
+    assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
+    res = subprocess.run([path, 'vm1', 'prepare', 'begin', '-'],
+                         input=xml(rdt('<rdt:l3 ways="0"/>')),
+                         capture_output=True, env={})
+    assert res.returncode == 1 and res.stdout == b''
+    assert res.stderr.decode() == ("ovs-rdt: refusing to start domain 'vm1': "
+                                   '<rdt:l3 ways="0">: ways must be at least '
+                                   '1\n')
+
+
+def test_shell_wrapper_fallback(node, tmp_path):
+    text = install.wrapper_text(str(node.config), python='/opt/my python/py')
+    assert text.startswith('#!/bin/sh\n')
+    assert "exec '/opt/my python/py' -I -S -c" in text
+    path = tmp_path / 'w'
+    path.write_text(text.replace("'/opt/my python/py'", sys.executable))
+    path.chmod(0o755)
+    res = subprocess.run([str(path), 'vm1', 'prepare', 'begin', '-'],
+                         input=xml(rdt('<rdt:l3 ways="0"/>')),
+                         capture_output=True, env={})
+    assert res.returncode == 1
+    assert b'ways must be at least 1' in res.stderr
+
+
+def test_install_refuses_foreign_files_and_uninstalls(tmp_path):
+    path = str(tmp_path / 'qemu.d' / '50-ovs-rdt')
+    os.makedirs(os.path.dirname(path))
+    with open(path, 'w') as fh:
+        fh.write('#!/bin/sh\nexit 0\n')
+    with pytest.raises(Exception, match='not an ovs-rdt hook wrapper'):
+        install.install(path, '/etc/ovs-rdt/ovs-rdt.conf')
+    with pytest.raises(Exception, match='not an ovs-rdt hook wrapper'):
+        install.uninstall(path)
+    os.unlink(path)
+    install.install(path, '/etc/ovs-rdt/ovs-rdt.conf')
+    install.install(path, '/etc/ovs-rdt/other.conf')     # replaces ours
+    assert 'other.conf' in open(path).read()
+    assert install.uninstall(path) is True
+    assert install.uninstall(path) is False
+
+
+def test_run_prints_restart_hint(node, tmp_path, capsys):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    install.add_arguments(parser)
+    args = parser.parse_args(['--hooks-dir', str(tmp_path / 'hooks')])
+
+    class Settings:
+        config_file = str(node.config)
+    assert install.run(Settings, args) == 0
+    out = capsys.readouterr().out
+    assert 'installed %s' % (tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt') in out
+    assert 'restart libvirtd' in out
+    args = parser.parse_args(['--hooks-dir', str(tmp_path / 'hooks'),
+                              '--uninstall'])
+    assert install.run(Settings, args) == 0
+    assert 'removed' in capsys.readouterr().out
+    assert not os.path.exists(tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt')

@@ -1,0 +1,154 @@
+"""``ovs-rdt provider-config``: inventory arithmetic and the YAML it writes."""
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from ovs_rdt.bitmask import CBM
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.model import PMD_GROUP, Group, MBInfo, Platform, pool_group
+from ovs_rdt.model import vm_group
+from ovs_rdt import provider_config as pc
+from tests.unit import fakes
+
+W = 11
+
+
+def cbm(value: int) -> CBM:
+    return CBM(value, W)
+
+
+def platform(**kw: object) -> Platform:
+    args: dict = dict(cbm_len=W, num_closids=16, domains=(0, 1))
+    args.update(kw)
+    return Platform(**args)
+
+
+def test_bare_node_reserves_the_system_minimum() -> None:
+    groups = [Group('', {0: cbm(0x7ff), 1: cbm(0x7ff)})]
+    inv = pc.inventory(platform(), groups, system_min_ways=2)
+    assert inv[pc.RC_WAYS] == {'total': 22, 'reserved': 4, 'min_unit': 1,
+                               'max_unit': 18, 'step_size': 1,
+                               'allocation_ratio': 1.0}
+    assert inv[pc.RC_CLOSIDS] == {'total': 16, 'reserved': 1, 'min_unit': 1,
+                                  'max_unit': 1, 'step_size': 1,
+                                  'allocation_ratio': 1.0}
+
+
+def test_pools_pmd_and_foreign_groups_are_reserved_vms_are_not() -> None:
+    groups = [
+        Group('', {0: cbm(0x00f), 1: cbm(0x03f)}),
+        Group(pool_group('hp'), {0: cbm(0x030), 1: cbm(0x03f)}),  # 2 ways on 0
+        Group(PMD_GROUP, {0: cbm(0x0c0), 1: cbm(0x0c0)}),        # 2 + 2
+        Group('COS3', {0: cbm(0x600), 1: cbm(0x600)}),           # foreign
+        Group(vm_group('5e3b0c43-0b0a-4a1e-9f53-6f2d8b6a1c11'),
+              {0: cbm(0x100), 1: cbm(0x100)}),
+    ]
+    per_dom = pc.reserved_ways(platform(), groups, system_min_ways=2)
+    # domain 0: pool 2 + pmd 2 + foreign 2 + system 2; domain 1: the pool
+    # follows the default group there (holds nothing): pmd 2 + foreign 2 + 2
+    assert per_dom == {0: 8, 1: 6}
+    inv = pc.inventory(platform(), groups, 2)
+    assert inv[pc.RC_WAYS]['reserved'] == 14
+    assert inv[pc.RC_WAYS]['max_unit'] == 8
+    assert inv[pc.RC_CLOSIDS]['reserved'] == 4   # root, pool, pmd, COS3
+
+
+def test_overlapping_masks_count_once_and_cap_at_cbm_len() -> None:
+    groups = [Group('', {0: cbm(0x003)}),
+              Group('libvirt-a', {0: cbm(0x7f0)}),
+              Group('libvirt-b', {0: cbm(0x7fc)})]
+    per_dom = pc.reserved_ways(platform(domains=(0,)), groups, 2)
+    assert per_dom == {0: 11}
+    inv = pc.inventory(platform(domains=(0,)), groups, 2)
+    assert inv[pc.RC_WAYS]['reserved'] == 11
+    assert inv[pc.RC_WAYS]['max_unit'] == 1
+
+
+def test_explicit_system_mask_and_min_cbm_bits() -> None:
+    groups = [Group('', {0: cbm(0x00f)}), Group(PMD_GROUP, {0: cbm(0x00c)})]
+    plat = platform(domains=(0,), min_cbm_bits=2)
+    # the PMD mask overlaps the root's: it holds no ways of its own
+    assert pc.reserved_ways(plat, groups, 1) == {0: 2}
+    assert pc.reserved_ways(plat, groups, 1, {0: cbm(0x007)}) == {0: 3}
+    assert pc.inventory(plat, groups, 1)[pc.RC_WAYS]['min_unit'] == 2
+
+
+def test_yaml_layout() -> None:
+    doc = pc.document({'CUSTOM_X': {'total': 2, 'allocation_ratio': 1.0}},
+                      ['CUSTOM_T'], name="it's")
+    assert pc.to_yaml(doc, 'hello\n\nworld') == '''\
+# hello
+#
+# world
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      name: 'it''s'
+    inventories:
+      additional:
+        - CUSTOM_X:
+            total: 2
+            allocation_ratio: 1.0
+    traits:
+      additional:
+        - CUSTOM_T
+'''
+
+
+def test_default_identification_and_traits() -> None:
+    mba = MBInfo(10, 10, True, (0,))
+    doc = pc.document({}, pc.traits_of(platform(mb=mba)))
+    assert doc['providers'][0]['identification'] == {'uuid': '$COMPUTE_NODE'}
+    assert doc['providers'][0]['traits'] == {
+        'additional': ['CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_MBA']}
+    assert pc.traits_of(platform()) == ['CUSTOM_RDT_L3_CAT']
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    pc.add_arguments(parser)
+    argv = []
+    for key, value in kw.items():
+        argv += ['--' + key, str(value)]
+    return parser.parse_args(argv)
+
+
+def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
+    root = os.path.join(str(tmp_path), 'resctrl')
+    fakes.make_tree(root, cbm_len=11, domains=(0, 1))
+    os.mkdir(os.path.join(root, 'COS1'))   # another tool's group
+    with open(os.path.join(root, 'COS1', 'schemata'), 'w') as fh:
+        fh.write('L3:0=600;1=600\n')
+    settings = Settings.defaults(
+        resctrl={'root': root, 'sysfs_cpu_root': str(tmp_path)},
+        allocation={'system_min_ways': 2},
+        pools={'hp': {'l3_ways': 3}})
+    out = os.path.join(str(tmp_path), 'ovs-rdt.yaml')
+    assert pc.run(settings, _args(output=out)) == 0
+    text = open(out).read()
+    assert oct(os.stat(out).st_mode & 0o777) == '0o644'
+    # per domain: pool hp 3 (not created yet: counted from the config),
+    # COS1 2, system 2
+    assert 'reserved per domain: 0=7 1=7.' in text
+    assert '''\
+        - CUSTOM_RDT_L3_WAY:
+            total: 22
+            reserved: 14
+''' in text
+    # 8: MBA has fewer CLOSIDs than L3 here; root, pool hp, COS1 hold one
+    assert '''\
+        - CUSTOM_RDT_CLOSID:
+            total: 8
+            reserved: 3
+''' in text
+    assert "uuid: '$COMPUTE_NODE'" in text
+
+
+def test_run_refuses_a_bad_uuid() -> None:
+    with pytest.raises(ConfigError, match='not a UUID'):
+        pc.run(Settings.defaults(), _args(uuid='nope'))

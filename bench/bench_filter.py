@@ -13,6 +13,7 @@ them.  "First pass" parses every instance's flavor.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -72,19 +73,31 @@ def build(n_hosts: int, n_instances: int) -> tuple[list, Any]:
 
 
 def timed(run: Callable[[], list]) -> tuple[float, int]:
-    start = time.perf_counter()
-    passed = len(run())
-    return time.perf_counter() - start, passed
+    """Like timeit: the garbage collector off while timing (with 400,000
+    live objects a full collection, triggered by whichever filter happens to
+    allocate past the threshold, would dwarf either filter)."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        passed = len(run())
+        return time.perf_counter() - start, passed
+    finally:
+        gc.enable()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, default=10000)
     parser.add_argument('--instances', type=int, default=40)
-    parser.add_argument('--repeat', type=int, default=7)
+    parser.add_argument('--repeat', type=int, default=11)
     args = parser.parse_args()
-
-    from nova.scheduler import filters
+    try:
+        from nova.scheduler import filters
+    except ImportError:
+        print('bench_filter: skipped, nova is not installed here (run it '
+              'with the python of the tox "nova" env)')
+        return 0
 
     start = time.perf_counter()
     hosts, spec = build(args.hosts, args.instances)
@@ -117,10 +130,12 @@ def main() -> int:
                  statistics.median(times[key]) * 1e3, passed[key]))
     print('%-34s first pass: %7.1f ms (parses %d instances\' flavors)'
           % ('RDTCacheFilter', first * 1e3, args.hosts * args.instances))
-    ratio = statistics.median(times['ours']) / statistics.median(times['nova'])
-    print('ratio RDTCacheFilter / AggregateInstanceExtraSpecsFilter '
-          '(median, steady): %.2f (%s)'
-          % (ratio, 'no slower' if ratio <= 1.0 else 'SLOWER'))
+    best = min(times['ours']) / min(times['nova'])
+    median = statistics.median(times['ours']) / statistics.median(times['nova'])
+    print('ratio RDTCacheFilter / AggregateInstanceExtraSpecsFilter, steady: '
+          'best %.2f, median %.2f (%s)'
+          % (best, median, 'no slower' if max(best, median) <= 1.0
+             else 'SLOWER'))
     return 0
 
 

@@ -144,13 +144,15 @@ def bench_events(runs: int) -> None:
                 timed([wrapper, 'vm2', 'prepare', 'begin', '-'], plain,
                       LIBVIRT_ENV))
         base = p50(rows['python3 -c pass'])
+        bare = p50(rows['python3 -I -S -c pass'])
         print('hook events (%d rounds, %s, wrapper %s)' % (runs, py, wrapper))
-        print('  %-24s %9s %9s %14s' % ('', 'p50 ms', 'min ms',
-                                         'x python3 -c pass'))
+        print('  %-24s %8s %8s %19s %12s' % ('', 'p50 ms', 'min ms',
+                                             'p50/python3 -c pass',
+                                             'p50/-I -S'))
         for key, values in rows.items():
-            print('  %-24s %9.1f %9.1f %10.2fx' % (key, p50(values),
-                                                   min(values) * 1000,
-                                                   p50(values) / base))
+            print('  %-24s %8.1f %8.1f %18.2fx %11.2fx' % (
+                key, p50(values), min(values) * 1000, p50(values) / base,
+                p50(values) / bare))
     finally:
         if qemu is not None:
             qemu.kill()
@@ -160,8 +162,8 @@ def bench_events(runs: int) -> None:
 
 
 def bench_virsh(starts: int) -> None:
-    from tests.functional.fixtures.libvirt import LibvirtTestbed
     from tests.functional.fixtures.libvirt import libvirt_available
+    from tests.functional.fixtures.libvirt import LibvirtTestbed
 
     why = libvirt_available()
     if why:

@@ -319,6 +319,9 @@ class _Parser:
             self.in_rdt = True
             return
         if not self.in_rdt:
+            if local == 'rdt':
+                raise AnnotationError('<rdt:rdt> must be directly in '
+                                      '<metadata>')
             raise AnnotationError(
                 '<%s> must be inside <rdt:rdt xmlns:rdt="%s"> directly in '
                 '<metadata>' % (show(_pretty(tag)), RDT_NS))

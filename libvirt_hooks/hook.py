@@ -73,12 +73,13 @@ class Log:
     ``logging`` module is not imported for this (it is slow to import).
     """
 
+    #: Also send info and above to syslog (ident ovs-rdt-hook).
+    use_syslog = True
+
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self.path: str | None = None
         self.debug_on = False
-        self.use_syslog = True
-        self.records: list[tuple[str, str]] = []
 
     def configure(self, path: str | None, debug: bool) -> None:
         self.path = path
@@ -87,7 +88,6 @@ class Log:
     def __call__(self, level: str, msg: str) -> None:
         if level == 'debug' and not self.debug_on:
             return
-        self.records.append((level, msg))
         line = '%s: %s' % (self.prefix, ' | '.join(
             part for part in msg.strip().splitlines() if part))
         if self.path:
@@ -122,7 +122,6 @@ class Hook:
         from libvirt_hooks.domain import show
 
         self.config_file = config_file
-        self.arg_name = name
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
@@ -221,15 +220,16 @@ class Hook:
         from ovs_rdt.model import pool_group, vm_group
         return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
 
-    def ensure_group(self, dom: Domain, spec: Spec,
-                     create: bool = True) -> Plan | None:
-        """Make sure the VM's group exists; returns the plan or None."""
+    def ensure_group(self, dom: Domain, spec: Spec) -> Plan | None:
+        """Reserve what the VM asks for; returns the plan, None if no change.
+
+        A dedicated group is created or resized; for a pool VM, the pool's
+        group is created if missing (and a dedicated group left over from
+        an earlier definition of the VM removed).
+        """
         from ovs_rdt.model import vm_group
 
         if spec.pool is None:
-            group = vm_group(dom.uuid)
-            if not create and self.group_exists(group):
-                return None
             return self.manager.allocate(self.request(dom, spec))
         stale = self.group_exists(vm_group(dom.uuid))
         if stale or not self.group_exists(self.group_of(dom, spec)):
@@ -248,7 +248,7 @@ class Hook:
         spec = self.resolve(dom)
         if spec is None:
             return 0
-        plan = self.ensure_group(dom, spec, create=True)
+        plan = self.ensure_group(dom, spec)
         group = self.group_of(dom, spec)
         masks = plan.masks_of(group) if plan is not None else {}
         self.log('info', 'reserved %s: group %s%s' % (
@@ -267,7 +267,7 @@ class Hook:
         group = self.group_of(dom, spec)
         if not self.group_exists(group):
             self.log('warning', 'group %s is missing; creating it' % group)
-            self.ensure_group(dom, spec, create=True)
+            self.ensure_group(dom, spec)
         run_dir = self.settings.libvirt.qemu_run_dir
         pidfile = os.path.join(run_dir, dom.name + '.pid')
         pid = procfs.read_pidfile(pidfile)

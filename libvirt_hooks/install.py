@@ -154,7 +154,8 @@ def run(settings: Any, args: argparse.Namespace) -> int:
                'take effect')
     if getattr(args, 'uninstall', False):
         if uninstall(path):
-            print('removed %s; %s' % (path, restart))
+            print('removed %s (libvirtd lists qemu.d/ on every event: it no '
+                  'longer runs it)' % path)
         else:
             print('%s was not installed' % path)
         return 0

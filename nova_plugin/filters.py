@@ -1,27 +1,36 @@
 """RDTCacheFilter: schedule instances onto hosts with free L3 cache ways.
 
 Enable with ``[filter_scheduler] available_filters =
-nova_plugin.filters.RDTCacheFilter`` and ``enabled_filters``.  The
-arithmetic is :mod:`ovs_rdt.capacity`'s, the one the node allocator uses.
+nova_plugin.filters.RDTCacheFilter`` and ``enabled_filters`` (after
+NUMATopologyFilter).  The arithmetic is :mod:`ovs_rdt.capacity`'s, the one
+the node allocator uses; capacity comes from aggregate metadata, else from
+the ``[ovs_rdt]`` options (:mod:`nova_plugin.opts`).
+
+Usage: ``host_state.instances`` (their flavors' ``rdt:`` specs and NUMA
+cells, parsed once per Instance object; bare stubs are loaded from the
+database in one query per host), plus this request's own placements.
 
 Multi-create (``--min-count N``): Nova filters the hosts for instance
 ``i`` (``run_filter_for_index(i)``), picks one, then calls
 ``HostState.consume_from_request()`` on it, which bumps
 ``host_state.num_instances`` but does not add the instance to
-``host_state.instances`` (only a stub, and only with a server group).  So a
-pass is tracked per RequestSpec (weakly: it ends with the request) and
-restarted at index 0: the first time the pass sees a host it notes
-``num_instances``; any rise seen later is instances of this request placed
-there, each holding what the request asks (on the NUMA cells
-``consume_from_request`` fitted, left in ``spec_obj.numa_topology``).
-Every host seen at index i > 0 passed this filter at index i - 1, so each
-placement is seen.  A concurrent request consuming the same host in the
-meantime is counted as ours (conservative).
+``host_state.instances`` (only a bare stub, and only with a server group).
+So a pass is tracked per RequestSpec (weakly: it ends with the request),
+restarted at index 0, and notes each host's ``num_instances`` whenever it
+looks at it; a rise is instances of this request placed there, each
+holding what the request asks, on the NUMA cells ``consume_from_request``
+fitted (left in ``spec_obj.numa_topology``).  Every host seen at index
+i > 0 passed this filter at index i - 1, so each placement is seen.  A
+concurrent request consuming the same host in between counts as ours
+(conservative).
+
+A request with NUMA cells is checked on the cells Nova's NUMA fit will
+give it (the same ``numa_fit_instance_to_host`` call on the same host
+state): the filter cannot steer that choice, only refuse it.
 """
 from __future__ import annotations
 
 import functools
-import operator
 import threading
 import time
 import weakref
@@ -31,6 +40,7 @@ from oslo_log import log as logging
 
 import nova.conf
 from nova import objects
+from nova.objects import base as obj_base
 from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 from nova.virt import hardware
@@ -50,6 +60,12 @@ _HOLDING = '_ovs_rdt_holding'        # cached Holding on an Instance object
 _USAGE = '_ovs_rdt_usage'            # cached (instances, Usage) on a HostState
 _DOMAINS = '_ovs_rdt_domains'        # cached (numa_topology, ids) on a HostState
 _UNSET = object()
+# Where Nova objects keep their fields: hasattr() on these is
+# obj_attr_is_set() without its cost (it lists every field on each call).
+_FLAVOR = obj_base.get_attrname('flavor')
+_NUMA = obj_base.get_attrname('numa_topology')
+_EXTRA_SPECS = obj_base.get_attrname('extra_specs')
+_NAME = obj_base.get_attrname('name')
 #: Seconds a holding loaded from the database for a bare instance stub is
 #: reused (an instance's flavor only changes with a resize).
 LOADED_TTL = 300.0
@@ -110,7 +126,15 @@ class RDTCacheFilter(filters.BaseHostFilter):
             return []
         if rdt_pass.request is None and rdt_pass.error is None:
             return hosts
-        return [h for h in hosts if self._passes_safely(h, spec_obj, rdt_pass)]
+        fits = self._host_fits
+        passed = []
+        for host_state in hosts:
+            try:
+                if fits(host_state, spec_obj, rdt_pass):
+                    passed.append(host_state)
+            except Exception:
+                _unexpected(host_state)
+        return passed
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
         """Whether the host has the cache the request needs; never raises."""
@@ -148,9 +172,7 @@ class RDTCacheFilter(filters.BaseHostFilter):
         try:
             return self._host_fits(host_state, spec_obj, rdt_pass)
         except Exception:
-            LOG.warning('%(host_state)s fails RDT cache requirements: '
-                        'unexpected error', {'host_state': host_state},
-                        exc_info=True)
+            _unexpected(host_state)
             return False
 
     def _host_fits(self, host_state: Any, spec_obj: Any,
@@ -199,8 +221,9 @@ class RDTCacheFilter(filters.BaseHostFilter):
         own = [instances[u] for u in rdt_pass.uuids if u in instances]
         key = (host_state.host, host_state.nodename)
         placed = rdt_pass.placed.setdefault(key, [])
-        seen = rdt_pass.seen.setdefault(key, host_state.num_instances)
-        new = host_state.num_instances - seen - len(placed)
+        count = host_state.num_instances
+        new = count - rdt_pass.seen.setdefault(key, count)
+        rdt_pass.seen[key] = count
         if new > 0:
             holding = rdt_pass.request
             assert holding is not None
@@ -228,11 +251,11 @@ class RDTCacheFilter(filters.BaseHostFilter):
         """
         current = tuple(host_state.instances.values())
         cached = getattr(host_state, _USAGE, None)
-        if cached is not None and len(cached[0]) == len(current) and \
-                all(map(operator.is_, cached[0], current)):
+        # Instance defines no __eq__: == compares identities, in C
+        if cached is not None and cached[0] == current:
             return cached[1]
         stubs = [i for i in current if getattr(i, _HOLDING, _UNSET) is _UNSET
-                 and not i.obj_attr_is_set('flavor') and i._context is not None]
+                 and not hasattr(i, _FLAVOR) and i._context is not None]
         if stubs:
             self._load(stubs)
         usage = capacity.Usage()
@@ -244,9 +267,9 @@ class RDTCacheFilter(filters.BaseHostFilter):
         return usage
 
     def _holding(self, inst: Any) -> capacity.Holding | None:
-        held = getattr(inst, _HOLDING, _UNSET)
+        held: Any = getattr(inst, _HOLDING, _UNSET)
         if held is _UNSET:
-            held = _holding_of(inst) if inst.obj_attr_is_set('flavor') \
+            held = _holding_of(inst) if hasattr(inst, _FLAVOR) \
                 else None  # a stub of this request, or its flavor not loaded
             setattr(inst, _HOLDING, held)
         return held
@@ -286,6 +309,11 @@ class RDTCacheFilter(filters.BaseHostFilter):
             self._loaded[inst.uuid] = (now + LOADED_TTL, held.get(inst.uuid))
 
 
+def _unexpected(host_state: Any) -> None:
+    LOG.warning('%(host_state)s fails RDT cache requirements: unexpected '
+                'error', {'host_state': host_state}, exc_info=True)
+
+
 def _holding_of(inst: Any) -> capacity.Holding | None:
     """What an instance with a loaded flavor holds; malformed specs: nothing."""
     flavor = inst.flavor
@@ -303,8 +331,7 @@ def _holding_of(inst: Any) -> capacity.Holding | None:
         return capacity.Holding(0, None, spec.pool)
     if spec.l3_ways is None:
         return None
-    numa = inst.numa_topology if inst.obj_attr_is_set('numa_topology') \
-        else None
+    numa = inst.numa_topology if hasattr(inst, _NUMA) else None
     if numa is not None and numa.cells:
         return capacity.Holding(spec.l3_ways,
                                 frozenset(c.id for c in numa.cells))
@@ -344,21 +371,21 @@ def _request_domains(host_state: Any, spec_obj: Any,
 
 
 def _extra_specs(flavor: Any) -> dict[str, str]:
-    return flavor.extra_specs if flavor.obj_attr_is_set('extra_specs') else {}
+    return flavor.extra_specs if hasattr(flavor, _EXTRA_SPECS) else {}
 
 
 def _name(flavor: Any) -> str:
-    return flavor.name if flavor.obj_attr_is_set('name') else '?'
+    return flavor.name if hasattr(flavor, _NAME) else '?'
 
 
 def _domains(host_state: Any, usage: capacity.Usage) -> frozenset[int]:
     """The host's L3 domains: its NUMA node ids (one L3 per NUMA node)."""
     numa = host_state.numa_topology
+    cached = getattr(host_state, _DOMAINS, None)
+    if cached is not None and cached[0] is numa and numa is not None:
+        return cached[1]
     if numa is None or not numa.cells:
         return usage.domains() | {0}
-    cached = getattr(host_state, _DOMAINS, None)
-    if cached is not None and cached[0] is numa:
-        return cached[1]
     ids = frozenset(c.id for c in numa.cells)
     setattr(host_state, _DOMAINS, (numa, ids))
     return ids

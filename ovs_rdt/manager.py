@@ -207,7 +207,7 @@ class CacheManager:
 
     def _do(self, step: allocator.Step) -> None:
         LOG.debug('resctrl %s %s %s', step.op, step.group or '/',
-                  step.value.strip())
+                  step.value.strip().replace('\n', ' '))
         rc = self.resctrl
         if step.op == 'mkdir':
             rc.mkdir(step.group)

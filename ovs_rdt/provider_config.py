@@ -169,20 +169,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              'output); nova-compute reads *.yaml from [compute] '
              'provider_config_location, e.g. %s' % DEFAULT_OUTPUT)
     who = parser.add_mutually_exclusive_group()
+    # dest: oslo.config keeps the subcommand's own name in args.name
     who.add_argument(
-        '--uuid', default=None,
+        '--uuid', dest='provider_uuid', default=None,
         help='UUID of the resource provider to add the inventory to '
              '(default: %s, every compute node nova-compute manages here)'
              % COMPUTE_NODE)
-    who.add_argument('--name', default=None,
+    who.add_argument('--name', dest='provider_name', default=None,
                      help='name of the resource provider instead of --uuid')
 
 
 def run(settings: Any, args: argparse.Namespace) -> int:
     from ovs_rdt.cmd.common import manager_from
 
-    uuid = getattr(args, 'uuid', None)
-    name = getattr(args, 'name', None)
+    uuid = getattr(args, 'provider_uuid', None)
+    name = getattr(args, 'provider_name', None)
     if uuid and uuid != COMPUTE_NODE and not _UUID.fullmatch(uuid):
         raise ConfigError('--uuid %r is not a UUID (or %s)'
                           % (uuid, COMPUTE_NODE))

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any, Callable
 
@@ -155,7 +156,8 @@ class Ovsdb:
                 want = self._want
             if not self._write(want):
                 with self._cond:
-                    self._cond.wait(RETRY)
+                    if not self._stop:
+                        self._cond.wait(RETRY)
 
     def _connect(self) -> bool:
         warned = False
@@ -164,6 +166,10 @@ class Ovsdb:
                 if self._stop:
                     return False
             try:
+                path = self.remote[5:] if self.remote.startswith('unix:') \
+                    else None
+                if path is not None and not os.path.exists(path):
+                    raise OSError('%s does not exist' % path)  # quietly
                 if self._conn is None:
                     helper = idlutils.get_schema_helper(self.remote, TABLE)
                     helper.register_columns(TABLE, COLUMNS)
@@ -181,7 +187,8 @@ class Ovsdb:
                     '%ss', self.remote, exc, RETRY)
                 warned = True
             with self._cond:
-                self._cond.wait(RETRY)
+                if not self._stop:
+                    self._cond.wait(RETRY)
 
     def _write(self, text: str | None) -> bool:
         api, conn = self._api, self._conn

@@ -48,6 +48,9 @@ class PmdPlacer:
         self._raw: dict[str, str] | None = None
         self._alloc: tuple | None = None
         self._placed: tuple | None = None
+        self._applied: knobs_mod.Placement | None = None
+        #: 'pmd'/'other' -> (group, TIDs placed there by the last sync)
+        self._known: dict[str, tuple[str, frozenset[int]]] = {}
 
     # -- entry point -----------------------------------------------------
     def sync(self, knobs: dict[str, str] | None, scan: Scan,
@@ -88,7 +91,7 @@ class PmdPlacer:
             LOG.error('%s%s', text, '; keeping the previous placement %r'
                       % (self.good,) if new and self.good else '')
         self.error = text
-        self._placed = None
+        self._placed = self._applied = None
         self.status = 'error: ' + text
 
     # -- doing it --------------------------------------------------------
@@ -101,41 +104,62 @@ class PmdPlacer:
                 cache[group] = self._tasks(group)
             return cache[group]
 
+        # Full check: read every group concerned.  Otherwise (same
+        # placement, only threads changed) no tasks file is read: TIDs
+        # already placed are trusted, and new ones are written straight
+        # into their target unless the kernel put them there already (a
+        # new thread starts in its creator's group: ovs-vswitchd's main
+        # thread, one of the "other" threads).
+        full = force or want != self._applied
         if want.ways is not None:
-            fresh = force or members(PMD_GROUP) is None
-            if self._allocate(want, raw, scan, platform, fresh):
+            must = force or (full and members(PMD_GROUP) is None)
+            if self._allocate(want, raw, scan, platform, must):
                 cache.pop(PMD_GROUP, None)
-        managed = sorted({PMD_GROUP, want.pmd_group, want.other_group} | {
-            pool_group(p) for p in self.manager.settings.pools} - {ROOT})
+                full = True
+        if full:
+            self._known.clear()
+        ours = {PMD_GROUP, want.pmd_group, want.other_group} | {
+            pool_group(p) for p in self.manager.settings.pools}
+        managed = sorted(ours - {ROOT})
         # PMD threads first: they are the ones that matter.
-        for tids, target in ((scan.pmd_tids, want.pmd_group),
-                             (scan.others, want.other_group)):
-            if target != ROOT and members(target) is None:
+        for kind, tids, target in (('pmd', scan.pmd_tids, want.pmd_group),
+                                   ('other', scan.others, want.other_group)):
+            known = self._known.get(kind)
+            if known is not None and known[0] == target:
+                inherited = target == ROOT and want.other_group == ROOT
+                move = [] if inherited else [t for t in tids
+                                             if t not in known[1]]
+            elif target == ROOT:
+                move = [t for t in tids
+                        if any(t in (members(g) or ()) for g in managed)]
+            elif members(target) is None:
                 raise RDTError('%s does not exist in %s: is the pool '
                                'configured and applied ("ovs-rdt apply")?'
                                % (target, self.manager.resctrl.root))
-            if target == ROOT:
-                move = [t for t in tids
-                        if any(t in (members(g) or ()) for g in managed)]
             else:
                 move = [t for t in tids if t not in (members(target) or ())]
-            if not move:
-                continue
-            LOG.info('moving ovs-vswitchd threads %s to %s',
-                     ','.join(map(str, move)), target or 'the default group')
-            gone = self.manager.assign(target, move)
-            if gone:
-                LOG.debug('threads %s exited meanwhile', gone)
-            for group, tasks in cache.items():
-                if tasks is not None:
-                    tasks.difference_update(move)
-                    if group == target:
-                        tasks.update(move)
+            if move:
+                self._move(target, move, cache)
+            self._known[kind] = (target, frozenset(tids))
         if want.ways is None and members(PMD_GROUP) is not None:
             LOG.info('removing %s', PMD_GROUP)
             self.manager.release(PMD_GROUP)
             self._alloc = None
+        self._applied = want
         self._placed = scan.key
+
+    def _move(self, target: str, tids: list[int],
+              cache: dict[str, set[int] | None]) -> None:
+        LOG.info('moving ovs-vswitchd threads %s to %s',
+                 ','.join(map(str, tids)), target or 'the default group')
+        gone = self.manager.assign(target, tids)
+        if gone:
+            LOG.debug('threads %s exited meanwhile', gone)
+        for group, tasks in cache.items():
+            if tasks is not None:
+                tasks.difference_update(tids)
+                if group == target:
+                    tasks.update(tids)
 
     def _allocate(self, want: knobs_mod.Placement, raw: dict[str, str],
                   scan: Scan, platform: Platform, force: bool) -> bool:

@@ -52,6 +52,7 @@ class Agent:
         self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = self._reload = False
         self._woken = -1e9
+        self._pools_ok = False
         self._scan_key: tuple | None = None
         self.ovsdb: Any = None
 
@@ -70,14 +71,18 @@ class Agent:
         self.wake()
 
     # -- steps ---------------------------------------------------------------
-    def apply_pools(self) -> str | None:
+    def apply_pools(self) -> bool:
+        """The configured pools and default group (retried until done)."""
         try:
             self.manager.apply()
             self.node.adopt()
-        except RDTError as exc:
-            LOG.error('cannot apply the configured pools: %s', exc)
-            return 'error: %s' % exc
-        return None
+        except (RDTError, OSError) as exc:
+            LOG.error('cannot apply the configured pools (retrying every '
+                      '[ovs] rescan_interval): %s', exc)
+            self._pools_ok = False
+        else:
+            self._pools_ok = True
+        return self._pools_ok
 
     def reload(self) -> None:
         from ovs_rdt import opts
@@ -151,6 +156,8 @@ class Agent:
                 if force:
                     next_rescan = now + self.settings.ovs.rescan_interval
                     watch.rearm()
+                    if not self._pools_ok:
+                        self.apply_pools()
                 self.step(force)
                 if now >= next_reconcile:
                     next_reconcile = now + self.settings.agent.reconcile_interval

@@ -1,11 +1,14 @@
 """A kernel-faithful resctrl emulator (``ovs-rdt emulate``).
 
 * :mod:`.profiles` -- the emulated platforms (CPUID-level geometry);
-* :mod:`.model` -- the pure kernel model: kernel string parsers, groups,
-  schemata/tasks/cpus/mode semantics with the kernel's errno and
-  ``info/last_cmd_status`` texts, the file tree and the monitoring model;
-* :mod:`.fs` -- the mfusepy binding of the model to files;
-* :mod:`.cli` -- argument parsing, mounting and daemonizing.
+* :mod:`.kparse` -- the kernel's string parsers/printers (kstrtox, bitmaps);
+* :mod:`.host` -- the host's real threads from ``/proc``;
+* :mod:`.groups` -- resource groups and which group each thread is in;
+* :mod:`.monitor` -- footprints, occupancy and MBM counters;
+* :mod:`.model` -- the kernel model proper: the file tree, every read/write
+  handler with the kernel's errno and ``info/last_cmd_status`` texts;
+* :mod:`.fs` -- the mfusepy binding of the model to files (the only FUSE user);
+* :mod:`.cli` -- argument parsing, the sysfs tree, mounting and daemonizing.
 
 See ``doc/emulator.md`` for what is emulated and how.
 """

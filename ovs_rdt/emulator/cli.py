@@ -8,6 +8,7 @@ without it.  With ``-d`` the command returns only once the mount is live
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 import logging
 import os
 import select
@@ -17,6 +18,7 @@ import time
 from typing import Callable, Optional
 
 from ovs_rdt.emulator.kparse import bitmap_list_string, bitmap_string
+from ovs_rdt.emulator.monitor import DEFAULT_FOOTPRINT, Footprints
 from ovs_rdt.emulator.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
 LOG = logging.getLogger(__name__)
@@ -29,41 +31,76 @@ class EmulatorError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument('--profile', default=DEFAULT_PROFILE, choices=sorted(PROFILES),
+    """Options of ``emulate``.
+
+    Destinations are prefixed ``emu_`` to stay clear of the operator CLI's
+    own options (oslo.config/oslo.log).
+    """
+    parser.add_argument('--profile', dest='emu_profile', default=DEFAULT_PROFILE,
+                        choices=sorted(PROFILES),
                         help='emulated platform (default: %(default)s)')
-    parser.add_argument('-d', '--daemon', action='store_true',
+    parser.add_argument('-d', '--daemon', dest='emu_daemon', action='store_true',
                         help='run in the background once the mount is ready')
-    parser.add_argument('--sysfs-dir', metavar='DIR',
+    parser.add_argument('--sysfs-dir', dest='emu_sysfs_dir', metavar='DIR',
                         help='write a sysfs CPU/cache topology tree for the profile '
-                             '(cpuN/cache/index3/{id,level,shared_cpu_list}, online)')
-    parser.add_argument('--footprints', metavar='FILE',
-                        help='JSON {"<tid>": bytes, "comm:<name>": bytes, "default": bytes}; '
-                             're-read when it changes')
-    parser.add_argument('--default-footprint', type=int, metavar='BYTES',
-                        default=2 * 1024 * 1024,
+                             '(online, cpuN/cache/index3/{id,level,shared_cpu_list})')
+    parser.add_argument('--footprints', dest='emu_footprints', metavar='FILE',
+                        help='JSON {"<tid>": bytes, "comm:<name>": bytes, "default": bytes}'
+                             '; re-read when it changes')
+    parser.add_argument('--default-footprint', dest='emu_default_footprint', type=int,
+                        metavar='BYTES', default=DEFAULT_FOOTPRINT,
                         help='cache footprint of a task not in --footprints '
                              '(default: %(default)s)')
-    parser.add_argument('--set', action='append', default=[], metavar='FIELD=VALUE',
-                        dest='profile_set',
+    parser.add_argument('--set', dest='emu_set', action='append', default=[],
+                        metavar='FIELD=VALUE',
                         help='override a profile field, e.g. --set num_rmids=8 '
                              '(see doc/emulator.md)')
-    parser.add_argument('--pid-file', metavar='FILE', help='write the daemon pid here')
-    parser.add_argument('--log-file', metavar='FILE', help='log here (daemon default: none)')
-    parser.add_argument('--verbose', action='store_true', help='log every FUSE request')
-    parser.add_argument('mountpoint', metavar='MOUNTPOINT', help='an existing directory')
+    parser.add_argument('--pid-file', dest='emu_pid_file', metavar='FILE',
+                        help='write the emulator pid here')
+    parser.add_argument('--log-file', dest='emu_log_file', metavar='FILE',
+                        help='log here (the daemon logs nowhere by default)')
+    parser.add_argument('--verbose', dest='emu_verbose', action='store_true',
+                        help='debug logging, including every FUSE request')
+    parser.add_argument('emu_mountpoint', metavar='MOUNTPOINT', help='an existing directory')
 
 
-def _profile(args: argparse.Namespace) -> Profile:
+@dataclass(frozen=True)
+class Options:
+    """What ``run()`` needs, with absolute paths (the daemon changes to /)."""
+
+    profile: Profile
+    mountpoint: str
+    daemon: bool = False
+    sysfs_dir: Optional[str] = None
+    footprints: Optional[str] = None
+    default_footprint: int = DEFAULT_FOOTPRINT
+    pid_file: Optional[str] = None
+    log_file: Optional[str] = None
+    verbose: bool = False
+
+
+def _abs(path: Optional[str]) -> Optional[str]:
+    return os.path.abspath(path) if path else None
+
+
+def options(args: argparse.Namespace) -> Options:
+    """Validate the parsed arguments; :class:`EmulatorError` on a bad value."""
     pairs = []
-    for item in args.profile_set:
+    for item in args.emu_set:
         key, sep, value = item.partition('=')
         if not sep:
             raise EmulatorError('--set needs FIELD=VALUE, not %r' % item)
         pairs.append((key.strip(), value.strip()))
     try:
-        return get_profile(args.profile).with_overrides(pairs)
+        profile = get_profile(args.emu_profile).with_overrides(pairs)
     except ValueError as exc:
         raise EmulatorError(str(exc)) from None
+    return Options(profile=profile, mountpoint=os.path.abspath(args.emu_mountpoint),
+                   daemon=args.emu_daemon, sysfs_dir=_abs(args.emu_sysfs_dir),
+                   footprints=_abs(args.emu_footprints),
+                   default_footprint=args.emu_default_footprint,
+                   pid_file=_abs(args.emu_pid_file), log_file=_abs(args.emu_log_file),
+                   verbose=args.emu_verbose)
 
 
 def _check_mountpoint(path: str) -> None:
@@ -126,16 +163,13 @@ def write_sysfs(profile: Profile, root: str) -> None:
             _write(path, text)
 
 
-def _serve(args: argparse.Namespace, profile: Profile,
-           on_ready: Optional[Callable[[], None]] = None) -> None:
+def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None:
     from ovs_rdt.emulator import fs
     from ovs_rdt.emulator.model import Resctrl
-    from ovs_rdt.emulator.monitor import Footprints
 
-    footprints = Footprints(args.footprints, args.default_footprint)
-    model = Resctrl(profile, footprints=footprints)
-    fs.mount(model, os.path.abspath(args.mountpoint), on_ready=on_ready,
-             debug=args.verbose)
+    footprints = Footprints(opts.footprints, opts.default_footprint)
+    model = Resctrl(opts.profile, footprints=footprints)
+    fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose)
 
 
 def _first_line(path: str) -> str:
@@ -149,17 +183,18 @@ def _first_line(path: str) -> str:
     return ''
 
 
-def _daemonize(args: argparse.Namespace, profile: Profile) -> int:
+def _daemonize(opts: Options) -> int:
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid:
         os.close(wfd)
-        return _await_child(rfd, pid, args.mountpoint)
+        return _await_child(rfd, pid, opts.mountpoint)
     os.close(rfd)
     rc = 1
     try:
         os.setsid()
-        rc = _daemon_main(args, profile, wfd)
+        os.chdir('/')
+        rc = _daemon_main(opts, wfd)
     finally:
         os._exit(rc)
 
@@ -191,7 +226,7 @@ def _await_child(rfd: int, pid: int, mountpoint: str) -> int:
     return 1
 
 
-def _daemon_main(args: argparse.Namespace, profile: Profile, wfd: int) -> int:
+def _daemon_main(opts: Options, wfd: int) -> int:
     """In the daemon: serve, reporting 'ok' or the mount error on ``wfd``."""
     state = {'ready': False}
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -207,66 +242,65 @@ def _daemon_main(args: argparse.Namespace, profile: Profile, wfd: int) -> int:
         state['ready'] = True
 
     try:
-        if args.pid_file:
-            _write(args.pid_file, '%d\n' % os.getpid())
-        _serve(args, profile, on_ready=ready)
+        if opts.pid_file:
+            _write(opts.pid_file, '%d\n' % os.getpid())
+        _serve(opts, on_ready=ready)
         return 0
     except Exception as exc:        # reported to the waiting parent as one line
-        LOG.exception('Emulator failed')
         if not state['ready']:
             detail = _first_line(errlog.name) or str(exc) or type(exc).__name__
             os.write(wfd, ('error: cannot mount %s: %s\n'
-                           % (args.mountpoint, detail)).encode())
+                           % (opts.mountpoint, detail)).encode())
+        LOG.exception('Emulator failed')
         return 1
     finally:
         errlog.close()
         os.unlink(errlog.name)
-        if args.pid_file:
+        if opts.pid_file:
             try:
-                os.unlink(args.pid_file)
+                os.unlink(opts.pid_file)
             except OSError:
                 pass
 
 
-def _setup_logging(args: argparse.Namespace) -> None:
+def _setup_logging(opts: Options) -> None:
     if logging.getLogger().handlers:
         return
-    level = logging.DEBUG if args.verbose else logging.INFO
-    if args.log_file:
-        logging.basicConfig(filename=args.log_file, level=level,
+    level = logging.DEBUG if opts.verbose else logging.INFO
+    if opts.log_file:
+        logging.basicConfig(filename=opts.log_file, level=level,
                             format='%(asctime)s %(process)d %(levelname)s %(name)s %(message)s')
-    elif not args.daemon:
-        logging.basicConfig(level=logging.WARNING if not args.verbose else level,
+    elif not opts.daemon:
+        logging.basicConfig(level=logging.DEBUG if opts.verbose else logging.WARNING,
                             format='%(levelname)s %(name)s %(message)s')
 
 
 def run(args: argparse.Namespace) -> int:
-    """Mount an emulated resctrl at ``args.mountpoint``; 0 on clean unmount."""
+    """Mount an emulated resctrl at MOUNTPOINT; 0 once live (-d) or unmounted."""
     try:
-        profile = _profile(args)
-        mountpoint = os.path.abspath(args.mountpoint)
-        _check_mountpoint(mountpoint)
-        if args.sysfs_dir:
+        opts = options(args)
+        _check_mountpoint(opts.mountpoint)
+        if opts.sysfs_dir:
             try:
-                write_sysfs(profile, args.sysfs_dir)
+                write_sysfs(opts.profile, opts.sysfs_dir)
             except OSError as exc:
                 raise EmulatorError('cannot write the sysfs tree in %s: %s'
-                                    % (args.sysfs_dir, exc.strerror)) from None
+                                    % (opts.sysfs_dir, exc.strerror)) from None
     except EmulatorError as exc:
         print('error: %s' % exc, file=sys.stderr)
         return 1
-    _setup_logging(args)
-    if args.daemon:
-        return _daemonize(args, profile)
+    _setup_logging(opts)
+    if opts.daemon:
+        return _daemonize(opts)
     try:
-        if args.pid_file:
-            _write(args.pid_file, '%d\n' % os.getpid())
-        _serve(args, profile)
+        if opts.pid_file:
+            _write(opts.pid_file, '%d\n' % os.getpid())
+        _serve(opts)
     except Exception as exc:
         LOG.debug('Mount failed', exc_info=True)
-        print('error: cannot mount %s: %s' % (mountpoint, exc), file=sys.stderr)
+        print('error: cannot mount %s: %s' % (opts.mountpoint, exc), file=sys.stderr)
         return 1
     finally:
-        if args.pid_file and os.path.exists(args.pid_file):
-            os.unlink(args.pid_file)
+        if opts.pid_file and os.path.exists(opts.pid_file):
+            os.unlink(opts.pid_file)
     return 0

@@ -135,15 +135,9 @@ class Resctrl:
     def ctrl_groups(self) -> list[Group]:
         return [self.root] + list(self.groups.values())
 
-    def _group_by_closid(self, closid: int) -> Optional[Group]:
-        for grp in self.ctrl_groups():
-            if grp.closid == closid:
-                return grp
-        return None
-
-    def _mode_by_closid(self, closid: int) -> Optional[str]:
-        grp = self._group_by_closid(closid)
-        return grp.mode if grp else None
+    def _modes(self) -> dict[int, str]:
+        """closid -> mode of every allocated CLOSID (``rdtgroup_mode_by_closid``)."""
+        return {grp.closid: grp.mode for grp in self.ctrl_groups()}
 
     def _cmd(self, text: str) -> None:
         """``rdt_last_cmd_puts()`` into the 512-byte seq_buf."""
@@ -208,10 +202,13 @@ class Resctrl:
                 raise self._fail(errno.EINVAL,
                                  "Unknown or unsupported resource name '%s'\n" % resname)
             self._parse_line(rest, resname, grp, staged)
-        self.mon.advance()
-        for (res, dom), val in staged.items():
-            (self.cbm if res == 'L3' else self.mbv)[grp.closid][dom] = val
-        self.mon.controls_changed()
+        changes = {(res, dom): val for (res, dom), val in staged.items()
+                   if (self.cbm if res == 'L3' else self.mbv)[grp.closid][dom] != val}
+        if changes:
+            self.mon.advance()
+            for (res, dom), val in changes.items():
+                (self.cbm if res == 'L3' else self.mbv)[grp.closid][dom] = val
+            self.mon.controls_changed()
 
     def _parse_line(self, line: str, res: str, grp: Group,
                     staged: dict[tuple[str, int], int]) -> None:
@@ -276,9 +273,8 @@ class Resctrl:
     def _cbm_overlaps(self, cbm: int, dom: int, closid: int, exclusive: bool) -> bool:
         if not exclusive and cbm & self.profile.shareable_bits:
             return True
-        for i in range(self.profile.num_closids):
-            mode = self._mode_by_closid(i)
-            if not self.closid_used[i] or i == closid or mode == LOCKSETUP:
+        for i, mode in self._modes().items():
+            if i == closid or mode == LOCKSETUP:
                 continue
             if cbm & self.cbm[i][dom]:
                 if exclusive:
@@ -293,10 +289,7 @@ class Resctrl:
         parts = []
         for dom in prof.domains:
             sw = excl = 0
-            for i in range(prof.num_closids):
-                if not self.closid_used[i]:
-                    continue
-                mode = self._mode_by_closid(i)
+            for i, mode in self._modes().items():
                 if mode == SHAREABLE:
                     sw |= self.cbm[i][dom]
                 elif mode == EXCLUSIVE:
@@ -493,14 +486,12 @@ class Resctrl:
         """``__init_one_rdt_domain()`` + ``cbm_ensure_valid()``."""
         prof = self.profile
         new = used = prof.shareable_bits
-        for i in range(prof.num_closids):
-            if self.closid_used[i] and i != closid:
-                mode = self._mode_by_closid(i)
-                if mode == LOCKSETUP:
-                    continue
-                used |= self.cbm[i][dom]
-                if mode == SHAREABLE:
-                    new |= self.cbm[i][dom]
+        for i, mode in self._modes().items():
+            if i == closid or mode == LOCKSETUP:
+                continue
+            used |= self.cbm[i][dom]
+            if mode == SHAREABLE:
+                new |= self.cbm[i][dom]
         new |= (used ^ prof.cbm_mask) & prof.cbm_mask
         if not new:
             return 0

@@ -233,6 +233,15 @@ def test_bad_annotation_has_its_own_message(env: Env, body: str,
     assert not any(m in err for m in others)
 
 
+def test_failure_at_started_stops_the_guest(env: Env) -> None:
+    env.configure(qemu_run_dir='/nonexistent')
+    guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    err = start_fails(env, guest)
+    assert ("ovs-rdt: stopping domain '%s': no running QEMU for the domain"
+            % guest.name) in err
+    assert 'stopped end: removed group %s' % guest.group in env.tb.hook_log()
+
+
 def test_on_failure_warn_starts_the_guest_unmanaged(env: Env) -> None:
     env.configure(on_failure='warn')
     guest = env.tb.define(rdt('<rdt:l3 ways="17"/>'))

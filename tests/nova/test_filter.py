@@ -348,3 +348,25 @@ def test_bare_stubs_are_loaded_in_one_query_and_cached() -> None:
         assert [h.host for h in HANDLER.get_filtered_objects(
             flt, [host(instances=stubs())], spec)] == ['h1']
         assert get.call_count == 1
+
+
+# -- doc/nova.md's worked example -----------------------------------------------------
+DOC_META = {'rdt_l3_ways': '11', 'rdt_system_ways': '6', 'rdt_closids': '16',
+            'rdt_reserved_closids': '3', 'rdt_pools': 'hp'}
+
+
+def test_doc_example() -> None:
+    flt = load(NUMA_FILTER, PATH)
+    computes = [host('compute-1', meta=DOC_META),
+                host('compute-2', meta=DOC_META)]
+    cache3 = request(num=3, **{'rdt:l3_ways': '3', 'rdt:mb_percent': '60'})
+    assert schedule(flt, computes, cache3) == ['compute-1', 'compute-2']
+
+    empty = [host('compute-1', meta=DOC_META)]
+    pinned3 = request(cells=1, num=3, **{'rdt:l3_ways': '3'})
+    assert schedule(flt, empty, pinned3) == ['compute-1', 'compute-1']
+    assert schedule(flt, empty, request(cells=1, **{'rdt:l3_ways': '2'})) \
+        == ['compute-1']
+
+    web = request(num=20, **{'rdt:pool': 'hp'})
+    assert len(schedule(flt, [host('compute-2', meta=DOC_META)], web)) == 20

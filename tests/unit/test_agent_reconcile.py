@@ -109,11 +109,19 @@ def test_ways_places_pmds_and_vswitchd(mgr: FakeManager) -> None:
     assert mgr.calls == []
 
 
+def test_threads_in_default_group_left_alone(mgr: FakeManager) -> None:
+    mgr.resctrl.members[ROOT] = {100, 101, 200}
+    PmdPlacer(mgr).sync({'pmd-cpu-mask': '0x1'}, scan({200: 0}), force=True)
+    assert mgr.calls == []
+
+
 def test_vswitchd_default_keeps_others_out(mgr: FakeManager) -> None:
+    mgr.resctrl.members[ROOT] = {100, 101, 200}
     placer = PmdPlacer(mgr)
     placer.sync({'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'},
                 scan({200: 0}))
     assert mgr.resctrl.members[PMD_GROUP] == {200}
+    assert [c[0] for c in mgr.calls] == ['allocate', 'assign']
     assert 'other ovs-vswitchd threads in the default group' in placer.status
 
 
@@ -274,3 +282,30 @@ def test_reconciler_forgets_suspect_that_came_alive(mgr, tmp_path) -> None:
     fake_qemu(str(tmp_path), 10, UUID)   # QEMU started after "prepare"
     assert node.reconcile() == []
     assert node.reconcile() == []
+
+
+def test_fast_path_reads_no_tasks_file(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'}
+    placer.sync(knobs, scan({200: 0}))
+    reads: list[str] = []
+    real = mgr.resctrl.tasks
+    mgr.resctrl.tasks = lambda g: reads.append(g) or real(g)  # type: ignore
+    mgr.calls.clear()
+    # A thread is born (not yet named: an "other", born in the default
+    # group like its creator), then becomes a PMD thread.
+    placer.sync(knobs, scan({200: 0}, others=(100, 101, 300)))
+    assert mgr.calls == [] and reads == []
+    placer.sync(knobs, scan({200: 0, 300: 1}))
+    assert mgr.calls == [('assign', PMD_GROUP, [300])] and reads == []
+
+
+def test_newborn_pmd_leaves_vswitchd_pool(mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-vswitchd': 'pool:hp'}
+    placer.sync(knobs, scan({200: 0}))
+    assert mgr.resctrl.members[HP] == {100, 101}
+    mgr.resctrl.members[HP].add(300)   # inherited from the main thread
+    placer.sync(knobs, scan({200: 0, 300: 1}))
+    assert mgr.resctrl.where(300) == ROOT
+    assert mgr.resctrl.members[HP] == {100, 101}

@@ -150,6 +150,11 @@ def test_misplaced_annotation_rejected():
     assert '<rdt:l3> must be inside <rdt:rdt' in error_of(data)
 
 
+def test_nested_annotation_rejected():
+    data = xml('<x:y xmlns:x="urn:x">%s</x:y>' % rdt('<rdt:l3 ways="1"/>'))
+    assert '<rdt:rdt> must be directly in <metadata>' in error_of(data)
+
+
 def test_values_in_messages_are_escaped_and_bounded():
     msg = error_of(xml(rdt('<rdt:l3 ways="%s&#10;&quot;x"/>' % ('9' * 200))))
     assert '\n' not in msg and len(msg) < 200

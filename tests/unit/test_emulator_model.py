@@ -8,9 +8,9 @@ from typing import Optional
 
 import pytest
 
-from ovs_rdt.emulator import kparse
 from ovs_rdt.emulator.cli import write_sysfs
 from ovs_rdt.emulator.host import TaskInfo
+from ovs_rdt.emulator import kparse
 from ovs_rdt.emulator.model import Caller, Resctrl
 from ovs_rdt.emulator.monitor import Footprints
 from ovs_rdt.emulator.profiles import PROFILES, get_profile

@@ -122,6 +122,7 @@ def node(tmp_path, monkeypatch):
         def tasks(self, group):
             return sorted(self.rc().tasks(group))
 
+    monkeypatch.setattr(hook.Log, 'use_syslog', False)
     monkeypatch.setattr(hook.Hook, 'make_resctrl',
                         lambda self: FakeKernelTree(
                             self.settings.resctrl.root,

@@ -152,3 +152,28 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
 def test_run_refuses_a_bad_uuid() -> None:
     with pytest.raises(ConfigError, match='not a UUID'):
         pc.run(Settings.defaults(), _args(uuid='nope'))
+
+
+def test_doc_example() -> None:
+    """doc/nova.md: 11 ways x 2 sockets, 2 system + pool hp 2 + PMD 2."""
+    groups = [Group('', {0: cbm(0x01f), 1: cbm(0x01f)}),
+              Group(pool_group('hp'), {0: cbm(0x060), 1: cbm(0x060)}),
+              Group(PMD_GROUP, {0: cbm(0x180), 1: cbm(0x180)})]
+    assert pc.reserved_ways(platform(), groups, 2) == {0: 6, 1: 6}
+    inv = pc.inventory(platform(), groups, 2)
+    assert (inv[pc.RC_WAYS]['total'], inv[pc.RC_WAYS]['reserved'],
+            inv[pc.RC_WAYS]['max_unit']) == (22, 12, 10)
+    assert inv[pc.RC_CLOSIDS]['reserved'] == 3
+
+
+def test_run_names_the_provider(tmp_path: 'os.PathLike[str]',
+                                capsys: pytest.CaptureFixture) -> None:
+    root = os.path.join(str(tmp_path), 'resctrl')
+    fakes.make_tree(root)
+    settings = Settings.defaults(resctrl={'root': root,
+                                          'sysfs_cpu_root': str(tmp_path)})
+    args = _args(name='compute-1')
+    args.name = 'provider-config'   # what oslo.config's subcommand sets
+    assert pc.run(settings, args) == 0
+    assert "  - identification:\n      name: 'compute-1'\n" in \
+        capsys.readouterr().out

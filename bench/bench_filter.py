@@ -73,9 +73,11 @@ def build(n_hosts: int, n_instances: int) -> tuple[list, Any]:
 
 
 def timed(run: Callable[[], list]) -> tuple[float, int]:
-    """Like timeit: the garbage collector off while timing (with 400,000
-    live objects a full collection, triggered by whichever filter happens to
-    allocate past the threshold, would dwarf either filter)."""
+    """Seconds ``run`` takes and what it returns, garbage collector off.
+
+    As timeit does: with 400,000 live objects a full collection, triggered
+    by whichever filter allocates past the threshold, would dwarf either.
+    """
     gc.collect()
     gc.disable()
     try:

@@ -1,2 +1,5 @@
-"""ovs-rdt for Nova: the RDTCacheFilter scheduler filter, the rdt: extra-spec
-validators and the [ovs_rdt] nova.conf options."""
+"""ovs-rdt for Nova.
+
+The RDTCacheFilter scheduler filter, the rdt: extra-spec validators and the
+[ovs_rdt] nova.conf options.
+"""

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 
 from ovs_rdt import allocator
-from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidMask, RDTError
+from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.model import MODE_EXCLUSIVE, ROOT, Group, Platform, Request
 from ovs_rdt.model import pool_group
 from ovs_rdt.resctrl import Resctrl

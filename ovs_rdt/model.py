@@ -1,8 +1,8 @@
 """Plain value types shared by the resctrl layer and the allocator (no I/O)."""
 from __future__ import annotations
 
-from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.bitmask import CBM
+from ovs_rdt import GROUP_PREFIX
 
 ROOT = ''
 """Name of the default (root) resctrl group."""

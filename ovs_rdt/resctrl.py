@@ -11,16 +11,16 @@
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 import errno
 import fcntl
 import os
 import time
-from contextlib import contextmanager
 from typing import Iterable, Iterator
 
-from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
+from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 
 _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'

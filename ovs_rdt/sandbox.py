@@ -15,8 +15,8 @@ import sys
 import time
 from typing import Any
 
-from ovs_rdt import procfs
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt import procfs
 
 LOG = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ def make_tree(root: str, cbm_len: int = 11, domains: tuple[int, ...] = (0, 1),
         put('info/MB/num_closids', '%d\n' % (closids // 2))
         schemata += 'MB:' + ';'.join('%d=100' % d for d in domains) + '\n'
     put('schemata', schemata)
-    put('size', 'L3:' + ';'.join('%d=%d' % (d, way_bytes * cbm_len)
-                                  for d in domains) + '\n')
+    sizes = ';'.join('%d=%d' % (d, way_bytes * cbm_len) for d in domains)
+    put('size', 'L3:' + sizes + '\n')
     put('tasks', '1\n')
     put('mode', 'shareable\n')
     put('cpus_list', '0-%d\n' % (cpus_per_domain * len(domains) - 1))

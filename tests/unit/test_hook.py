@@ -62,8 +62,12 @@ class FakeKernelTree(Resctrl):
 
     def write(self, path, value):
         if os.path.basename(path) != 'tasks':
-            with open(path, 'w') as fh:
+            # One atomic replace, like the kernel's: readers that do not
+            # hold the lock (Resctrl.platform) never see a half-written file.
+            tmp = '%s.%d.tmp' % (path, threading.get_native_id())
+            with open(tmp, 'w') as fh:
                 fh.write(value)
+            os.replace(tmp, path)
             return
         tid = int(value)
         if not os.path.exists('/proc/%d' % tid):
@@ -424,7 +428,7 @@ def test_read_stdin_drains_but_bounds():
     assert hook._MAX_STDIN < len(data) < hook._MAX_STDIN + 70000
 
 
-def test_concurrent_prepares_share_nothing(node):
+def test_concurrent_prepares_share_nothing(node, capsys):
     # 11 ways: 2 for the system, 2 for pool noisy, 3 x 2 for the VMs.
     uuids = ['%08d-0000-0000-0000-000000000000' % i for i in range(3)]
     results = []
@@ -436,7 +440,7 @@ def test_concurrent_prepares_share_nothing(node):
         thr.start()
     for thr in threads:
         thr.join()
-    assert results == [0] * 3
+    assert results == [0] * 3, capsys.readouterr().err
     held = [int(node.masks('ovsrdt-vm-' + u)[0], 16) for u in uuids]
     assert sum(bin(m).count('1') for m in held) == 6
     combined = 0

@@ -26,7 +26,7 @@ Layout rules, per cache domain (domains are independent):
 from __future__ import annotations
 
 from ovs_rdt.bitmask import CBM
-from ovs_rdt import capacity
+from ovs_rdt import ways as capacity
 from ovs_rdt.exceptions import InsufficientWays, InvalidMask, OutOfClosids
 from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.model import Platform, Request

@@ -5,9 +5,11 @@ them: lower-case hex without ``0x`` (``7f0``).
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 from ovs_rdt.exceptions import InvalidMask
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Iterator
 
 
 class CBM:

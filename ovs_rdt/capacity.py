@@ -27,6 +27,10 @@ from __future__ import annotations
 
 from typing import AbstractSet, Iterable, NamedTuple
 
+from ovs_rdt.ways import closids_fit  # noqa: F401 (re-exported)
+from ovs_rdt.ways import closids_free
+from ovs_rdt.ways import free_ways
+
 
 class Holding(NamedTuple):
     """What one instance holds (or a request asks for) on a host."""
@@ -48,25 +52,6 @@ class HostCapacity(NamedTuple):
     reserved_closids: int = 1
     pools: frozenset[str] = frozenset()
     """Pools that exist on the host whatever runs there."""
-
-
-def free_ways(l3_ways: int, system_ways: int, used_ways: int) -> int:
-    """Ways of one domain still free for VMs (never negative)."""
-    return max(0, l3_ways - system_ways - used_ways)
-
-
-def closids_free(closids: int, reserved_closids: int, dedicated: int,
-                 pools: int) -> int:
-    """CLOSIDs still free (never negative).
-
-    ``dedicated`` VM groups and ``pools`` on-demand pool groups hold one each.
-    """
-    return max(0, closids - reserved_closids - dedicated - pools)
-
-
-def closids_fit(num_closids: int, groups: int) -> bool:
-    """Whether ``groups`` control groups (root included) fit the CLOSIDs."""
-    return groups <= num_closids
 
 
 class Usage:

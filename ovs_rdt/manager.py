@@ -9,8 +9,6 @@ left half-applied.
 """
 from __future__ import annotations
 
-import logging
-
 from ovs_rdt import allocator
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
@@ -20,7 +18,24 @@ from ovs_rdt.model import MODE_EXCLUSIVE, ROOT, Group, Platform, Request
 from ovs_rdt.model import pool_group
 from ovs_rdt.resctrl import Resctrl
 
-LOG = logging.getLogger(__name__)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Any
+
+
+class _Log:
+    """``logging.getLogger(__name__)``, imported on first use.
+
+    The libvirt hook plans through this module at every VM start and
+    logging costs it ~8 ms; it is needed only when something is logged.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        import logging
+        return getattr(logging.getLogger(__name__), name)
+
+
+LOG = _Log()
 
 POOL_PREFIX = pool_group('')
 

@@ -11,17 +11,19 @@
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 import errno
 import fcntl
 import os
 import time
-from typing import Iterable, Iterator
 
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Iterable
 
 _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
                         'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:')
@@ -102,6 +104,22 @@ def check_group_name(name: str) -> None:
         raise NotOwnedError('%r is not a valid resctrl group name' % name)
 
 
+class _Lock:
+    """``with resctrl.lock():`` (contextlib costs the hook milliseconds)."""
+
+    __slots__ = ('rc', 'exclusive')
+
+    def __init__(self, rc: 'Resctrl', exclusive: bool) -> None:
+        self.rc = rc
+        self.exclusive = exclusive
+
+    def __enter__(self) -> None:
+        self.rc._acquire(self.exclusive)
+
+    def __exit__(self, *exc: object) -> None:
+        self.rc._release()
+
+
 class Resctrl:
     """resctrl below ``root`` (``/sys/fs/resctrl`` on a real node)."""
 
@@ -153,17 +171,15 @@ class Resctrl:
             os.close(fd)
 
     # -- locking ----------------------------------------------------------
-    @contextmanager
-    def lock(self, exclusive: bool = True) -> Iterator[None]:
-        """flock on the root; re-entrant within this object."""
+    def lock(self, exclusive: bool = True) -> '_Lock':
+        """flock on the root (context manager); re-entrant in this object."""
+        return _Lock(self, exclusive)
+
+    def _acquire(self, exclusive: bool) -> None:
         if self._lock_depth:
             if exclusive and not self._lock_exclusive:
                 raise RuntimeError('cannot upgrade a shared resctrl lock')
             self._lock_depth += 1
-            try:
-                yield
-            finally:
-                self._lock_depth -= 1
             return
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -190,13 +206,14 @@ class Resctrl:
             raise
         self._lock_fd, self._lock_depth = fd, 1
         self._lock_exclusive = exclusive
-        try:
-            yield
-        finally:
-            self._lock_depth = 0
-            self._lock_fd = None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+
+    def _release(self) -> None:
+        self._lock_depth -= 1
+        if self._lock_depth or self._lock_fd is None:
+            return
+        fd, self._lock_fd = self._lock_fd, None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
     # -- capabilities -----------------------------------------------------
     def _info(self, *parts: str) -> str | None:

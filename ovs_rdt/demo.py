@@ -194,6 +194,52 @@ def _teardown(box: Any) -> int:
     return 1 if problems else 0
 
 
+TABLE4 = (  # seed 000 Table 4: (who, CoS, CBM)
+    ('PMD1', '0', '0x7F0'), ('PMD2', '0', '0x7F0'),
+    ('ovs-vswitchd', '0', '0x7F0'), ('VM1 - SUT', '0', '0x7F0'),
+    ('VM2 - Noisy Neighbor', '1', '0x2'), ('VM3 - Noisy Neighbor', '1', '0x2'),
+    ('OS', '-', '0xC'),
+)
+
+
+def placed(plan: dict, domain: int = 0) -> list[tuple[str, str, str, int]]:
+    """(who, group, CBM, ways) for every member, as Table 4 lists them."""
+    dom = next(d for d in plan['domains'] if d['domain'] == domain)
+    rows = []
+    # Table 4's order: the shared CLOSes, then the OS, then the rest.
+    order = {'pool': 0, 'ovs-pmd': 0, 'default': 1}
+    for row in sorted(dom['groups'], key=lambda r: order.get(r['kind'], 2)):
+        cbm = '0x' + row['cbm']
+        if row['kind'] == 'default':
+            rows.append(('OS', 'default (root)', cbm, row['ways']))
+            continue
+        for member in row['members']:
+            if member['kind'] == 'ovs-vswitchd':
+                for core in sorted(member['pmds']):
+                    rows.append(('PMD c%02d' % core, row['group'], cbm,
+                                 row['ways']))
+                rows.append(('ovs-vswitchd', row['group'], cbm, row['ways']))
+            elif member['kind'] == 'vm':
+                rows.append(('VM ' + member['name'], row['group'], cbm,
+                             row['ways']))
+    return rows
+
+
+def table4(plan: dict) -> str:
+    """Seed 000 Table 4 next to what is placed here (cache domain 0)."""
+    lines = ['Seed 000 Table 4 ("CAT with Aggressors")  vs  this node, cache '
+             'domain 0:',
+             '  %-22s %-4s %-6s | %-24s %-40s %-6s %s'
+             % ('Process/VM', 'CoS', 'CBM', 'here', 'group', 'CBM', 'ways')]
+    here = placed(plan)
+    for i in range(max(len(TABLE4), len(here))):
+        left = TABLE4[i] if i < len(TABLE4) else ('', '', '')
+        right = here[i] if i < len(here) else ('', '', '', '')
+        lines.append('  %-22s %-4s %-6s | %-24s %-40s %-6s %s'
+                     % (left + right))
+    return '\n'.join(lines)
+
+
 def _main_job(box: Any, args: argparse.Namespace) -> None:
     from ovs_rdt import conf, members, report
     from ovs_rdt.cmd import top
@@ -247,19 +293,17 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         '%s (%s)' % (n, d) for n, _, d in GUESTS), start_guests)
     rc = resctrl_from(settings)
 
-    def show_status() -> str:
+    def show_status() -> dict:
         platform = rc.platform()
         with rc.lock(exclusive=False):
             groups = rc.groups(with_tasks=True)
-        plan = report.build(platform, groups,
+        return report.build(platform, groups,
                             lambda g: members.describe(g.tasks))
-        return report.render(plan, sys.stdout.isatty())
 
-    text = progress.step('reading the cache plan (ovs-rdt status)', show_status)
-    print('\n' + text)
-    print('\nSeed 000 Table 4: CLOS 0 = 0x7F0 (PMDs, ovs-vswitchd, VM under '
-          'test), CLOS 1 = 0x2 (noisy VMs), OS = 0xC; way 0 left free '
-          '(here: the dedicated guest).')
+    plan = progress.step('reading the cache plan (ovs-rdt status)',
+                         show_status)
+    print('\n' + report.render(plan, sys.stdout.isatty()))
+    print('\n' + table4(plan))
 
     def show_top() -> None:
         print()

@@ -99,14 +99,16 @@ def render(report: dict, colour: bool = False) -> str:
     lines.append('Platform: %d-bit CBM %s, %d CLOSIDs (%d in use), MBA %s'
                  % (plat['cbm_len'], plat['cbm_mask'], plat['num_closids'],
                     plat['closids_used'], 'yes' if plat['mba'] else 'no'))
+    name_w = max([len(r['group']) for d in report['domains']
+                  for r in d['groups']] + [len('default (root)'), 20])
     for dom in report['domains']:
         width = dom['ways']
         lines.append('')
         lines.append('L3 cache domain %d: %d KiB, %d ways of %d KiB'
                      % (dom['domain'], dom['size_kib'], width, dom['way_kib']))
         head = ' '.join('%2d' % b for b in range(width - 1, -1, -1))
-        lines.append('  %-44s %-10s %5s %4s %7s  %s  %s' % (
-            'GROUP', 'MODE', 'CBM', 'WAYS', 'KiB', head, 'MEMBERS'))
+        lines.append('  %-*s %-10s %5s %4s %7s  %s  %s' % (
+            name_w, 'GROUP', 'MODE', 'CBM', 'WAYS', 'KiB', head, 'MEMBERS'))
         for idx, row in enumerate(dom['groups']):
             cells = []
             for ch in row['map']:
@@ -120,12 +122,12 @@ def render(report: dict, colour: bool = False) -> str:
                 'default (root)'
             mb = ' MB %d%%' % row['mb_percent'] \
                 if row['mb_percent'] not in (None, 100) else ''
-            lines.append('  %-44s %-10s %5s %4d %7d  %s  %s%s' % (
-                name, row['mode'], '0x' + row['cbm'], row['ways'], row['kib'],
+            lines.append('  %-*s %-10s %5s %4d %7d  %s  %s%s' % (
+                name_w, name, row['mode'], '0x' + row['cbm'], row['ways'], row['kib'],
                 ' '.join(cells), _member_text(row), mb))
         if dom['unused_ways']:
-            lines.append('  %-44s %-10s %5s %4d %7d  %s' % (
-                '(unused ways)', '', '', dom['unused_ways'],
+            lines.append('  %-*s %-10s %5s %4d %7d  %s' % (
+                name_w, '(unused ways)', '', '', dom['unused_ways'],
                 dom['unused_ways'] * dom['way_kib'],
                 ' '.join(' o' if c == 'o' else ' .' for c in dom['unused_map'])))
     return '\n'.join(lines)

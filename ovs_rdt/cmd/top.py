@@ -53,15 +53,16 @@ def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
 
 
 def render(table: list[tuple], interval: float) -> str:
-    lines = ['%-44s %6s %12s %12s %12s' % (
-        'GROUP', 'L3', 'LLC[KiB]', 'MBL[MB/s]', 'MBT[MB/s]')]
+    width = max([len(row[0]) for row in table] + [20])
+    lines = ['%-*s %4s %12s %12s %12s' % (
+        width, 'GROUP', 'L3', 'LLC[KiB]', 'MBL[MB/s]', 'MBT[MB/s]')]
 
     def fmt(value: float | None) -> str:
         return '-' if value is None else '%.1f' % value
 
     for name, dom, occ, mbl, mbt in table:
-        lines.append('%-44s %6d %12s %12s %12s' % (name, dom, fmt(occ),
-                                                   fmt(mbl), fmt(mbt)))
+        lines.append('%-*s %4d %12s %12s %12s' % (width, name, dom, fmt(occ),
+                                                  fmt(mbl), fmt(mbt)))
     lines.append('(%.1f s interval)' % interval)
     return '\n'.join(lines)
 

@@ -5,7 +5,12 @@ like resctrl to the reader.
 """
 from __future__ import annotations
 
+import errno
 import os
+import threading
+
+from ovs_rdt.exceptions import ResctrlError
+from ovs_rdt.resctrl import Resctrl
 
 
 def make_tree(root: str, cbm_len: int = 11, domains: tuple[int, ...] = (0, 1),
@@ -49,3 +54,40 @@ def make_tree(root: str, cbm_len: int = 11, domains: tuple[int, ...] = (0, 1),
                     fh.write('3\n')
                 with open(os.path.join(base, 'id'), 'w') as fh:
                     fh.write('%d\n' % dom)
+
+
+class FakeKernelTree(Resctrl):
+    """Plain files: mkdir fills a group, tasks moves TIDs between groups."""
+
+    def mkdir(self, name):
+        super().mkdir(name)
+        for fname, text in (('schemata', self.read(self.path('', 'schemata'))),
+                            ('mode', 'shareable\n'), ('tasks', ''),
+                            ('cpus_list', '\n')):
+            with open(self.path(name, fname), 'w') as fh:
+                fh.write(text)
+
+    def rmdir(self, name):
+        for fname in os.listdir(self.path(name)):
+            os.unlink(self.path(name, fname))
+        super().rmdir(name)
+
+    def write(self, path, value):
+        if os.path.basename(path) != 'tasks':
+            # One atomic replace, like the kernel's: readers that do not
+            # hold the lock (Resctrl.platform) never see a half-written file.
+            tmp = '%s.%d.tmp' % (path, threading.get_native_id())
+            with open(tmp, 'w') as fh:
+                fh.write(value)
+            os.replace(tmp, path)
+            return
+        tid = int(value)
+        if not os.path.exists('/proc/%d' % tid):
+            raise ResctrlError(path, value, errno.ESRCH, None, 'No such process')
+        for group in self.group_names():
+            tasks = self.path(group, 'tasks')
+            kept = [t for t in self.tasks(group) if t != tid]
+            if tasks == path:
+                kept.append(tid)
+            with open(tasks, 'w') as fh:
+                fh.write(''.join('%d\n' % t for t in kept))

@@ -5,7 +5,6 @@ the QEMU is a real process that looks like one in /proc (``-name``,
 ``-uuid``, threads named ``CPU n/KVM``).  Functional tests do the same
 through a real libvirtd, KVM guests and the mounted emulator.
 """
-import errno
 import io
 import os
 import subprocess
@@ -16,8 +15,7 @@ import pytest
 
 from libvirt_hooks import hook
 from libvirt_hooks import install
-from ovs_rdt.exceptions import ResctrlError
-from ovs_rdt.resctrl import Resctrl
+from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
 from tests.unit.test_domain import UUID, nova, rdt, xml
 
@@ -42,43 +40,6 @@ for _ in range(3):
 print('ready', flush=True)
 time.sleep(600)
 '''
-
-
-class FakeKernelTree(Resctrl):
-    """Plain files: mkdir fills a group, tasks moves TIDs between groups."""
-
-    def mkdir(self, name):
-        super().mkdir(name)
-        for fname, text in (('schemata', self.read(self.path('', 'schemata'))),
-                            ('mode', 'shareable\n'), ('tasks', ''),
-                            ('cpus_list', '\n')):
-            with open(self.path(name, fname), 'w') as fh:
-                fh.write(text)
-
-    def rmdir(self, name):
-        for fname in os.listdir(self.path(name)):
-            os.unlink(self.path(name, fname))
-        super().rmdir(name)
-
-    def write(self, path, value):
-        if os.path.basename(path) != 'tasks':
-            # One atomic replace, like the kernel's: readers that do not
-            # hold the lock (Resctrl.platform) never see a half-written file.
-            tmp = '%s.%d.tmp' % (path, threading.get_native_id())
-            with open(tmp, 'w') as fh:
-                fh.write(value)
-            os.replace(tmp, path)
-            return
-        tid = int(value)
-        if not os.path.exists('/proc/%d' % tid):
-            raise ResctrlError(path, value, errno.ESRCH, None, 'No such process')
-        for group in self.group_names():
-            tasks = self.path(group, 'tasks')
-            kept = [t for t in self.tasks(group) if t != tid]
-            if tasks == path:
-                kept.append(tid)
-            with open(tasks, 'w') as fh:
-                fh.write(''.join('%d\n' % t for t in kept))
 
 
 @pytest.fixture

@@ -1,34 +1,11 @@
-import os
-
 import pytest
 
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InsufficientWays, ResctrlError
 from ovs_rdt.manager import CacheManager
 from ovs_rdt.model import Request
-from ovs_rdt.resctrl import Resctrl
+from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
-
-
-class FakeKernelTree(Resctrl):
-    """mkdir in the plain tree also writes the files a group has."""
-
-    def mkdir(self, name):
-        super().mkdir(name)
-        for fname, text in (('schemata', self.read(self.path('', 'schemata'))),
-                            ('mode', 'shareable\n'), ('tasks', ''),
-                            ('cpus_list', '\n')):
-            with open(self.path(name, fname), 'w') as fh:
-                fh.write(text)
-
-    def rmdir(self, name):
-        for fname in os.listdir(self.path(name)):
-            os.unlink(self.path(name, fname))
-        super().rmdir(name)
-
-    def write(self, path, value):
-        with open(path, 'w') as fh:   # no kernel rules here
-            fh.write(value)
 
 
 @pytest.fixture

@@ -24,15 +24,24 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
 
 
 class _Log:
-    """``logging.getLogger(__name__)``, imported on first use.
+    """``logging.getLogger(__name__)``, imported on first real use.
 
     The libvirt hook plans through this module at every VM start and
-    logging costs it ~8 ms; it is needed only when something is logged.
+    logging costs it ~10 ms.  Until something imports and configures
+    logging, debug and info records would be dropped anyway (Python's
+    last-resort handler shows warnings and up), so those are no-ops then.
     """
 
     def __getattr__(self, name: str) -> Any:
+        import sys
+        if name in ('debug', 'info') and 'logging' not in sys.modules:
+            return _drop
         import logging
         return getattr(logging.getLogger(__name__), name)
+
+
+def _drop(*args: object, **kwargs: object) -> None:
+    return None
 
 
 LOG = _Log()

@@ -4,6 +4,10 @@ from __future__ import annotations
 from ovs_rdt.bitmask import CBM
 from ovs_rdt import GROUP_PREFIX
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Callable
+
 ROOT = ''
 """Name of the default (root) resctrl group."""
 
@@ -34,7 +38,7 @@ class Platform:
 
     __slots__ = ('cbm_len', 'min_cbm_bits', 'num_closids', 'shareable_bits',
                  'sparse_masks', 'domains', 'cache_bytes', 'mb', 'mon_features',
-                 'num_rmids', 'cpu_domains')
+                 'num_rmids', '_cpu_domains', '_topology')
 
     def __init__(self, cbm_len: int, num_closids: int,
                  domains: tuple[int, ...], min_cbm_bits: int = 1,
@@ -42,7 +46,8 @@ class Platform:
                  cache_bytes: dict[int, int] | None = None,
                  mb: MBInfo | None = None,
                  mon_features: tuple[str, ...] = (), num_rmids: int = 0,
-                 cpu_domains: dict[int, int] | None = None) -> None:
+                 cpu_domains: dict[int, int] | None = None,
+                 topology: Callable[[], dict[int, int]] | None = None) -> None:
         self.cbm_len = cbm_len
         self.num_closids = num_closids
         self.domains = domains
@@ -53,8 +58,19 @@ class Platform:
         self.mb = mb
         self.mon_features = mon_features
         self.num_rmids = num_rmids
-        #: CPU id -> L3 domain id (from sysfs); empty when unknown.
-        self.cpu_domains = cpu_domains or {}
+        self._cpu_domains = cpu_domains
+        self._topology = topology
+
+    @property
+    def cpu_domains(self) -> dict[int, int]:
+        """CPU id -> L3 domain id; empty when unknown.
+
+        Read through ``topology`` on first use only: the hook needs it just
+        for pinned VMs, and it is a hundred sysfs reads.
+        """
+        if self._cpu_domains is None:
+            self._cpu_domains = self._topology() if self._topology else {}
+        return self._cpu_domains
 
     @property
     def full_mask(self) -> CBM:

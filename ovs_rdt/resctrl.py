@@ -266,7 +266,7 @@ class Resctrl:
             sparse_masks=self._info('L3', 'sparse_masks') == '1',
             cache_bytes=cache_bytes, mb=mb, mon_features=mon,
             num_rmids=int(self._info('L3_MON', 'num_rmids') or '0'),
-            cpu_domains=self.cpu_domains())
+            topology=self.cpu_domains)
         return self._platform
 
     def cpu_domains(self) -> dict[int, int]:

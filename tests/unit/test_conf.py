@@ -82,3 +82,32 @@ def test_list_opts_covers_every_declared_option():
         group = 'pool:NAME' if section == 'pool' else section
         assert listed[group] == {s[0] for s in specs}
         assert all(len(s[3]) > 10 for s in specs), section
+
+
+def test_ini_parser_matches_oslo(tmp_path):
+    path = tmp_path / 'c.conf'
+    path.write_text('[DEFAULT]\ndebug = true\n'
+                    '# comment\n; comment\n'
+                    '[allocation]\npools: hp,\n  noisy\nsystem_min_ways = 1\n'
+                    'system_min_ways = "3"\n'
+                    '[pool:hp]\nl3_ways=4\n[pool:noisy]\nl3_cbm = 2\n')
+    light = conf.load(str(path))
+    heavy, _ = opts.load(['--config-file', str(path)], 'test')
+    assert light.allocation.pools == heavy.allocation.pools == ['hp', 'noisy']
+    assert light.allocation.system_min_ways == 3
+    assert heavy.allocation.system_min_ways == 3
+    assert light.default.debug is heavy.default.debug is True
+    # No DEFAULT inheritance into other sections (oslo has none either).
+    assert 'debug' not in vars(light.pools['hp'])
+
+
+@pytest.mark.parametrize('text,message', [
+    ('key = value\n', 'line 1: .* is outside any'),
+    ('[resctrl\nroot = /x\n', 'line 1: bad section header'),
+    ('[resctrl]\njust a line\n', 'line 2: .* is not "option = value"'),
+])
+def test_ini_syntax_errors_name_file_and_line(tmp_path, text, message):
+    path = tmp_path / 'c.conf'
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        conf.load(str(path))

@@ -24,7 +24,11 @@ from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.exceptions import RDTError
 
-LOG = logging.getLogger('ovs_rdt.agent')
+DESCRIPTION = ('The ovs-rdt node agent: puts OvS PMD threads and ovs-vswitchd '
+               'into their cache allocation per the Open_vSwitch other_config '
+               'rdt-* keys, follows them live, and reconciles ovsrdt- groups.')
+
+LOG = logging.getLogger(__name__)
 
 #: After a wake-up, re-scan /proc every STEP seconds until UNTIL seconds
 #: after it: fast while new threads are likely (they come some ms after the
@@ -185,7 +189,7 @@ class Agent:
 def main(argv: list[str] | None = None) -> int:
     from ovs_rdt import opts
     try:
-        settings, _ = opts.load(argv, PROG)
+        settings, _ = opts.load(argv, PROG, description=DESCRIPTION)
     except RDTError as exc:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2

@@ -20,3 +20,16 @@ def test_ci_calls_the_readme_test_command():
     assert 'sudo ./tools/test.sh' in readme
     assert 'sudo ./tools/demo.sh' in readme
     assert 'tools/test.sh' in ci
+
+
+def test_sample_config_is_current(tmp_path):
+    from oslo_config import generator
+    out = tmp_path / 'ovs-rdt.conf.sample'
+    conf = generator.cfg.ConfigOpts()
+    generator.register_cli_opts(conf)
+    conf(['--namespace', 'ovs_rdt', '--wrap-width', '79',
+          '--output-file', str(out)])
+    generator.generate(conf)
+    with open(os.path.join(ROOT, 'etc', 'ovs-rdt',
+                           'ovs-rdt.conf.sample')) as fh:
+        assert fh.read() == out.read_text(), 'run: tox -e genconfig'

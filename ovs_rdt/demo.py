@@ -198,7 +198,7 @@ TABLE4 = (  # seed 000 Table 4: (who, CoS, CBM)
     ('PMD1', '0', '0x7F0'), ('PMD2', '0', '0x7F0'),
     ('ovs-vswitchd', '0', '0x7F0'), ('VM1 - SUT', '0', '0x7F0'),
     ('VM2 - Noisy Neighbor', '1', '0x2'), ('VM3 - Noisy Neighbor', '1', '0x2'),
-    ('OS', '-', '0xC'),
+    ('OS', '2', '0xC'),
 )
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -109,3 +110,35 @@ def test_demo_reproduces_table4_and_leaves_nothing_behind():
                            capture_output=True, text=True)
     assert 'ovsrdt-demo' not in virsh.stdout
     assert daemons() == before_daemons
+
+
+def test_ctrl_c_mid_demo_tears_everything_down():
+    before_daemons = daemons()
+    proc = subprocess.Popen([sys.executable, '-m', 'ovs_rdt.cmd.main', 'demo',
+                             '--workdir', WORKDIR], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith('[7/9]'):   # guests being defined and started
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    out = ''.join(seen) + rest
+    assert proc.returncode == 130, out
+    assert 'interrupted: tearing down' in out and 'Torn down' in out
+    assert not os.path.exists(WORKDIR)
+    assert not os.path.exists(HOOK)
+    virsh = subprocess.run(['virsh', 'list', '--all', '--name'],
+                           capture_output=True, text=True)
+    assert 'ovsrdt-demo' not in virsh.stdout
+    assert daemons() == before_daemons
+
+
+def test_missing_prerequisite_is_one_line(monkeypatch):
+    from ovs_rdt import demo as demo_mod
+    monkeypatch.setattr(demo_mod.os, 'access', lambda path, mode: False)
+    problems = demo_mod.missing_prerequisites(tcg=False)
+    assert any('/dev/kvm' in p and '--tcg' in p for p in problems)
+    assert not any('/dev/kvm' in p
+                   for p in demo_mod.missing_prerequisites(tcg=True))

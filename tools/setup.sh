@@ -24,6 +24,9 @@ if [ -n "$missing" ]; then
 fi
 
 PY=${PYTHON:-python3}
+if [ -e .venv ] && [ ! -d .venv ]; then
+    rm -f .venv    # a stray file (some tools write their env path there)
+fi
 if [ ! -x .venv/bin/python ]; then
     echo "== creating .venv"
     "$PY" -m venv .venv

@@ -1,0 +1,64 @@
+import os
+
+from ovs_rdt import members, report
+from ovs_rdt.bitmask import CBM
+from ovs_rdt.model import Group, Platform
+
+
+def plan_with(colour=False):
+    plat = Platform(11, 16, (0, 1), cache_bytes={0: 28835840, 1: 28835840})
+    groups = [
+        Group('', {0: CBM(0xc, 11), 1: CBM(0xc, 11)}, tasks=[1, 2, 3],
+              cpus=frozenset(range(40))),
+        Group('ovsrdt-pool-hp', {0: CBM(0x7f0, 11), 1: CBM(0x7f0, 11)},
+              mode='exclusive', tasks=[10, 11]),
+        Group('ovsrdt-pool-noisy', {0: CBM(0x2, 11), 1: CBM(0x2, 11)},
+              mb={0: 50, 1: 50}, tasks=[20]),
+        Group('COS3', {0: CBM(0x7ff, 11), 1: CBM(0x7ff, 11)}),
+    ]
+    fake = {
+        'ovsrdt-pool-hp': [{'kind': 'ovs-vswitchd', 'name': 'ovs-vswitchd',
+                            'pid': 9, 'tids': [10, 11, 12],
+                            'pmds': {0: 10, 1: 11}}],
+        'ovsrdt-pool-noisy': [{'kind': 'vm', 'name': 'noisy1', 'uuid': 'u',
+                               'pid': 19, 'tids': [20, 21],
+                               'vcpu_tids': [20]}],
+    }
+    return report.build(plat, groups, lambda g: fake.get(g.name, []))
+
+
+def test_build_rows_sizes_and_unused_ways():
+    plan = plan_with()
+    dom = plan['domains'][0]
+    assert dom['size_kib'] == 28160 and dom['way_kib'] == 2560
+    rows = {r['group']: r for r in dom['groups']}
+    assert rows['ovsrdt-pool-hp']['kib'] == 17920
+    assert rows['ovsrdt-pool-hp']['map'] == '#######....'
+    assert rows['/']['kind'] == 'default' and rows['/']['tasks'] == 3
+    assert rows['COS3']['kind'] == 'foreign'
+    assert rows['ovsrdt-pool-noisy']['mb_percent'] == 50
+    # The foreign group covers every way: none unused.
+    assert dom['unused_ways'] == 0
+    assert plan['platform']['closids_used'] == 4
+
+
+def test_render_table4_style():
+    text = report.render(plan_with())
+    lines = text.splitlines()
+    hp = next(ln for ln in lines if 'ovsrdt-pool-hp' in ln)
+    assert '0x7f0' in hp and '17920' in hp
+    assert '## ## ## ## ## ## ##  .  .  .  .' in hp
+    assert 'PMD c00 (TID 10), PMD c01 (TID 11), ovs-vswitchd (1 threads)' in hp
+    noisy = next(ln for ln in lines if 'ovsrdt-pool-noisy' in ln)
+    assert 'VM noisy1 (vCPU TIDs 20, +1 QEMU threads)' in noisy
+    assert 'MB 50%' in noisy
+    assert 'OS and everything else (3 tasks, CPUs 0-39)' in text
+    assert '\033[' not in text
+    assert '\033[' in report.render(plan_with(), colour=True)
+
+
+def test_members_of_a_real_process():
+    me = members.describe([os.getpid(), 999999999])
+    assert len(me) == 1
+    assert me[0]['kind'] == 'process' and me[0]['pid'] == os.getpid()
+    assert '(pid %d, 1 threads)' % os.getpid() in members.summary(me[0])

@@ -102,6 +102,10 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
 }
 
 POOL_GROUP_PREFIX = 'pool:'
+POOL_NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
+                            'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.')
+#: Sections whose keys are free-form (flavor names).
+FREE_SECTIONS = ('flavors',)
 
 
 class Section:
@@ -208,6 +212,10 @@ def from_lookup(get: Any, has_section: Any,
                          for n, t, d, _h, x in opts}
     pools: dict[str, dict[str, Any]] = {}
     for pool in sections['allocation']['pools']:
+        if not pool or len(pool) > 64 or not set(pool) <= POOL_NAME_CHARS:
+            raise ConfigError('[allocation] pools: %r is not a valid pool name '
+                              '(letters, digits, "-", "_" and "." only)'
+                              % pool)
         grp = POOL_GROUP_PREFIX + pool
         if not has_section(grp):
             raise ConfigError('[allocation] pools names %r but there is no '
@@ -258,6 +266,31 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
     return sections
 
 
+def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
+    """Refuse unknown sections and options: a typo must not silently fall
+    back to a default (a misspelt [allocation] would make "apply" remove
+    every pool).  Unknown [DEFAULT] options are left to oslo.config.
+    """
+    for section, values in sections.items():
+        if section in FREE_SECTIONS:
+            continue
+        spec_name = 'pool' if section.startswith(POOL_GROUP_PREFIX) and \
+            len(section) > len(POOL_GROUP_PREFIX) else section
+        if spec_name not in SPEC:
+            known = sorted(s for s in SPEC if s not in ('DEFAULT', 'pool'))
+            raise ConfigError('config file %s: unknown section [%s] (known: '
+                              '%s, pool:NAME, flavors)'
+                              % (path, section, ', '.join(known)))
+        if section == 'DEFAULT':
+            continue
+        names = [o[0] for o in SPEC[spec_name]]
+        for key in values:
+            if key not in names:
+                raise ConfigError('config file %s: unknown option %r in [%s] '
+                                  '(known: %s)' % (path, key, section,
+                                                   ', '.join(names)))
+
+
 def load(path: str | None = DEFAULT_CONFIG_FILE,
          missing_ok: bool = True) -> Settings:
     """Read a config file without oslo.config (for the libvirt hook)."""
@@ -266,6 +299,7 @@ def load(path: str | None = DEFAULT_CONFIG_FILE,
         try:
             with open(path, encoding='utf-8') as fh:
                 sections = parse_ini(fh.read(), path)
+            check_names(sections, path)
         except FileNotFoundError:
             if not missing_ok:
                 raise ConfigError('config file %s does not exist' % path) \

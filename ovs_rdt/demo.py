@@ -146,7 +146,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     if os.path.exists(os.path.join(args.workdir, 'state.json')):
         print('ovs-rdt demo: a demo is already set up in %s; end it with '
-              '"ovs-rdt demo --teardown"' % args.workdir, file=sys.stderr)
+              '"%s demo --teardown"' % (args.workdir, command_path()),
+              file=sys.stderr)
         return 2
     if os.path.exists(os.path.join(HOOKS_DIR, '50-ovs-rdt')):
         print('ovs-rdt demo: %s/50-ovs-rdt is already installed (a real '
@@ -161,12 +162,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         _main_job(box, args)
         print('\nDemo set up and shown in %.1f s.' % (time.monotonic() - began))
         if args.keep:
+            cli = command_path()
+            teardown = cli + ' demo --teardown' + (
+                ' --workdir ' + args.workdir if args.workdir != WORKDIR else '')
             print('Left running (--keep). Explore with:\n'
-                  '  ovs-rdt --config-file %s/ovs-rdt.conf status\n'
-                  '  ovs-rdt --config-file %s/ovs-rdt.conf top\n'
+                  '  %s --config-file %s/ovs-rdt.conf status\n'
+                  '  %s --config-file %s/ovs-rdt.conf top\n'
                   '  virsh list\n'
-                  'and end it with: ovs-rdt demo --teardown'
-                  % (args.workdir, args.workdir))
+                  'and end it with: %s'
+                  % (cli, args.workdir, cli, args.workdir, teardown))
             return 0
     except KeyboardInterrupt:
         print('\ninterrupted: tearing down', file=sys.stderr)
@@ -178,6 +182,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         _teardown(box)
         return 1
     return _teardown(box)
+
+
+def command_path() -> str:
+    """How to call ``ovs-rdt`` again: bare when on PATH, else its path."""
+    here = os.path.join(os.path.dirname(sys.executable), 'ovs-rdt')
+    on_path = shutil.which('ovs-rdt')
+    if on_path and os.path.realpath(on_path) == os.path.realpath(here):
+        return 'ovs-rdt'
+    return here if os.path.exists(here) else 'ovs-rdt'
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -277,7 +290,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
                   lambda: (box.start_agent(config_file),
                            wait_for(agent_ok, 30, 'the agent\'s rdt-status')))
-    progress.step('installing the libvirt hook and (re)starting libvirtd',
+    progress.step('installing the libvirt hook (libvirtd: started, or '
+                  'SIGHUP if running)',
                   lambda: (box.install_hook(config_file, HOOKS_DIR),
                            box.start_libvirtd()))
     emulator = shutil.which('qemu-system-x86_64') or 'qemu-system-x86_64'

@@ -80,8 +80,8 @@ def settings_from(config: cfg.ConfigOpts) -> conf.Settings:
 
     files = list(config.config_file or [])
     flavors: dict[str, str] = {}
-    if files:
-        flavors = conf.load(files[-1]).flavors
+    for path in files:   # names checked as the hook checks them
+        flavors.update(conf.load(path).flavors)
     return conf.from_lookup(get, lambda s: True, flavors,
                             files[-1] if files else None)
 

@@ -188,18 +188,23 @@ class Sandbox:
         return hooks_dir
 
     def start_libvirtd(self) -> None:
-        """(Re)start libvirtd so that it discovers the hook."""
+        """Start libvirtd, or make a running one discover the hook.
+
+        libvirtd looks for hook scripts when it starts and on SIGHUP (its
+        reload, which keeps guests running), so a running libvirtd is sent
+        SIGHUP rather than restarted.
+        """
         if procfs.read_pidfile(VIRTLOGD_PIDFILE) is None:
             run('virtlogd', '-d')
             self.state['started_virtlogd'] = True
         running = procfs.read_pidfile(LIBVIRTD_PIDFILE)
         if running:
-            self.state.setdefault('libvirtd_was_running', True)
-            stop_pid(running)
+            os.kill(running, signal.SIGHUP)
+            self.state['reloaded_libvirtd'] = running
         else:
-            self.state.setdefault('libvirtd_was_running', False)
+            run('libvirtd', '-d')
+            self.state['started_libvirtd'] = True
         self.save()
-        run('libvirtd', '-d')
         wait_for(lambda: run('virsh', 'version', check=False,
                              timeout=10).returncode == 0, 30, 'libvirtd')
 
@@ -233,11 +238,13 @@ class Sandbox:
             attempt('hook', run, sys.executable, '-m', 'ovs_rdt.cmd.main',
                     'install-hook', '--uninstall', '--hooks-dir',
                     hook['hooks_dir'])
-        if 'libvirtd_was_running' in self.state:
+        if self.state.get('started_libvirtd'):
             attempt('libvirtd', stop_pid,
                     procfs.read_pidfile(LIBVIRTD_PIDFILE), 30)
-            if self.state['libvirtd_was_running']:
-                attempt('libvirtd', run, 'libvirtd', '-d')
+        elif self.state.get('reloaded_libvirtd'):
+            pid = procfs.read_pidfile(LIBVIRTD_PIDFILE)
+            if pid:   # forget the hook again
+                attempt('libvirtd', os.kill, pid, signal.SIGHUP)
         if self.state.get('started_virtlogd'):
             attempt('virtlogd', stop_pid, procfs.read_pidfile(VIRTLOGD_PIDFILE))
         attempt('ovs-vswitchd', stop_pid, pids.get('ovs-vswitchd'))

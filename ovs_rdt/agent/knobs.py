@@ -38,6 +38,17 @@ class Placement:
         self.mb_percent = mb_percent
         self.vswitchd = vswitchd
 
+    def describe(self) -> str:
+        """For operators: ``PMD threads -> ovsrdt-ovs-pmd (4 ways), ...``."""
+        if self.ways is not None:
+            pmd = '%s (%d ways%s)' % (PMD_GROUP, self.ways,
+                                      ', MB %d%%' % self.mb_percent
+                                      if self.mb_percent else '')
+        else:
+            pmd = self.pmd_group or 'the default group'
+        return 'PMD threads -> %s, other ovs-vswitchd threads -> %s' % (
+            pmd, self.other_group or 'the default group')
+
     @property
     def pmd_group(self) -> str:
         """The group of the PMD threads (ROOT when no key asks for one)."""

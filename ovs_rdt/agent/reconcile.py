@@ -73,7 +73,7 @@ class PmdPlacer:
                 self._fail(exc, new=True)
             else:
                 if want != self.good:
-                    LOG.info('placement now %r', want)
+                    LOG.info('placement now: %s', want.describe())
                 self.good, self.error = want, None
                 return self._ok(want, scan)
         if self.good is None:

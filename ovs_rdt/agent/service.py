@@ -36,6 +36,8 @@ LOG = logging.getLogger(__name__)
 #: initialising.
 BURST = ((1.0, 0.005), (5.0, 0.025), (30.0, 0.2))
 PROG = 'ovs-rdt-agent'
+#: One agent per resctrl root: agent-<hash of the root>.lock here.
+LOCK_DIR = '/run/ovs-rdt'
 
 
 def build(settings: Any) -> Any:
@@ -58,6 +60,7 @@ class Agent:
         self._woken = -1e9
         self._pools_ok = False
         self._scan_key: tuple | None = None
+        self._last_error: str | None = None
         self.ovsdb: Any = None
 
     # -- wake-ups (any thread, signal handlers) ---------------------------
@@ -81,8 +84,8 @@ class Agent:
             self.manager.apply()
             self.node.adopt()
         except (RDTError, OSError) as exc:
-            LOG.error('cannot apply the configured pools (retrying every '
-                      '[ovs] rescan_interval): %s', exc)
+            self._log_error('cannot apply the configured pools (retrying '
+                            'every [ovs] rescan_interval): %s' % describe(exc))
             self._pools_ok = False
         else:
             self._pools_ok = True
@@ -112,13 +115,24 @@ class Agent:
         try:
             status = self.placer.sync(knobs, scan, force)
         except (RDTError, OSError) as exc:  # e.g. resctrl unmounted
-            LOG.error('%s', exc)
-            status = 'error: %s' % exc
+            status = 'error: %s' % describe(exc)
+            self._log_error(status)
         except Exception as exc:  # never let a bug end the agent
             LOG.exception('unexpected error placing ovs-vswitchd threads')
             status = 'error: internal error: %s' % exc
+        else:
+            if self._last_error is not None and status and \
+                    status.startswith('ok'):
+                LOG.info('recovered: %s', status)
+                self._last_error = None
         if status:
             self.ovsdb.set_status(status)
+
+    def _log_error(self, text: str) -> None:
+        """Log an error once, not at every re-scan while it lasts."""
+        if text != self._last_error:
+            LOG.error('%s (retrying)', text)
+            self._last_error = text
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> int:
@@ -176,7 +190,7 @@ class Agent:
         try:
             self.node.reconcile()
         except (RDTError, OSError) as exc:
-            LOG.error('reconciliation failed: %s', exc)
+            self._log_error('reconciliation failed: %s' % describe(exc))
 
     def _drain(self) -> None:
         try:
@@ -186,6 +200,45 @@ class Agent:
             pass
 
 
+def describe(exc: BaseException) -> str:
+    """One line: an OSError with its file, anything else as it reads."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return '%s: %s' % (exc.strerror, exc.filename) if exc.filename \
+            else exc.strerror
+    return str(exc)
+
+
+def single_instance(root: str, lock_dir: str = LOCK_DIR) -> int | None:
+    """Hold the node's agent lock (one agent per resctrl root).
+
+    Returns the lock's fd, or None when another agent holds it.
+    """
+    import fcntl
+    import hashlib
+    os.makedirs(lock_dir, exist_ok=True)
+    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
+    fd = os.open(os.path.join(lock_dir, 'agent-%s.lock' % tag),
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, b'%d\n' % os.getpid())
+    return fd
+
+
+def holder_of(root: str, lock_dir: str = LOCK_DIR) -> str:
+    import hashlib
+    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
+    try:
+        with open(os.path.join(lock_dir, 'agent-%s.lock' % tag)) as fh:
+            return fh.read().strip() or '?'
+    except OSError:
+        return '?'
+
+
 def main(argv: list[str] | None = None) -> int:
     from ovs_rdt import opts
     try:
@@ -193,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     except RDTError as exc:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2
+    root = settings.resctrl.root
+    lock = single_instance(root)
+    if lock is None:
+        print('%s: another ovs-rdt-agent is running for [resctrl] root %s '
+              '(pid %s)' % (PROG, root, holder_of(root)), file=sys.stderr)
+        return 1
     opts.setup_logging(settings)
     return Agent(settings, argv).run()
 

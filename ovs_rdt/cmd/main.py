@@ -11,6 +11,7 @@ import logging
 import sys
 
 LOG = logging.getLogger(__name__)
+DEFAULT_CONFIG_FILE = '/etc/ovs-rdt/ovs-rdt.conf'
 
 # name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -36,6 +37,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
     for name, (module, help_) in SUBCOMMANDS.items():
         parser = subparsers.add_parser(name, help=help_, description=help_)
+        # Shown for each subcommand; hoist_global_options() hands it to
+        # oslo.config wherever it is written.
+        parser.add_argument('--config-file', metavar='PATH', dest='_unused',
+                            help='the configuration file (default %s); may '
+                            'also come before the subcommand'
+                            % DEFAULT_CONFIG_FILE)
         try:
             mod = importlib.import_module(module)
         except ImportError as exc:

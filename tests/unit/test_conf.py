@@ -111,3 +111,27 @@ def test_ini_syntax_errors_name_file_and_line(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         conf.load(str(path))
+
+
+@pytest.mark.parametrize('text,message', [
+    ('[alocation]\npools = hp\n', r'unknown section \[alocation\]'),
+    ('[allocation]\npools = hp\n[pool:hp]\nl3_way = 2\n',
+     r"unknown option 'l3_way' in \[pool:hp\] \(known: l3_ways, l3_cbm"),
+    ('[resctrl]\nrot = /x\n', r"unknown option 'rot' in \[resctrl\]"),
+    ('[allocation]\npools = h p\n[pool:h p]\nl3_ways = 1\n',
+     r"\[allocation\] pools: 'h p' is not a valid pool name"),
+])
+def test_typos_are_refused_by_both_readers(tmp_path, text, message):
+    path = tmp_path / 'c.conf'
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        conf.load(str(path))
+    with pytest.raises(ConfigError, match=message):
+        opts.load(['--config-file', str(path)], 'test')
+
+
+def test_free_form_and_unlisted_pool_sections_are_fine(tmp_path):
+    path = tmp_path / 'c.conf'
+    path.write_text('[DEFAULT]\nuse_syslog = true\n[flavors]\nm1.any = '
+                    'rdt:pool=x\n[pool:spare]\nl3_ways = 1\n')
+    assert conf.load(str(path)).flavors == {'m1.any': 'rdt:pool=x'}

@@ -10,8 +10,9 @@ import importlib
 import logging
 import sys
 
+from ovs_rdt.conf import DEFAULT_CONFIG_FILE
+
 LOG = logging.getLogger(__name__)
-DEFAULT_CONFIG_FILE = '/etc/ovs-rdt/ovs-rdt.conf'
 
 # name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

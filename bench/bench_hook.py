@@ -7,8 +7,9 @@
    (``xeon-gold-6230``, FUSE); the QEMU is a process that looks like one in
    /proc (``-uuid``, threads ``CPU n/KVM``).  Each round runs, interleaved:
    ``python3 -c pass`` and ``python3 -I -S -c pass`` (same interpreter),
-   then prepare, started and release of a VM with ``<rdt:l3 ways="2"/>``,
-   then prepare of a VM that asks for nothing (the common case).  p50 of
+   the wrapper's floor (``/bin/sh`` checking and exec'ing it), then
+   prepare, started and release of a VM with ``<rdt:l3 ways="2"/>``, then
+   prepare of a VM that asks for nothing (the common case).  p50 of
    the rounds and the ratio to ``python3 -c pass``.
 2. ``virsh start`` + ``virsh destroy`` of a minimal KVM guest (TESTBED.md),
    libvirtd restarted without any hook, then with the hook installed
@@ -128,13 +129,18 @@ def bench_events(runs: int) -> None:
         annotated = domain_xml('vm1', UUID, ANNOTATION)
         plain = domain_xml('vm2', '6f1c7a52-8c0e-4d4a-9a61-0c5a3b7e2d11', '')
         rows: dict[str, list[float]] = {k: [] for k in (
-            'python3 -c pass', 'python3 -I -S -c pass', 'prepare begin',
-            'started begin', 'release end', 'prepare (asks nothing)')}
+            'python3 -c pass', 'python3 -I -S -c pass',
+            'sh exec python3 -I -S', 'prepare begin', 'started begin',
+            'release end', 'prepare (asks nothing)')}
         py = sys.executable
+        # The wrapper's floor: /bin/sh checks the interpreter, then execs it.
+        sh_floor = ['/bin/sh', '-c', '[ -x "$0" ] && exec "$0" -I -S -c pass',
+                    py]
         for _ in range(runs):
             rows['python3 -c pass'].append(timed([py, '-c', 'pass']))
             rows['python3 -I -S -c pass'].append(
                 timed([py, '-I', '-S', '-c', 'pass']))
+            rows['sh exec python3 -I -S'].append(timed(sh_floor))
             for key, op, subop in (('prepare begin', 'prepare', 'begin'),
                                    ('started begin', 'started', 'begin'),
                                    ('release end', 'release', 'end')):

@@ -31,8 +31,9 @@ NOVA_NS_OLD = 'http://openstack.org/xmlns/libvirt/nova/1.0'
 
 #: Largest domain XML accepted (libvirt's own documents are a few KiB).
 MAX_XML_BYTES = 4 * 1024 * 1024
-#: Deepest element nesting accepted.
-MAX_DEPTH = 64
+#: Deepest element nesting accepted: libxml2's own limit, so anything libvirt
+#: accepted (it refuses "Excessive depth in document: 256") parses here too.
+MAX_DEPTH = 256
 #: Largest text kept for one element.
 MAX_TEXT = 4096
 #: Bounds of the values we accept before looking at the platform.
@@ -41,8 +42,9 @@ MAX_VCPUS = 16384
 MAX_CPU_ID = 65535
 MAX_NAME = 1024
 
-_SEP = ' '          # expat namespace separator: never part of a name or URI
+_SEP = ' '          # "{uri} {local}": a space is never part of a name or URI
 _RDT = RDT_NS + _SEP
+_XML_NS = 'http://www.w3.org/XML/1998/namespace'
 _HEX = frozenset('0123456789abcdef')
 
 # Our annotation: element -> (attribute, what it means).
@@ -61,8 +63,10 @@ def show(value: str, limit: int = 48) -> str:
         elif char.isprintable():
             out.append(char)
         else:
-            out.append('\\x%02x' % ord(char) if ord(char) < 256
-                       else '\\u%04x' % (ord(char) & 0xffff))
+            code = ord(char)
+            out.append('\\x%02x' % code if code < 0x100 else
+                       '\\u%04x' % code if code < 0x10000 else
+                       '\\U%08x' % code)
     return ''.join(out) + ('...' if len(value) > limit else '')
 
 
@@ -82,15 +86,24 @@ def parse_int(raw: str, label: str, what: str, low: int, high: int) -> int:
 
 def parse_cpuset(raw: str, label: str) -> frozenset[int]:
     """libvirt's cpuset syntax: ``0-3,8,^2`` (``^`` excludes)."""
-    include: set[int] = set()
-    exclude: set[int] = set()
+    return _bits_to_set(_cpuset_bits(raw, label))
+
+
+def _cpuset_bits(raw: str, label: str) -> int:
+    """A cpuset as a bit mask, read as libvirt's virBitmapParse does.
+
+    Parts apply in order (``^2,0-3`` holds 2: the exclusion comes first),
+    and a bit mask keeps the cost proportional to the text, never to the
+    CPU ids (``0-65535`` on each of thousands of ``<vcpupin>``).
+    """
+    bits = 0
     for part in raw.split(','):
         part = part.strip()
         if not part:
             continue
-        target = include
-        if part.startswith('^'):
-            target, part = exclude, part[1:].strip()
+        neg = part.startswith('^')
+        if neg:
+            part = part[1:].strip()
         lo_s, dash, hi_s = part.partition('-')
         try:
             lo = _cpu_id(lo_s)
@@ -101,11 +114,16 @@ def parse_cpuset(raw: str, label: str) -> frozenset[int]:
         if hi < lo:
             raise AnnotationError('%s: range %r runs backwards'
                                   % (label, show(part)))
-        target.update(range(lo, hi + 1))
-    cpus = frozenset(include - exclude)
-    if not cpus:
+        mask = ((1 << (hi - lo + 1)) - 1) << lo
+        bits = bits & ~mask if neg else bits | mask
+    if not bits:
         raise AnnotationError('%s: the CPU set is empty' % label)
-    return cpus
+    return bits
+
+
+def _bits_to_set(bits: int) -> frozenset[int]:
+    text = bin(bits)[:1:-1]          # bit 0 first, without "0b"
+    return frozenset(i for i, c in enumerate(text) if c == '1')
 
 
 def _cpu_id(text: str) -> int:
@@ -192,6 +210,9 @@ class Domain:
         self.flavor_name: str | None = None
         #: Every extra spec of the flavor (``None``: the XML has none).
         self.extra_specs: dict[str, str] | None = None
+        #: libvirt's own resctrl tuning: ``<cputune><cachetune vcpus>`` and
+        #: ``<memorytune vcpus>``, as (element, vcpus attribute).
+        self.libvirt_tunes: list[tuple[str, str]] = []
 
     @property
     def wants_something(self) -> bool:
@@ -215,24 +236,24 @@ class Domain:
         A ``<vcpupin>`` decides for its vCPU; the others follow ``<vcpu
         cpuset>`` (ignored with ``placement='auto'``, where numad decides).
         """
-        default = None
-        if self.vcpu_cpuset_raw is not None and self.vcpu_placement != 'auto':
-            default = parse_cpuset(self.vcpu_cpuset_raw, '<vcpu cpuset="%s">'
-                                   % show(self.vcpu_cpuset_raw))
         count = self.vcpu_count()
-        pins: dict[int, frozenset[int]] = {}
+        pins: dict[int, tuple[str, str]] = {}
         for vcpu_s, cpuset in self.vcpupins_raw:
             label = '<vcpupin vcpu="%s" cpuset="%s">' % (
                 show(vcpu_s), show(cpuset))
             vcpu = parse_int(vcpu_s, label, 'vcpu', 0, MAX_VCPUS)
-            pins[vcpu] = parse_cpuset(cpuset, label)
-        cpus: set[int] = set()
-        for vcpu in range(count):
-            allowed = pins.get(vcpu, default)
-            if allowed is None:
+            if vcpu < count:
+                pins[vcpu] = (cpuset, label)
+        bits = 0
+        if len(pins) < count:        # some vCPU follows <vcpu cpuset>
+            if (self.vcpu_cpuset_raw is None
+                    or self.vcpu_placement == 'auto'):
                 return None
-            cpus |= allowed
-        return frozenset(cpus)
+            bits = _cpuset_bits(self.vcpu_cpuset_raw, '<vcpu cpuset="%s">'
+                                % show(self.vcpu_cpuset_raw))
+        for cpuset, label in dict(pins.values()).items():  # distinct sets
+            bits |= _cpuset_bits(cpuset, label)
+        return _bits_to_set(bits)
 
 
 class _Parser:
@@ -248,6 +269,8 @@ class _Parser:
         self.in_flavor = 0        # depth of the <nova:flavor> element
         self.spec_name: str | None = None
         self.seen_rdt: set[str] = set()
+        #: prefix -> namespace URI in effect, per open element.
+        self.scopes: list[dict[str, str]] = [{'xml': _XML_NS}]
 
     # -- refusals -----------------------------------------------------------
     @staticmethod
@@ -264,13 +287,42 @@ class _Parser:
         raise AnnotationError('the domain XML references an external entity; '
                               'refusing it')
 
+    # -- namespaces -----------------------------------------------------------
+    # expat's own namespace processing refuses a whole document over one
+    # unbound prefix, and libvirt passes those on (it keeps <y:z> nested in
+    # another application's metadata as written): one such element would
+    # refuse every VM, annotated or not.  So prefixes are resolved here, and
+    # an unbound one only makes its element foreign (kept as "y:z").
+    def _scope(self, attrs: dict[str, str]) -> dict[str, str]:
+        scope = self.scopes[-1]
+        decls = [k for k in attrs if k[:5] == 'xmlns'
+                 and (len(k) == 5 or k[5] == ':')]
+        if decls:
+            scope = dict(scope)
+            for key in decls:   # (a space would fake our "{uri} {local}")
+                scope[key[6:]] = attrs.pop(key).replace(' ', '%20')
+        return scope
+
+    @staticmethod
+    def _resolve(qname: str, scope: dict[str, str], default: bool) -> str:
+        """``p:local`` -> ``{uri} {local}`` (unbound: ``p:local`` as is)."""
+        prefix, colon, local = qname.rpartition(':')
+        if not colon:
+            uri = scope.get('') if default else None
+            return uri + _SEP + local if uri else local
+        uri = scope.get(prefix)
+        return uri + _SEP + local if uri else qname
+
     # -- elements -----------------------------------------------------------
-    def start(self, tag: str, attrs: dict[str, str]) -> None:
+    def start(self, qname: str, attrs: dict[str, str]) -> None:
         stack = self.stack
         depth = len(stack)
         if depth >= MAX_DEPTH:
             raise AnnotationError('the domain XML nests elements deeper than '
                                   '%d levels' % MAX_DEPTH)
+        scope = self._scope(attrs) if attrs else self.scopes[-1]
+        self.scopes.append(scope)
+        tag = self._resolve(qname, scope, True)
         stack.append(tag)
         if depth == 0:
             if tag != 'domain':
@@ -287,15 +339,19 @@ class _Parser:
                 self.dom.vcpu_placement = attrs.get('placement')
                 self._collect()
             return
-        if depth == 2 and parent == 'cputune' and tag == 'vcpupin':
-            self.dom.vcpupins_raw.append((attrs.get('vcpu', ''),
-                                          attrs.get('cpuset', '')))
+        if depth == 2 and parent == 'cputune':
+            if tag == 'vcpupin':
+                self.dom.vcpupins_raw.append((attrs.get('vcpu', ''),
+                                              attrs.get('cpuset', '')))
+            elif tag in ('cachetune', 'memorytune'):
+                self.dom.libvirt_tunes.append((tag, attrs.get('vcpus', '')))
             return
         if len(stack) < 3 or stack[1] != 'metadata':
             return
         # Below <metadata>.
         if tag.startswith(_RDT) or self.in_rdt:
-            self._rdt_element(tag, attrs, depth)
+            self._rdt_element(tag, {self._resolve(k, scope, False): v
+                                    for k, v in attrs.items()}, depth)
             return
         if tag.startswith(NOVA_NS + _SEP) or tag.startswith(NOVA_NS_OLD + _SEP):
             self._nova_element(tag, attrs, depth)
@@ -395,7 +451,7 @@ class _Parser:
             dom = self.dom
             if depth == 1:
                 if tag == 'name':
-                    dom.name = text.strip()
+                    dom.name = text     # as libvirt has it: " vm 1 " is valid
                 elif tag == 'uuid':
                     dom.uuid = text.strip()
                 elif tag == 'vcpu':
@@ -414,6 +470,7 @@ class _Parser:
         if self.in_flavor == depth:
             self.in_flavor = 0
         stack.pop()
+        self.scopes.pop()
 
 
 def _local(tag: str) -> str:
@@ -440,7 +497,7 @@ def parse(data: bytes) -> Domain:
     if not data.strip():
         raise AnnotationError('no domain XML on standard input')
     handler = _Parser()
-    parser = expat.ParserCreate(namespace_separator=_SEP)
+    parser = expat.ParserCreate()       # namespaces: see _Parser._scope
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     parser.StartDoctypeDeclHandler = handler.doctype
     parser.EntityDeclHandler = handler.entity
@@ -593,6 +650,15 @@ def resolve(dom: Domain, settings: object | None) -> Spec | None:
             return None
     else:
         return None
+    if spec is not None and dom.libvirt_tunes:
+        # libvirt puts those vCPUs in a resctrl group of its own before
+        # "started"; moving them would silently undo the domain's tuning.
+        tag, vcpus = dom.libvirt_tunes[0]
+        raise AnnotationError(
+            'the domain has <cputune><%s vcpus="%s">, so libvirt gives those '
+            'vCPUs a resctrl group of its own; it cannot also have %s from '
+            'ovs-rdt: keep one or the other'
+            % (tag, show(vcpus), spec.describe()))
     if spec is not None and spec.pool is not None and settings is not None:
         pools = getattr(settings, 'pools', {})
         if spec.pool not in pools:

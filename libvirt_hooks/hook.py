@@ -128,6 +128,8 @@ class Hook:
         self._settings: Any = None
         self._manager: CacheManager | None = None
         self._rc: Resctrl | None = None
+        #: The parsed domain, once it parsed.
+        self.dom: Domain | None = None
 
     # -- lazily built context ---------------------------------------------
     @property
@@ -170,8 +172,8 @@ class Hook:
         from libvirt_hooks import domain
         from ovs_rdt.exceptions import ConfigError
 
-        if not dom.wants_something:
-            return None
+        if not dom.wants_something or dom.annotation == {}:
+            return None       # (an empty <rdt:rdt/> is an explicit "nothing")
         explicit = dom.annotation is not None or bool(
             dom.extra_specs and any(k.startswith('rdt:')
                                     for k in dom.extra_specs))
@@ -210,8 +212,14 @@ class Hook:
                     '%s: this host\'s minimum memory bandwidth is %d%%'
                     % (spec.label('mb_percent'), platform.mb.min_bandwidth))
         cpus = dom.vcpu_cpus()
-        domains = (platform.domains_of_cpus(cpus) if cpus is not None
-                   else frozenset(platform.domains))
+        known = platform.cpu_domains if cpus is not None else {}
+        if cpus is None or not known or not all(c in known for c in cpus):
+            # Unpinned, or pinned to a CPU whose cache domain is unknown (an
+            # offline CPU has no cache/ in sysfs; it may come online later
+            # in a domain we would not have reserved): every domain.
+            domains = frozenset(platform.domains)
+        else:
+            domains = platform.domains_of_cpus(cpus)
         return Request(vm_group(dom.uuid),
                        ways={d: ways for d in sorted(domains)},
                        exclusive=True, mb_percent=spec.mb_percent)
@@ -269,8 +277,13 @@ class Hook:
             self.log('warning', 'group %s is missing; creating it' % group)
             self.ensure_group(dom, spec)
         run_dir = self.settings.libvirt.qemu_run_dir
-        pidfile = os.path.join(run_dir, dom.name + '.pid')
-        pid = procfs.read_pidfile(pidfile)
+        pid = None
+        for candidate in pidfiles(run_dir, dom.name):
+            pid = procfs.read_pidfile(candidate)
+            if pid is not None:
+                break
+        pidfile = candidate if pid is not None else pidfiles(run_dir,
+                                                             dom.name)[0]
         if pid is None:
             raise Refusal('no running QEMU for the domain: %s is missing or '
                           'names no live process' % pidfile)
@@ -304,12 +317,22 @@ class Hook:
         return self.started(dom)
 
     def release(self, dom: Domain) -> int:
-        from ovs_rdt.model import vm_group
+        from ovs_rdt.exceptions import RDTError
+        from ovs_rdt import GROUP_PREFIX
 
-        if not dom.wants_something:
+        # By UUID, whatever the XML says now: libvirt passes the live XML,
+        # and `virsh metadata --live` may have dropped the annotation of a
+        # VM that holds a group.  (A VM that asks for nothing still never
+        # depends on a readable configuration.)  What model.vm_group()
+        # gives, without importing the model for every VM that stops.
+        group = GROUP_PREFIX + 'vm-' + dom.uuid
+        try:
+            exists = self.group_exists(group)
+        except RDTError:
+            if dom.wants_something:
+                raise
             return 0
-        group = vm_group(dom.uuid)
-        if not self.group_exists(group):
+        if not exists:
             return 0
         self.manager.release(group)
         self.log('info', 'removed group %s' % group)
@@ -333,6 +356,24 @@ class Hook:
         return 0
 
     # -- failures -------------------------------------------------------------
+    def unreserve(self) -> None:
+        """Give back what ``prepare`` reserved for a VM that runs unmanaged.
+
+        (Else its ways stay held, unused, until it stops.)
+        """
+        from ovs_rdt.model import vm_group
+
+        if self.dom is None:
+            return
+        group = vm_group(self.dom.uuid)
+        try:
+            if self.group_exists(group):
+                self.manager.release(group)
+                self.log('info', 'removed group %s: the VM runs unmanaged'
+                         % group)
+        except Exception as exc:  # noqa: BLE001 - best effort, logged
+            self.log('error', 'could not remove %s: %s' % (group, exc))
+
     def fail(self, strict: bool, dom_name: str, message: str) -> int:
         from libvirt_hooks.domain import show
 
@@ -351,6 +392,8 @@ class Hook:
         if policy == 'warn':
             self.log('warning', 'starting it without a cache allocation '
                      '([libvirt] on_failure = warn): %s' % message)
+            if self.op == 'started':
+                self.unreserve()
             sys.stderr.write('ovs-rdt: warning: domain \'%s\' runs without a '
                              'cache allocation: %s\n' % (show(dom_name),
                                                          message))
@@ -359,6 +402,23 @@ class Hook:
         sys.stderr.write('ovs-rdt: %s domain \'%s\': %s\n'
                          % (what, show(dom_name), message))
         return 1
+
+
+# libvirt's virPidFileBuildPath names the pidfile after the domain name
+# escaped for XML (virBufferEscapeString: control characters dropped), so
+# "a'b" has "a&apos;b.pid"; older releases used the name as it is.
+_PIDFILE_ESCAPES: dict[int, str | None] = {
+    ord('&'): '&amp;', ord('<'): '&lt;', ord('>'): '&gt;', ord('"'): '&quot;',
+    ord("'"): '&apos;'}
+_PIDFILE_ESCAPES.update((c, None) for c in range(1, 0x1a)
+                        if c not in (9, 10, 13))
+
+
+def pidfiles(run_dir: str, name: str) -> list[str]:
+    """Where libvirt keeps the domain's QEMU pid, most likely first."""
+    escaped = name.translate(_PIDFILE_ESCAPES)
+    return [os.path.join(run_dir, n + '.pid')
+            for n in ((escaped, name) if escaped != name else (name,))]
 
 
 def _bridge_logging(log: Log) -> None:
@@ -433,7 +493,7 @@ def run(argv: list[str], data: bytes) -> int:
 
     hook = Hook(config_file, name, op, subop)
     try:
-        dom = domain.parse(data)
+        dom = hook.dom = domain.parse(data)
         return int(getattr(hook, method)(dom))
     except (RDTError, Refusal) as exc:
         return hook.fail(strict, name, str(exc))

@@ -6,7 +6,8 @@ interpreter that runs ``ovs-rdt`` now, where the ``libvirt_hooks`` and
 ``ovs_rdt`` packages are, and the configuration file.  It runs the hook
 module directly, in isolated mode without ``site`` (``python3 -I -S``): no
 environment variable, user site or ``.pth`` file can change what runs as
-root, and start-up is as fast as the interpreter gets.
+root, and start-up is as fast as the interpreter gets.  If the interpreter
+or the packages are gone, it fails safe (see ``_FALLBACK``).
 
 libvirtd looks for hook scripts when it starts (and on SIGHUP): after the
 first install, restart (or reload) libvirtd.
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
 HOOK_NAME = '50-ovs-rdt'
 MARKER = '# ovs-rdt libvirt hook wrapper'
-# Linux reads at most 255 bytes of a "#!" line (127 before 5.1).
-_MAX_SHEBANG = 127
 
 
 def hook_path(hooks_dir: str | None, name: str = HOOK_NAME) -> str:
@@ -54,32 +53,85 @@ def package_paths() -> list[str]:
     return out
 
 
+# The wrapper's Python (double quotes only: it goes between sh's '...').
+# If the import fails (the packages removed or broken under a wrapper that
+# stays) it hands over to the wrapper's shell part, stdin still unread.
+_BODY = """\
+import sys
+sys.path += %(paths)s
+try:
+    from libvirt_hooks import domain  # noqa: F401 (every event needs it)
+    from libvirt_hooks.hook import main
+except Exception as exc:
+    import os
+    os.environ["OVS_RDT_HOOK_FAILED"] = "cannot import its packages (%%s: %%s)" %% (
+        type(exc).__name__, exc)
+    os.execv("/bin/sh", ["/bin/sh"] + sys.argv[1:])
+sys.exit(main(["--config-file", %(config)s] + sys.argv[2:]))
+"""
+
+# What the wrapper does when the hook cannot run: its interpreter is gone
+# (a removed virtualenv) or its packages are.  A traceback and exit 1 at
+# every event would make libvirt refuse every VM start and, at the next
+# libvirtd restart (``reconnect``), kill every running guest.  Instead only
+# a strict event of a VM whose XML asks for ovs-rdt is refused (unless
+# ``[libvirt] on_failure = warn``); everything else exits 0, logged.
+_FALLBACK = """\
+why=${OVS_RDT_HOOK_FAILED:-%(why)s}
+xml=$(cat)
+refuse=
+case "$2" in prepare|started|migrate|restore)
+    case "$xml" in *urn:ovs-rdt:libvirt:1*|*'"rdt:'*) refuse=1 ;; esac ;;
+esac
+if [ -n "$refuse" ] && grep -Eqs \\
+        '^[[:space:]]*on_failure[[:space:]]*[=:][[:space:]]*["'"'"']?warn' \\
+        %(config)s; then
+    refuse=
+fi
+msg="domain '$1' $2 $3: the ovs-rdt hook $why; reinstall ovs-rdt and\\
+ re-run \\"ovs-rdt install-hook\\", or remove $0"
+logger -t ovs-rdt-hook -p daemon.warning -- "$msg" 2>/dev/null
+if [ -n "$refuse" ]; then
+    printf 'ovs-rdt: refusing %%s\\n' "$msg" >&2
+    exit 1
+fi
+exit 0
+"""
+
+
+def _sh_quote(text: str) -> str:
+    import shlex
+    return shlex.quote(text)
+
+
 def wrapper_text(config_file: str, python: str | None = None,
                  paths: list[str] | None = None) -> str:
     """The wrapper script.
 
-    A Python script with ``#!<python> -IS`` when the interpreter's path
-    allows it (one exec, no shell), else a ``/bin/sh`` script that execs
-    the same thing.
+    A ``/bin/sh`` script that execs ``<python> -I -S -c <body>``.  A ``#!``
+    line naming the interpreter would, once that interpreter is gone (a
+    removed virtualenv), fail every event before any code of ours runs,
+    and libvirt kills a guest whose ``reconnect`` hook fails; the shell
+    checks first (under 1 ms).  The package paths go *after* the standard
+    library, where ``site`` puts them: a stray ``enum`` or ``logging`` in a
+    dist-packages directory must not shadow the stdlib.
     """
+    import json
+
     python = os.path.abspath(python or sys.executable)
     paths = package_paths() if paths is None else paths
     config_file = os.path.abspath(config_file)
-    body = ('import sys\n'
-            'sys.path[:0] = %r\n'
-            'from libvirt_hooks.hook import main\n'
-            'sys.exit(main([%r, %r] + sys.argv[1:]))\n'
-            % (paths, '--config-file', config_file))
-    header = ('%s (written by "ovs-rdt install-hook"; do not edit)\n'
-              '# config: %s\n' % (MARKER, config_file))
-    shebang = '#!%s -IS' % python
-    if (len(shebang) <= _MAX_SHEBANG and not any(c.isspace() for c in python)
-            and python.isprintable()):
-        return '%s\n%s%s' % (shebang, header, body)
-    import shlex
-    one_line = body.replace('\n', '; ').rstrip('; ')
-    return ('#!/bin/sh\n%sexec %s -I -S -c %s "$@"\n'
-            % (header, shlex.quote(python), shlex.quote(one_line)))
+    body = _BODY % {'paths': json.dumps(paths),
+                    'config': json.dumps(config_file)}
+    quoted = "'%s'" % body if "'" not in body else _sh_quote(body)
+    py = _sh_quote(python)
+    return ('#!/bin/sh\n%s (written by "ovs-rdt install-hook"; do not edit)\n'
+            '# config: %s\n' % (MARKER, config_file.replace('\n', ' '))
+            + 'if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x %s ]; then\n'
+            '    exec %s -I -S -c %s "$0" "$@"\nfi\n' % (py, py, quoted)
+            + _FALLBACK % {
+                'why': _sh_quote('cannot run: %s is missing' % python),
+                'config': _sh_quote(config_file)})
 
 
 def is_ours(path: str) -> bool:

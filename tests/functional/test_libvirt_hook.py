@@ -325,3 +325,78 @@ def test_eight_guests_started_concurrently(env: Env) -> None:
     all_at_once('destroy')
     assert env.vm_groups() == []
     assert env.free() == free
+
+
+# -- what the review found (libvirt 9.0's real behaviour) ----------------------
+def test_foreign_metadata_with_unbound_prefixes(env: Env) -> None:
+    # libvirt keeps <y:z q:a> nested in another application's metadata
+    # without a declaration; expat's namespace mode refused the whole XML.
+    other = '<app:x xmlns:app="urn:app"><y:z q:a="1">t</y:z></app:x>'
+    plain = env.tb.define(other)
+    annotated = env.tb.define(other + rdt('<rdt:l3 ways="2"/>'))
+    env.tb.start(plain)
+    env.tb.start(annotated)
+    env.assert_isolated(annotated.group, 2)
+    assert env.tb.vcpu_tids(annotated) <= env.tasks(annotated.group)
+
+
+def test_odd_name_and_default_namespace_annotation(env: Env) -> None:
+    # libvirt keeps the name as written (its pidfile is "<name>.pid") and
+    # the annotation in a default namespace as written.
+    guest = env.tb.define('<rdt xmlns="urn:ovs-rdt:libvirt:1"><l3 ways="2"/>'
+                          '</rdt>', name_suffix=" 'q' \u00e9 ")
+    env.tb.start(guest)
+    env.assert_isolated(guest.group, 2)
+    assert env.tb.vcpu_tids(guest) <= env.tasks(guest.group)
+
+
+def test_annotation_dropped_live_then_destroyed(env: Env) -> None:
+    free = env.free()
+    guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    env.tb.start(guest)
+    env.tb.virsh('metadata', guest.name, 'urn:ovs-rdt:libvirt:1', '--live',
+                 '--remove')
+    assert 'urn:ovs-rdt' not in env.tb.virsh('dumpxml', guest.name).stdout
+    env.tb.destroy(guest)
+    assert guest.group not in env.groups()
+    assert env.free() == free
+
+
+def test_stale_wrapper_never_kills_or_blocks_guests(env: Env) -> None:
+    """The packages (or the virtualenv) are gone, the wrapper stayed."""
+    import os
+
+    from libvirt_hooks import install
+
+    plain = env.tb.define()
+    annotated = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    env.tb.start(plain)
+    env.tb.start(annotated)
+    pids = {g.name: env.tb.pid(g) for g in (plain, annotated)}
+    stale = {'nopkg': dict(paths=['/nonexistent']),
+             'nopython': dict(python='/nonexistent/venv/bin/python3')}
+    paths = []
+    try:
+        for suffix, kwargs in stale.items():
+            path = '%s-%s' % (env.tb.hook, suffix)
+            with open(path, 'w', encoding='utf-8') as fh:
+                fh.write(install.wrapper_text(env.tb.config, **kwargs))
+            os.chmod(path, 0o755)
+            paths.append(path)
+        env.tb.restart_libvirtd()          # "reconnect" through them
+        for guest in (plain, annotated):
+            assert env.tb.state(guest) == 'running'
+            assert env.tb.pid(guest) == pids[guest.name]
+        late = env.tb.define()
+        env.tb.start(late)                 # asks for nothing: not blocked
+        refused = env.tb.define(rdt('<rdt:l3 ways="1"/>'))
+        err = start_fails(env, refused)
+        # libvirt runs every script of qemu.d and reports the last failure.
+        assert ("ovs-rdt: refusing domain '%s' prepare begin: the ovs-rdt "
+                "hook cannot run: /nonexistent/venv/bin/python3 is missing"
+                % refused.name) in err
+        env.tb.destroy(annotated)          # stopped/release: no matter
+        assert annotated.group not in env.groups()
+    finally:
+        for path in paths:
+            os.unlink(path)

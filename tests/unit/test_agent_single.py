@@ -3,8 +3,8 @@ import os
 import subprocess
 import sys
 
-from ovs_rdt.agent import service
 from ovs_rdt.agent.knobs import Placement
+from ovs_rdt.agent import service
 
 
 def test_one_agent_per_resctrl_root(tmp_path):

@@ -185,8 +185,8 @@ def test_doctype_and_entities_refused():
 def test_size_depth_and_text_bounded():
     with pytest.raises(AnnotationError, match='larger than'):
         domain.parse(b' ' * (domain.MAX_XML_BYTES + 1))
-    deep = b'<domain>' + b'<a>' * 100 + b'</a>' * 100 + b'</domain>'
-    with pytest.raises(AnnotationError, match='deeper than'):
+    deep = b'<domain>' + b'<a>' * 300 + b'</a>' * 300 + b'</domain>'
+    with pytest.raises(AnnotationError, match='deeper than 256 levels'):
         domain.parse(deep)
     with pytest.raises(AnnotationError, match='more than'):
         domain.parse(xml(name='x' * 5000))
@@ -239,6 +239,27 @@ def test_bad_cpusets(cpuset, message):
     dom = domain.parse(xml(vcpu='<vcpu cpuset="%s">1</vcpu>' % cpuset))
     with pytest.raises(AnnotationError, match=message):
         dom.vcpu_cpus()
+
+
+def test_cpuset_parts_apply_in_order_like_libvirt():
+    # virBitmapParse sets and clears bits in order: "^20,0-3,20" holds 20.
+    dom = domain.parse(xml(vcpu='<vcpu cpuset="^20,0-3,20">1</vcpu>'))
+    assert dom.vcpu_cpus() == {0, 1, 2, 3, 20}
+    dom = domain.parse(xml(vcpu='<vcpu cpuset="0-3,^2">1</vcpu>'))
+    assert dom.vcpu_cpus() == {0, 1, 3}
+
+
+def test_cpusets_cost_bounded_by_the_text():
+    import time
+    # 16384 vCPUs, each pinned to (nearly) every CPU id there is: as sets,
+    # a billion elements; as bit masks, a moment.
+    pins = ''.join("<vcpupin vcpu='%d' cpuset='%d-65535'/>" % (i, i % 7)
+                   for i in range(domain.MAX_VCPUS))
+    dom = domain.parse(xml(vcpu='<vcpu>%d</vcpu>' % domain.MAX_VCPUS,
+                           cputune='<cputune>%s</cputune>' % pins))
+    start = time.monotonic()
+    assert len(dom.vcpu_cpus()) == 65536
+    assert time.monotonic() - start < 5
 
 
 def test_bad_vcpu_count():
@@ -321,3 +342,89 @@ def test_wants_something():
     assert domain.parse(xml(rdt(''))).wants_something
     assert domain.parse(xml(nova())).wants_something
     assert not domain.parse(xml('<x xmlns="urn:y"/>')).wants_something
+
+
+# -- what libvirt really passes (captured from libvirt 9.0's hooks) ---------
+def test_unbound_prefix_in_foreign_metadata_ignored():
+    # libvirt keeps <y:z q:a> nested in another application's metadata as
+    # written, undeclared prefixes and all: expat's namespace mode refused
+    # the whole document, so such a VM could not start at all.
+    other = ('<app:x xmlns:app="urn:app">\n      <y:z q:a="1">t</y:z>\n'
+             '    </app:x>')
+    assert spec_of(xml(other)) is None
+    assert not domain.parse(xml(other)).wants_something
+    data = xml(other + rdt('<rdt:l3 ways="2"/>'))
+    assert spec_of(data).l3_ways == 2
+
+
+def test_default_namespace_annotation():
+    # virsh define keeps <rdt xmlns="urn:ovs-rdt:libvirt:1"> as written.
+    data = xml('<rdt xmlns="urn:ovs-rdt:libvirt:1"><l3 ways="2"/>'
+               '<mb percent="40"/></rdt>')
+    spec = spec_of(data)
+    assert (spec.l3_ways, spec.mb_percent) == (2, 40)
+    data = xml('<rdt xmlns="urn:ovs-rdt:libvirt:1"><l3 ways="2" '
+               'size="1"/></rdt>')
+    assert 'unknown attribute "size"' in error_of(data)
+
+
+def test_namespaced_attributes_resolved():
+    # Another prefix for our namespace is still our namespace; xmlns
+    # declarations themselves are not attributes.
+    data = xml('<r:rdt xmlns:r="urn:ovs-rdt:libvirt:1"><r:l3 ways="2" '
+               'xmlns:q="urn:q"/></r:rdt>')
+    assert spec_of(data).l3_ways == 2
+    data = xml(rdt('<rdt:l3 xmlns:r2="urn:ovs-rdt:libvirt:1" r2:ways="2"/>'))
+    assert 'unknown attribute "rdt:ways"' in error_of(data)
+    data = xml(rdt('<rdt:l3 ways="2" q:x="1"/>'))
+    assert 'unknown attribute "q:x"' in error_of(data)
+    # A namespace "URI" with a space cannot pose as ours.
+    data = xml('<f:rdt xmlns:f="urn:ovs-rdt:libvirt:1 x"><f:l3 ways="2"/>'
+               '</f:rdt>')
+    assert spec_of(data) is None
+
+
+def test_depth_libvirt_accepts_is_accepted():
+    # libvirt defines domains nested up to libxml2's 256 levels.
+    deep = ('<a:x xmlns:a="urn:a">' + '<a:y>' * 150 + '</a:y>' * 150
+            + '</a:x>')
+    assert spec_of(xml(deep)) is None
+
+
+def test_name_kept_exactly():
+    # libvirt accepts " vm 1 " and names its pidfile " vm 1 .pid".
+    assert domain.parse(xml(name=' vm 1 ')).name == ' vm 1 '
+    assert domain.parse(xml(name='caf\u00e9 "q" \U0001f600')).name == \
+        'caf\u00e9 "q" \U0001f600'
+
+
+def test_show_escapes_every_plane():
+    assert domain.show('a\nb\u2028\U000e0001') == \
+        'a\\x0ab\\u2028\\U000e0001'
+
+
+def test_huge_foreign_metadata_is_linear():
+    import time
+    other = '<a:x xmlns:a="urn:a">%s</a:x>' % ('<a:y b="c">t</a:y>' * 200000)
+    data = xml(other)
+    assert len(data) < domain.MAX_XML_BYTES
+    start = time.monotonic()
+    assert spec_of(data) is None
+    assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize('tune', [
+    "<cachetune vcpus='0-1'><cache id='0' level='3' type='both' size='3' "
+    "unit='MiB'/></cachetune>",
+    "<memorytune vcpus='0'><node id='0' bandwidth='20'/></memorytune>",
+])
+def test_libvirt_cachetune_conflicts_with_a_request(tune):
+    cputune = '<cputune>%s</cputune>' % tune
+    data = xml(rdt('<rdt:l3 ways="2"/>'), cputune=cputune)
+    msg = error_of(data)
+    assert msg.startswith('the domain has <cputune><%s vcpus="'
+                          % tune[1:].split()[0])
+    assert msg.endswith('it cannot also have 2 L3 ways (from the <rdt:rdt> '
+                        'annotation) from ovs-rdt: keep one or the other')
+    # Without a request, libvirt's tuning is none of our business.
+    assert spec_of(xml(cputune=cputune)) is None

@@ -160,6 +160,15 @@ def test_prepare_uses_pinned_cpus_domains(node):
     assert node.rc().group(GROUP).mode == 'shareable'
 
 
+def test_prepare_pinned_to_a_cpu_of_unknown_domain_takes_every_domain(node):
+    # CPU 45 has no cache/index3 in sysfs (offline, say): it may come online
+    # in either domain, so the VM gets ways in both.
+    pins = "<cputune><vcpupin vcpu='0' cpuset='20'/>" \
+           "<vcpupin vcpu='1' cpuset='21,45'/></cputune>"
+    assert node.run(xml(rdt('<rdt:l3 ways="3"/>'), cputune=pins)) == 0
+    assert isolated(node, GROUP, 3, domains=(0, 1))
+
+
 def test_prepare_vcpu_cpuset_domain(node):
     data = xml(rdt('<rdt:l3 ways="2"/>'), vcpu="<vcpu cpuset='0-3'>2</vcpu>")
     assert node.run(data) == 0
@@ -233,6 +242,14 @@ def test_vm_asking_nothing_never_reads_config(node):
         assert node.run(xml(), op, subop) == 0
 
 
+def test_empty_annotation_never_reads_config(node):
+    # <rdt:rdt/> says "nothing", even over the flavor's extra specs.
+    node.config.write_text('[resctrl\nbroken')
+    data = xml(rdt('') + nova({'rdt:l3_ways': '2'}))
+    for op, subop in hook.EVENTS:
+        assert node.run(data, op, subop) == 0
+
+
 def test_flavor_lookup_with_broken_config_does_not_refuse(node, capsys):
     node.config.write_text('[resctrl\nbroken')
     assert node.run(xml(nova())) == 0
@@ -273,6 +290,16 @@ def test_release_even_with_a_now_invalid_annotation(node):
     assert GROUP not in node.groups()
 
 
+def test_release_after_the_annotation_was_dropped_live(node):
+    # `virsh metadata --live --remove`: the XML of stopped/release no longer
+    # asks for anything, but the VM still holds its group.
+    assert node.run(L3_3) == 0
+    assert node.run(xml(), 'stopped', 'end') == 0
+    assert GROUP not in node.groups()
+    assert node.rc().group('').l3[0].count == 11 - 2
+    assert 'stopped end: removed group %s' % GROUP in node.log.read_text()
+
+
 def test_release_never_fails(node, capsys):
     assert node.run(b'<domain>', 'release', 'end') == 0
     node.configure(resctrl={'root': '/nonexistent'})
@@ -309,6 +336,42 @@ def test_started_pool(node, qemu):
 def test_started_recreates_a_missing_group(node, qemu):
     assert node.run(L3_3, 'started') == 0
     assert node.tasks(GROUP) == sorted(qemu.tids)
+
+
+@pytest.mark.parametrize('name, pidfile', [
+    # libvirt keeps the name as written (" vm 1 ") and escapes it for XML
+    # in its pidfile's name (virPidFileBuildPath, libvirt 9.0 here).
+    (' vm 1 ', ' vm 1 .pid'),
+    ("vm '1' \u00e9 <&>\"", 'vm &apos;1&apos; \u00e9 &lt;&amp;&gt;&quot;.pid'),
+    ("vm '1'", "vm '1'.pid"),                         # older libvirt
+])
+def test_started_finds_the_pidfile_of_an_odd_name(
+        node, qemu, name, pidfile):
+    os.rename(os.path.join(node.run_dir, 'vm1.pid'),
+              os.path.join(node.run_dir, pidfile))
+    data = xml(rdt('<rdt:l3 ways="3"/>'),
+               name=name.replace('&', '&amp;').replace('<', '&lt;'))
+    assert node.run(data, 'started', name=name) == 0
+    assert node.tasks(GROUP) == sorted(qemu.tids)
+
+
+def test_pidfile_names():
+    assert hook.pidfiles('/r', 'a\'b\x01\tc') == [
+        '/r/a&apos;b\tc.pid', "/r/a'b\x01\tc.pid"]
+    assert hook.pidfiles('/r', 'vm1') == ['/r/vm1.pid']
+
+
+def test_started_failure_with_warn_gives_the_ways_back(node, capsys):
+    # The VM runs unmanaged: what prepare reserved must not stay held.
+    node.configure(libvirt={'on_failure': 'warn',
+                            'qemu_run_dir': '/nonexistent'})
+    assert node.run(L3_3) == 0
+    assert node.run(L3_3, 'started') == 0
+    assert GROUP not in node.groups()
+    assert node.rc().group('').l3[0].count == 11 - 2      # pool noisy: 2
+    assert 'runs without a cache allocation' in capsys.readouterr().err
+    assert 'removed group %s: the VM runs unmanaged' % GROUP in \
+        node.log.read_text()
 
 
 def test_started_refuses_wrong_process(node, qemu, capsys):
@@ -422,7 +485,8 @@ def test_wrapper_runs_the_hook(node, tmp_path):
     install.install(path, str(node.config))
     assert os.stat(path).st_mode & 0o777 == 0o755
     text = open(path).read()
-    assert text.startswith('#!%s -IS\n' % os.path.abspath(sys.executable))
+    assert text.startswith('#!/bin/sh\n')
+    assert 'exec %s -I -S -c' % os.path.abspath(sys.executable) in text
     assert str(node.config) in text
     # No resctrl needed: the VM asks for nothing.
     res = subprocess.run([path, 'vm1', 'prepare', 'begin', '-'], input=xml(),
@@ -437,7 +501,7 @@ def test_wrapper_runs_the_hook(node, tmp_path):
                                    '1\n')
 
 
-def test_shell_wrapper_fallback(node, tmp_path):
+def test_wrapper_quotes_odd_paths(node, tmp_path):
     text = install.wrapper_text(str(node.config), python='/opt/my python/py')
     assert text.startswith('#!/bin/sh\n')
     assert "exec '/opt/my python/py' -I -S -c" in text

@@ -1,0 +1,168 @@
+"""The installed wrapper as libvirt runs it: interpreters, sys.path, and
+failing safe when the packages or the interpreter are gone.
+
+libvirt kills a running guest whose ``reconnect`` hook fails and refuses a
+start whose ``prepare`` hook fails, so a wrapper left behind by an
+uninstall (or a removed virtualenv) must never turn into "exit 1 for every
+event": only a strict event of a VM that asks for ovs-rdt is refused, and
+not even that with ``[libvirt] on_failure = warn``.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from libvirt_hooks import install
+from tests.unit.test_domain import nova, rdt, xml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+# What libvirt passes a hook (virCommandAddEnvPassCommon).
+LIBVIRT_ENV = {'LC_ALL': 'C', 'PATH': '/bin:/usr/bin'}
+DEBIAN_PYTHON = '/usr/bin/python3'
+
+PLAIN = xml()
+ANNOTATED = xml(rdt('<rdt:l3 ways="3"/>'))
+ZERO = xml(rdt('<rdt:l3 ways="0"/>'))
+NOVA_SPEC = xml(nova({'rdt:l3_ways': '2'}))
+
+
+def wrapper(tmp_path, config='', **kwargs):
+    conf = tmp_path / 'ovs-rdt.conf'
+    conf.write_text(config)
+    path = str(tmp_path / 'qemu.d' / '50-ovs-rdt')
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.lexists(path):
+        os.unlink(path)
+    text = install.wrapper_text(str(conf), **kwargs)
+    with open(path, 'w') as fh:
+        fh.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
+def run(path, data, op='prepare', subop='begin', name='vm1'):
+    return subprocess.run([path, name, op, subop, '-'], input=data,
+                          capture_output=True, env=LIBVIRT_ENV, timeout=60)
+
+
+def test_wrapper_is_sh_and_checks_its_interpreter(tmp_path):
+    path = wrapper(tmp_path)
+    text = open(path).read()
+    assert text.startswith('#!/bin/sh\n' + install.MARKER)
+    python = os.path.abspath(sys.executable)
+    assert '[ -x %s ]; then\n    exec %s -I -S -c ' % (python, python) \
+        in text
+    assert install.is_ours(path)
+    res = run(path, ZERO)
+    assert res.returncode == 1 and res.stdout == b''
+    assert res.stderr.decode() == ("ovs-rdt: refusing to start domain 'vm1': "
+                                   '<rdt:l3 ways="0">: ways must be at least '
+                                   '1\n')
+
+
+@pytest.mark.skipif(not os.path.exists(DEBIAN_PYTHON),
+                    reason='no %s' % DEBIAN_PYTHON)
+def test_system_python_with_isolated_mode(tmp_path):
+    # A system-wide pip install: Debian's python3 -I -S has no dist-packages
+    # on sys.path; the wrapper adds the packages' directory.
+    path = wrapper(tmp_path, python=DEBIAN_PYTHON, paths=[REPO])
+    res = run(path, PLAIN)
+    assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
+    res = run(path, ZERO)
+    assert res.returncode == 1
+    assert b'ways must be at least 1' in res.stderr
+
+
+def test_package_paths_do_not_shadow_the_stdlib(tmp_path):
+    # A dist-packages directory holding ovs-rdt and a stray "xml" (or enum,
+    # logging...): site puts it after the stdlib, so must the wrapper.
+    site = tmp_path / 'dist-packages'
+    (site / 'xml').mkdir(parents=True)
+    (site / 'xml' / '__init__.py').write_text(
+        'raise ImportError("shadowed stdlib xml")\n')
+    for pkg in ('libvirt_hooks', 'ovs_rdt'):
+        os.symlink(os.path.join(REPO, pkg), str(site / pkg))
+    path = wrapper(tmp_path, paths=[str(site)])
+    res = run(path, PLAIN)
+    assert (res.returncode, res.stderr) == (0, b''), res.stderr
+    res = run(path, ZERO)
+    assert b'ways must be at least 1' in res.stderr
+
+
+FAIL_SAFE = [
+    # (xml, op, subop, exit status)
+    (PLAIN, 'prepare', 'begin', 0),
+    (PLAIN, 'started', 'begin', 0),
+    (ANNOTATED, 'prepare', 'begin', 1),
+    (NOVA_SPEC, 'prepare', 'begin', 1),
+    (ANNOTATED, 'started', 'begin', 1),
+    (ANNOTATED, 'migrate', 'begin', 1),
+    (ANNOTATED, 'restore', 'begin', 1),
+    (ANNOTATED, 'start', 'begin', 0),
+    (ANNOTATED, 'reconnect', 'begin', 0),     # libvirt would kill the guest
+    (ANNOTATED, 'stopped', 'end', 0),
+    (ANNOTATED, 'release', 'end', 0),
+    (b'', 'prepare', 'begin', 0),
+]
+IDS = ['plain-prepare', 'plain-started', 'l3-prepare', 'nova-prepare',
+       'l3-started', 'l3-migrate', 'l3-restore', 'l3-start', 'l3-reconnect',
+       'l3-stopped', 'l3-release', 'empty']
+
+
+def _gone(tmp_path, what, config=''):
+    if what == 'package':            # pip uninstall, wrapper left behind
+        return wrapper(tmp_path, config, paths=[str(tmp_path / 'gone')])
+    if what == 'ovs_rdt':            # half an installation
+        site = tmp_path / 'half'
+        site.mkdir(exist_ok=True)
+        if not (site / 'libvirt_hooks').exists():
+            os.symlink(os.path.join(REPO, 'libvirt_hooks'),
+                       str(site / 'libvirt_hooks'))
+        return wrapper(tmp_path, config, paths=[str(site)])
+    # The virtualenv (interpreter and all) was removed.
+    return wrapper(tmp_path, config, python=str(tmp_path / 'venv/bin/python'),
+                   paths=[REPO])
+
+
+@pytest.mark.parametrize('what', ['package', 'ovs_rdt', 'interpreter'])
+@pytest.mark.parametrize('data, op, subop, status', FAIL_SAFE, ids=IDS)
+def test_fails_safe_when_gone(tmp_path, what, data, op, subop, status):
+    path = _gone(tmp_path, what)
+    res = run(path, data, op, subop, name="vm '1'")
+    assert res.returncode == status, res.stderr
+    assert res.stdout == b''
+    if status:
+        line = res.stderr.decode()
+        assert line.count('\n') == 1 and line.endswith('\n')
+        assert line.startswith("ovs-rdt: refusing domain 'vm '1'' %s %s: "
+                               'the ovs-rdt hook ' % (op, subop)), line
+        assert line.rstrip().endswith(
+            're-run "ovs-rdt install-hook", or remove %s' % path)
+        assert ('is missing' if what == 'interpreter'
+                else 'cannot import its packages') in line
+    else:
+        assert res.stderr == b''
+
+
+@pytest.mark.parametrize('what', ['package', 'interpreter'])
+def test_gone_with_on_failure_warn_refuses_nothing(tmp_path, what):
+    path = _gone(tmp_path, what, '[DEFAULT]\ndebug = true\n[libvirt]\n'
+                 'on_failure = warn\n')
+    for op in ('prepare', 'started', 'migrate'):
+        res = run(path, ANNOTATED, op)
+        assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
+    path = _gone(tmp_path, what, '[libvirt]\non_failure = refuse\n')
+    assert run(path, ANNOTATED).returncode == 1
+
+
+def test_gone_reads_all_of_stdin(tmp_path):
+    # libvirt writes the XML while the hook runs: never leave it EPIPE.
+    big = xml('<a:x xmlns:a="urn:a">%s</a:x>' % ('y' * 1000000))
+    for what in ('package', 'interpreter'):
+        proc = subprocess.Popen([_gone(tmp_path, what), 'vm1', 'prepare',
+                                 'begin', '-'], stdin=subprocess.PIPE,
+                                env=LIBVIRT_ENV)
+        proc.stdin.write(big)         # BrokenPipeError if it did not read
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0

@@ -33,9 +33,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/ovs-rdt ] || [ setup.cfg -nt .venv/.installed ] \
         || [ requirements.txt -nt .venv/.installed ]; then
-    echo "== installing tox and ovs-rdt into .venv"
-    .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q tox -r requirements.txt -r test-requirements.txt
-    .venv/bin/pip install -q -e .
+    echo "== installing tox and ovs-rdt into .venv (log: .venv/pip.log)"
+    # pip's build backends print pages of deprecation notices: keep them in
+    # the log and show its end only if something fails.
+    if ! { .venv/bin/pip install -q --upgrade pip \
+           && .venv/bin/pip install -q tox -r requirements.txt -r test-requirements.txt \
+           && .venv/bin/pip install -q -e .; } >.venv/pip.log 2>&1; then
+        tail -n 30 .venv/pip.log >&2
+        echo "tools/setup.sh: pip failed (full log: .venv/pip.log)" >&2
+        exit 1
+    fi
     touch .venv/.installed
 fi

@@ -197,6 +197,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='remove the wrapper instead of installing it')
 
 
+def managed_guests(settings: Any) -> list[str]:
+    """Names of running guests in ovsrdt-vm- groups (best effort)."""
+    from ovs_rdt.exceptions import RDTError
+    from ovs_rdt import members
+    from ovs_rdt.resctrl import Resctrl
+    try:
+        rc = Resctrl(settings.resctrl.root, settings.resctrl.sysfs_cpu_root,
+                     settings.resctrl.lock_timeout)
+        with rc.lock(exclusive=False):
+            groups = [g for g in rc.groups(with_tasks=True)
+                      if g.name.startswith('ovsrdt-vm-') and g.tasks]
+    except (RDTError, OSError):
+        return []
+    return sorted({m['name'] for g in groups
+                   for m in members.describe(g.tasks) if m['kind'] == 'vm'})
+
+
 def run(settings: Any, args: argparse.Namespace) -> int:
     from ovs_rdt import conf
 
@@ -208,6 +225,12 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         if uninstall(path):
             print('removed %s (libvirtd lists qemu.d/ on every event: it no '
                   'longer runs it)' % path)
+            running = managed_guests(settings)
+            if running:
+                print('warning: %d guest(s) still run in ovs-rdt groups (%s); '
+                      'when they stop, their ovsrdt-vm- groups and ways stay '
+                      'until ovs-rdt-agent\'s reconciliation removes them'
+                      % (len(running), ', '.join(running)), file=sys.stderr)
         else:
             print('%s was not installed' % path)
         return 0

@@ -5,6 +5,7 @@ the QEMU is a real process that looks like one in /proc (``-name``,
 ``-uuid``, threads named ``CPU n/KVM``).  Functional tests do the same
 through a real libvirtd, KVM guests and the mounted emulator.
 """
+import argparse
 import io
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from libvirt_hooks import hook
 from libvirt_hooks import install
+from ovs_rdt import conf
 from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
 from tests.unit.test_domain import UUID, nova, rdt, xml
@@ -550,3 +552,18 @@ def test_run_prints_restart_hint(node, tmp_path, capsys):
     assert install.run(Settings, args) == 0
     assert 'removed' in capsys.readouterr().out
     assert not os.path.exists(tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt')
+
+
+def test_uninstall_warns_about_guests_still_managed(node, qemu, tmp_path,
+                                                    capsys):
+    assert node.run(L3_3) == 0
+    assert node.run(L3_3, 'started') == 0
+    hooks = tmp_path / 'hooks'
+    settings = conf.load(str(node.config))
+    args = argparse.Namespace(hooks_dir=str(hooks), uninstall=False)
+    assert install.run(settings, args) == 0
+    args.uninstall = True
+    assert install.run(settings, args) == 0
+    err = capsys.readouterr().err
+    assert "warning: 1 guest(s) still run in ovs-rdt groups (vm1)" in err
+    assert not (hooks / 'qemu.d' / '50-ovs-rdt').exists()

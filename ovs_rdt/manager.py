@@ -14,9 +14,9 @@ from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidMask, RDTError
 from ovs_rdt import GROUP_PREFIX
-from ovs_rdt.model import MODE_EXCLUSIVE, ROOT, Group, Platform, Request
-from ovs_rdt.model import pool_group
-from ovs_rdt.resctrl import Resctrl
+from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
+from ovs_rdt.model import pool_group, Request
+from ovs_rdt.resctrl import Resctrl, parse_schemata
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -120,6 +120,16 @@ class CacheManager:
                               mb_percent=pool.mb_percent)
             else:
                 raise ConfigError('%s needs l3_ways or l3_cbm' % section)
+            mba = platform.mb
+            if pool.mb_percent is not None and mba is not None and (
+                    not mba.delay_linear or
+                    not mba.min_bandwidth <= pool.mb_percent <= 100):
+                raise ConfigError(
+                    '%s mb_percent = %d: this platform accepts %s'
+                    % (section, pool.mb_percent,
+                       '%d-100 (info/MB/min_bandwidth)' % mba.min_bandwidth
+                       if mba.delay_linear else 'no percentages (info/MB/'
+                       'delay_linear is 0)'))
             out.append(req)
         return out
 
@@ -135,7 +145,11 @@ class CacheManager:
         """What an existing group of ours holds, to keep it as it is.
 
         A domain where its mask does not overlap the default group's is one
-        it holds ways on; elsewhere it follows the default group.
+        it holds ways on; elsewhere it follows the default group.  The
+        allocator's write order keeps this true after every single write,
+        so it also holds after a crash half-way through a plan.  It cannot
+        tell a group's ways from the default group's if another tool
+        rewrote the default group over them (e.g. ``pqos -R``).
         """
         ways = {d: m.count for d, m in group.l3.items()
                 if m and not m.overlaps(root.l3.get(d, m))}
@@ -167,9 +181,8 @@ class CacheManager:
                 remove: str | None = None,
                 prune: bool = False) -> allocator.Plan:
         """The plan an operation would apply, without applying it."""
-        platform = self.resctrl.platform()
         with self.resctrl.lock(exclusive=False):
-            groups = self.resctrl.groups()
+            platform, groups = self._read()
         return self._plan(platform, groups, change, remove, prune)
 
     def _plan(self, platform: Platform, groups: list[Group],
@@ -209,22 +222,41 @@ class CacheManager:
 
     def _mutate(self, change: Request | None, remove: str | None,
                 prune: bool = False) -> allocator.Plan:
-        platform = self.resctrl.platform()
         with self.resctrl.lock():
-            groups = self.resctrl.groups()
+            platform, groups = self._read()
             target = self._plan(platform, groups, change, remove, prune)
             self.execute(target, groups)
         return target
 
+    def _read(self) -> tuple[Platform, list[Group]]:
+        """The platform and every group (the caller holds the lock).
+
+        ``Resctrl.platform()`` is read once per object; a long-running
+        agent re-reads it when the cache domains it lists no longer match
+        the default group's schemata (resctrl remounted, a socket's CPUs
+        taken offline).
+        """
+        platform = self.resctrl.platform()
+        groups = self.resctrl.groups()
+        root = next((g for g in groups if g.is_root), None)
+        if root is not None and tuple(sorted(root.l3)) != platform.domains:
+            platform = self.resctrl.platform(refresh=True)
+            groups = self.resctrl.groups()
+        return platform, groups
+
     def execute(self, target: allocator.Plan, groups: list[Group]) -> None:
-        """Apply ``target.steps``; undo the applied ones if one fails."""
+        """Apply ``target.steps``; undo the applied ones if one fails.
+
+        Anything that stops the sequence (a refused write, but also a
+        signal) undoes what was applied, so nothing is left half-done.
+        """
         old = {g.name: g for g in groups}
         done: list[allocator.Step] = []
         try:
             for step in target.steps:
                 self._do(step)
                 done.append(step)
-        except RDTError as exc:
+        except BaseException as exc:
             LOG.warning('undoing %d applied steps after: %s', len(done), exc)
             self._undo(done, old)
             raise
@@ -245,26 +277,59 @@ class CacheManager:
             raise AssertionError(step.op)
 
     def _undo(self, done: list[allocator.Step], old: dict[str, Group]) -> None:
-        for step in reversed(done):
+        """Write back, newest first, what each applied step replaced.
+
+        The kernel accepted every state on the way, so it accepts them
+        again in reverse: each write restores exactly the masks, MB values
+        or mode the step overwrote.  A removed group cannot come back (its
+        tasks went to the default group); the allocator removes groups as
+        late as the CLOSIDs allow.
+        """
+        width = self.resctrl.platform().cbm_len
+        state: dict[str, tuple[dict[int, CBM], dict[int, int], str] | None]
+        state = {name: (dict(g.l3), dict(g.mb), g.mode)
+                 for name, g in old.items()}
+        before = []
+        for step in done:
+            prev = state.get(step.group)
+            before.append(prev)
+            if step.op == 'mkdir':
+                state[step.group] = None     # the kernel's default: unknown
+            elif step.op == 'rmdir':
+                state.pop(step.group, None)
+            elif prev is not None and step.op == 'schemata':
+                l3, mb = parse_schemata(step.value, width)
+                state[step.group] = ({**prev[0], **l3}, {**prev[1], **mb},
+                                     prev[2])
+            elif prev is not None and step.op == 'mode':
+                state[step.group] = (prev[0], prev[1], step.value)
+        for step, prev in zip(reversed(done), reversed(before)):
             try:
-                if step.op == 'mkdir':
-                    self.resctrl.rmdir(step.group)
-                elif step.op == 'schemata' and step.group in old:
-                    grp = old[step.group]
-                    text = 'L3:' + ';'.join('%d=%s' % (d, m) for d, m
-                                            in sorted(grp.l3.items())) + '\n'
-                    if grp.mb and step.group != ROOT:
-                        text += 'MB:' + ';'.join(
-                            '%d=%d' % i for i in sorted(grp.mb.items())) + '\n'
-                    self.resctrl.write_schemata(step.group, text)
-                elif step.op == 'mode' and step.group in old:
-                    back = old[step.group].mode
-                    if step.value == back:
-                        back = 'shareable' if back == MODE_EXCLUSIVE \
-                            else MODE_EXCLUSIVE
-                    self.resctrl.write_mode(step.group, back)
-                elif step.op == 'rmdir':
-                    LOG.warning('cannot undo the removal of %s', step.group)
+                self._undo_one(step, prev, width)
             except RDTError as exc:
                 LOG.error('could not undo %s of %s: %s', step.op,
                           step.group or '/', exc)
+
+    def _undo_one(self, step: allocator.Step,
+                  prev: tuple[dict[int, CBM], dict[int, int], str] | None,
+                  width: int) -> None:
+        if step.op == 'mkdir':
+            self.resctrl.rmdir(step.group)
+        elif step.op == 'rmdir':
+            LOG.warning('cannot undo the removal of %s', step.group)
+        elif step.op == 'mode':
+            # Only real changes are planned: before it, the other mode.
+            back = prev[2] if prev is not None else (
+                MODE_SHAREABLE if step.value == MODE_EXCLUSIVE
+                else MODE_EXCLUSIVE)
+            self.resctrl.write_mode(step.group, back)
+        elif step.op == 'schemata' and prev is not None:
+            l3, mb = parse_schemata(step.value, width)
+            lines = [(res, ';'.join('%d=%s' % (d, old[d])
+                                    for d in sorted(new) if d in old))
+                     for res, new, old in (('L3', l3, prev[0]),
+                                           ('MB', mb, prev[1]))]
+            text = ''.join('%s:%s\n' % (res, items)
+                           for res, items in lines if items)
+            if text:
+                self.resctrl.write_schemata(step.group, text)

@@ -122,11 +122,18 @@ def test_release_repacks_so_free_ways_stay_contiguous():
     assert result.l3['ovsrdt-vm-c'][0] == CBM(0x180, W)
     assert result.l3[''][0] == CBM(0x07f, W)
     assert result.free[0] == 5
-    # The removal comes first, the default group grows last.
-    ops = [(s.op, s.group) for s in result.steps]
-    assert ops[0] == ('rmdir', 'ovsrdt-vm-b')
-    assert ops.index(('schemata', '')) > ops.index(('schemata',
-                                                    'ovsrdt-vm-c'))
+    # The groups that move or go drop to shareable first; the default
+    # group grows last; the removal comes after every write that can be
+    # undone (CLOSIDs permitting), exclusivity is restored at the end.
+    ops = [(s.op, s.group, s.value) for s in result.steps]
+    assert ops[:2] == [('mode', 'ovsrdt-vm-c', 'shareable'),
+                       ('mode', 'ovsrdt-vm-b', 'shareable')]
+    names = [op[:2] for op in ops]
+    assert names.index(('schemata', '')) > names.index(('schemata',
+                                                        'ovsrdt-vm-c'))
+    assert names.index(('rmdir', 'ovsrdt-vm-b')) > names.index(('schemata',
+                                                                ''))
+    assert ops[-1] == ('mode', 'ovsrdt-vm-c', 'exclusive')
 
 
 def test_repack_makes_room_for_a_request_that_only_fits_after_moving():

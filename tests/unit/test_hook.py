@@ -541,15 +541,14 @@ def test_run_prints_restart_hint(node, tmp_path, capsys):
     install.add_arguments(parser)
     args = parser.parse_args(['--hooks-dir', str(tmp_path / 'hooks')])
 
-    class Settings:
-        config_file = str(node.config)
-    assert install.run(Settings, args) == 0
+    settings = conf.load(str(node.config))
+    assert install.run(settings, args) == 0
     out = capsys.readouterr().out
     assert 'installed %s' % (tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt') in out
     assert 'restart libvirtd' in out
     args = parser.parse_args(['--hooks-dir', str(tmp_path / 'hooks'),
                               '--uninstall'])
-    assert install.run(Settings, args) == 0
+    assert install.run(settings, args) == 0
     assert 'removed' in capsys.readouterr().out
     assert not os.path.exists(tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt')
 

@@ -1,0 +1,143 @@
+"""The allocator against the kernel's rules: masks, isolation, steps."""
+import os
+
+import pytest
+
+from ovs_rdt.allocator import plan, validate_mask
+from ovs_rdt.bitmask import CBM
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import AllocationError, InvalidMask
+from ovs_rdt.manager import CacheManager
+from ovs_rdt.model import Group, MBInfo, Platform, Request
+from tests.unit.fakes import FakeKernelTree
+from tests.unit.fakes import make_tree
+
+W = 11
+
+
+def gold(**kw):
+    kw.setdefault('mb', MBInfo(10, 10, True, (0, 1)))
+    return Platform(W, 16, (0, 1), **kw)
+
+
+def both(value):
+    return {0: CBM(value, W), 1: CBM(value, W)}
+
+
+def root(mask=0x7ff):
+    return Group('', both(mask))
+
+
+def test_sparse_masks_need_a_long_enough_lowest_run():
+    # cbm_validate(): with sparse masks the minimum is checked on the
+    # lowest run of ones, not on the number of ways.
+    plat = gold(sparse_masks=True, min_cbm_bits=2)
+    validate_mask(plat, CBM(0b110011, W), 'm')
+    with pytest.raises(InvalidMask, match='m 31 starts with a run of 1 '
+                       'ways, fewer than the platform minimum 2'):
+        validate_mask(plat, CBM(0b110001, W), 'm')
+    # The default group never starts with a run that is too short.
+    result = plan(plat, [root(), Group('COS1', both(0x2), mode='exclusive')],
+                  [], 2)
+    assert result.l3[''] == both(0x7fc)
+
+
+def test_shared_pool_may_not_overlap_an_isolated_one_in_any_order():
+    hp = Request('ovsrdt-pool-hp', cbm=both(0x7f0))
+    noisy = Request('ovsrdt-pool-noisy', cbm=both(0x030), exclusive=False)
+    for reqs in ([hp, noisy], [noisy, hp]):
+        with pytest.raises(InvalidMask, match='l3_cbm on domain 0 (30|7f0)'
+                           ' overlaps'):
+            plan(gold(), [root()], reqs, 2)
+
+
+def test_isolated_requests_skip_shareable_bits():
+    plat = gold(shareable_bits=0x600)
+    result = plan(plat, [root()], [
+        Request('ovsrdt-vm-a', ways={0: 2, 1: 2}),
+        Request('ovsrdt-pool-noisy', ways={0: 1, 1: 1}, exclusive=False)], 1)
+    assert result.l3['ovsrdt-vm-a'] == both(0x180)
+    assert result.l3['ovsrdt-pool-noisy'] == both(0x400)
+    # What a new isolated VM could still get: ways 0-6, not way 9.
+    assert result.free == {0: 7, 1: 7}
+    with pytest.raises(Exception, match='ovsrdt-vm-a needs 10 ways on cache '
+                       'domain 0, but only 9 of 11 are free .*, 2 shared '
+                       'with I/O \\(info/L3/shareable_bits 600\\)\\)$'):
+        plan(plat, [root()], [Request('ovsrdt-vm-a', ways={0: 10, 1: 10})],
+             1)
+
+
+def test_pseudo_locked_regions_are_avoided_like_exclusive_groups():
+    locked = Group('plr', {0: CBM(0x003, W)}, mode='pseudo-locked')
+    result = plan(gold(), [root(0x7fc), locked], [], 2)
+    assert not result.l3[''][0].overlaps(CBM(0x003, W))
+
+
+def test_a_mkdir_the_kernel_would_refuse_is_refused_before_any_write():
+    # A foreign exclusive group at ways 1-2 leaves way 0 alone: with
+    # min_cbm_bits = 2 the kernel's initial mask for any new group is one
+    # way, "No space on L3:0".
+    plat = gold(min_cbm_bits=2)
+    groups = [root(0x7f8), Group('COS1', both(0x6), mode='exclusive')]
+    with pytest.raises(AllocationError, match='refuse mkdir of ovsrdt-vm-a.*'
+                       'No space on L3:0.*nothing was changed'):
+        plan(plat, groups, [Request('ovsrdt-vm-a', ways={0: 2, 1: 2})], 2)
+
+
+def test_uncapped_groups_write_no_mb_line():
+    groups = [root(0x07f),
+              Group('ovsrdt-vm-a', both(0x600), {0: 100, 1: 100},
+                    'exclusive'),
+              Group('ovsrdt-vm-b', both(0x180), {0: 50, 1: 50}, 'exclusive')]
+    result = plan(gold(), groups, [
+        Request('ovsrdt-vm-b', ways={0: 2, 1: 2}, mb_percent=50)], 2)
+    lines = {s.group: s.value for s in result.steps if s.op == 'schemata'}
+    assert lines['ovsrdt-vm-b'] == 'L3:0=600;1=600\nMB:0=50;1=50\n'
+    assert lines[''] == 'L3:0=1ff;1=1ff\n'
+    result = plan(gold(), groups[:2], [
+        Request('ovsrdt-vm-a', ways={0: 3, 1: 3})], 2)
+    lines = {s.group: s.value for s in result.steps if s.op == 'schemata'}
+    assert lines['ovsrdt-vm-a'] == 'L3:0=700;1=700\n'
+
+
+def test_follower_has_no_position_to_keep():
+    # system_l3_cbm = 600 (the top ways).  vm-a is pinned to domain 0, so
+    # on domain 1 it follows the default group (mask 600).  Un-pinning it
+    # places it like a new group there: vm-b, already placed, stays.
+    sysmask = both(0x600)
+    groups = [root(0x600),
+              Group('ovsrdt-vm-a', {0: CBM(0x180, W), 1: CBM(0x600, W)}),
+              Group('ovsrdt-vm-b', {0: CBM(0x070, W), 1: CBM(0x1c0, W)})]
+    result = plan(gold(), groups, [
+        Request('ovsrdt-vm-a', ways={0: 2, 1: 2}),
+        Request('ovsrdt-vm-b', ways={0: 3, 1: 3})], 2, system_cbm=sysmask)
+    assert result.l3['ovsrdt-vm-b'] == {0: CBM(0x070, W), 1: CBM(0x1c0, W)}
+    assert result.l3['ovsrdt-vm-a'] == {0: CBM(0x180, W), 1: CBM(0x030, W)}
+
+
+def test_platform_is_read_again_when_the_domains_change(tmp_path):
+    # A long-running agent keeps one Resctrl: when a socket's CPUs go
+    # offline its cache domain leaves the schemata, and plans must not
+    # name it any more.
+    make_tree(str(tmp_path / 'rc'), domains=(0, 1))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    mgr = CacheManager(rc, Settings.defaults(
+        allocation={'system_min_ways': 2}))
+    assert mgr.preview().l3[''].keys() == {0, 1}
+    with open(os.path.join(str(tmp_path / 'rc'), 'schemata'), 'w') as fh:
+        fh.write('L3:0=7ff\nMB:0=100\n')
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 2}))
+    assert rc.platform().domains == (0,)
+    assert {d: str(m) for d, m in rc.group('ovsrdt-vm-a').l3.items()} == \
+        {0: '600'}
+
+
+def test_pool_mb_percent_out_of_range_names_the_option(tmp_path):
+    make_tree(str(tmp_path / 'rc'))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    settings = Settings.defaults(allocation={'system_min_ways': 2},
+                                 pools={'p': {'l3_ways': 1,
+                                              'mb_percent': 5}})
+    with pytest.raises(Exception, match=r'^\[pool:p\] mb_percent = 5: this '
+                       r'platform accepts 10-100 \(info/MB/min_bandwidth\)$'):
+        CacheManager(rc, settings).apply()

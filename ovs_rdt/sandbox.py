@@ -41,17 +41,20 @@ def run(*cmd: str, check: bool = True, timeout: float = 60,
     return proc
 
 
-def wait_for(predicate: Any, timeout: float, what: str,
-             interval: float = 0.05) -> Any:
+def wait_for(predicate: Any, timeout: float = 10.0, what: str = 'condition',
+             step: float = 0.05, error: type[Exception] = SandboxError) -> Any:
+    """Poll ``predicate()`` until it returns something true; that value.
+
+    ``error`` is raised on time-out (the test fixtures use AssertionError).
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise SandboxError('timed out after %.0f s waiting for %s'
-                               % (timeout, what))
-        time.sleep(interval)
+            raise error('timed out after %ss waiting for %s' % (timeout, what))
+        time.sleep(step)
 
 
 def stop_pid(pid: int | None, timeout: float = 10) -> None:

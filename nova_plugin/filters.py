@@ -22,7 +22,9 @@ holding what the request asks, on the NUMA cells ``consume_from_request``
 fitted (left in ``spec_obj.numa_topology``).  Every host seen at index
 i > 0 passed this filter at index i - 1, so each placement is seen.  A
 concurrent request consuming the same host in between counts as ours
-(conservative).
+(conservative); a concurrent request refreshing the host from a compute
+report newer than our placement resets the count, and loses that placement
+as it loses Nova's own RAM and NUMA consumption (doc/nova.md).
 
 A request with NUMA cells is checked on the cells Nova's NUMA fit will
 give it (the same ``numa_fit_instance_to_host`` call on the same host
@@ -67,15 +69,17 @@ _NUMA = obj_base.get_attrname('numa_topology')
 _EXTRA_SPECS = obj_base.get_attrname('extra_specs')
 _NAME = obj_base.get_attrname('name')
 #: Seconds a holding loaded from the database for a bare instance stub is
-#: reused (an instance's flavor only changes with a resize).
-LOADED_TTL = 300.0
+#: reused on the same host (only a resize in place changes it there).
+LOADED_TTL = 60.0
+#: Seconds between two warnings about the same kind of failure.
+WARN_INTERVAL = 60.0
 
 
 class _Pass:
     """One request's scheduling pass (all its instances)."""
 
     __slots__ = ('request', 'cells', 'error', 'defaults', 'uuids', 'seen',
-                 'placed')
+                 'placed', 'warned')
 
     def __init__(self, spec_obj: Any) -> None:
         self.request: capacity.Holding | None = None
@@ -85,6 +89,7 @@ class _Pass:
         self.uuids: set[str] = set()
         self.seen: dict[tuple, int] = {}
         self.placed: dict[tuple, list[capacity.Holding]] = {}
+        self.warned = False
         flavor = spec_obj.flavor
         try:
             spec = specs.parse(_extra_specs(flavor))
@@ -108,7 +113,8 @@ class RDTCacheFilter(filters.BaseHostFilter):
         self._lock = threading.Lock()
         self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._local = threading.local()
-        self._loaded: dict[str, tuple[float, capacity.Holding | None]] = {}
+        self._loaded: dict[tuple, tuple[float, capacity.Holding | None]] = {}
+        self._load_failed_at = -WARN_INTERVAL
 
     # -- Nova's filter interface ------------------------------------------
     def run_filter_for_index(self, index: int) -> bool:
@@ -133,7 +139,7 @@ class RDTCacheFilter(filters.BaseHostFilter):
                 if fits(host_state, spec_obj, rdt_pass):
                     passed.append(host_state)
             except Exception:
-                _unexpected(host_state)
+                _unexpected(host_state, rdt_pass)
         return passed
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
@@ -155,8 +161,8 @@ class RDTCacheFilter(filters.BaseHostFilter):
                     rdt_pass = self._passes[spec_obj] = _Pass(spec_obj)
             group = CONF.ovs_rdt
             rdt_pass.defaults = tuple(
-                tuple(group[k]) if k == 'rdt_pools' else group[k]
-                for k in KEYS)
+                tuple(group[k]) if k == 'rdt_pools' and group[k] is not None
+                else group[k] for k in KEYS)
             if spec_obj.obj_attr_is_set('instance_uuid') and \
                     spec_obj.instance_uuid:
                 rdt_pass.uuids.add(spec_obj.instance_uuid)
@@ -172,7 +178,7 @@ class RDTCacheFilter(filters.BaseHostFilter):
         try:
             return self._host_fits(host_state, spec_obj, rdt_pass)
         except Exception:
-            _unexpected(host_state)
+            _unexpected(host_state, rdt_pass)
             return False
 
     def _host_fits(self, host_state: Any, spec_obj: Any,
@@ -192,6 +198,11 @@ class RDTCacheFilter(filters.BaseHostFilter):
                       {'host_state': host_state})
             return False
         usage = self._usage(host_state, spec_obj, rdt_pass)
+        if usage is None:
+            LOG.debug('%(host_state)s fails RDT cache requirements: the '
+                      'flavors of its instances could not be loaded',
+                      {'host_state': host_state})
+            return False
         domains = _domains(host_state, usage)
         request = rdt_pass.request
         assert request is not None
@@ -214,13 +225,18 @@ class RDTCacheFilter(filters.BaseHostFilter):
 
     # -- usage --------------------------------------------------------------
     def _usage(self, host_state: Any, spec_obj: Any,
-               rdt_pass: _Pass) -> capacity.Usage:
-        """What the host's instances hold, plus this pass's placements."""
+               rdt_pass: _Pass) -> capacity.Usage | None:
+        """What the host's instances hold, plus this pass's placements.
+
+        None when the instances' flavors could not be loaded.
+        """
         instances = host_state.instances
         usage = self._instances_usage(host_state)
+        if usage is None:
+            return None
         own = [instances[u] for u in rdt_pass.uuids if u in instances]
         key = (host_state.host, host_state.nodename)
-        placed = rdt_pass.placed.setdefault(key, [])
+        placed = rdt_pass.placed.get(key, ())
         count = host_state.num_instances
         new = count - rdt_pass.seen.setdefault(key, count)
         rdt_pass.seen[key] = count
@@ -231,7 +247,7 @@ class RDTCacheFilter(filters.BaseHostFilter):
             if holding.ways and numa is not None and numa.cells:
                 holding = holding._replace(
                     domains=frozenset(c.id for c in numa.cells))
-            placed.extend([holding] * new)
+            placed = rdt_pass.placed[key] = [*placed, *[holding] * new]
         if not own and not placed:
             return usage
         usage = usage.copy()
@@ -243,11 +259,12 @@ class RDTCacheFilter(filters.BaseHostFilter):
             usage.add(held)
         return usage
 
-    def _instances_usage(self, host_state: Any) -> capacity.Usage:
+    def _instances_usage(self, host_state: Any) -> capacity.Usage | None:
         """Sum of host_state.instances, cached while they are the same objects.
 
         Nova replaces Instance objects in HostState.instances when they
-        change, it does not modify them.
+        change, it does not modify them.  None when bare stubs could not be
+        loaded: counting them as holding nothing could over-commit the host.
         """
         current = tuple(host_state.instances.values())
         cached = getattr(host_state, _USAGE, None)
@@ -256,8 +273,9 @@ class RDTCacheFilter(filters.BaseHostFilter):
             return cached[1]
         stubs = [i for i in current if getattr(i, _HOLDING, _UNSET) is _UNSET
                  and not hasattr(i, _FLAVOR) and i._context is not None]
-        if stubs:
-            self._load(stubs)
+        if stubs and not self._load(stubs, (host_state.host,
+                                            host_state.nodename)):
+            return None
         usage = capacity.Usage()
         for inst in current:
             held = self._holding(inst)
@@ -274,44 +292,60 @@ class RDTCacheFilter(filters.BaseHostFilter):
             setattr(inst, _HOLDING, held)
         return held
 
-    def _load(self, stubs: list) -> None:
+    def _load(self, stubs: list, host: tuple) -> bool:
         """Load the flavors of bare Instance stubs (uuid + context), at once.
 
         HostManager gives filters such stubs when computes do not report
         their instances (``[filter_scheduler] track_instance_changes``).
+        What was loaded is reused for LOADED_TTL seconds on the same host
+        (an instance that moved has other NUMA cells).  False when the
+        query failed.
         """
         now = time.monotonic()
+        loaded = self._loaded
         todo = []
         for inst in stubs:
-            hit = self._loaded.get(inst.uuid)
+            hit = loaded.get((inst.uuid, host))
             if hit is not None and hit[0] > now:
                 setattr(inst, _HOLDING, hit[1])
             else:
                 todo.append(inst)
         if not todo:
-            return
+            return True
         try:
             found = objects.InstanceList.get_by_filters(
                 todo[0]._context,
                 {'uuid': [i.uuid for i in todo], 'deleted': False},
                 expected_attrs=['flavor', 'numa_topology'])
         except Exception as exc:
-            LOG.warning('Could not load the flavors of instances %(uuids)s, '
-                        'counted as holding no cache ways: %(error)s',
-                        {'uuids': ','.join(i.uuid for i in todo),
-                         'error': exc})
-            return
+            if now - self._load_failed_at >= WARN_INTERVAL:
+                self._load_failed_at = now
+                LOG.warning('RDTCacheFilter could not load the flavors of '
+                            'the instances on %(host)s (hosts with instances '
+                            'it cannot load fail RDT requests): %(error)s',
+                            {'host': host[0], 'error': exc})
+            return False
         held = {i.uuid: _holding_of(i) for i in found}
-        if len(self._loaded) > 100000:
-            self._loaded = {u: v for u, v in self._loaded.items() if v[0] > now}
+        if len(loaded) > 100000:
+            loaded = self._loaded = {k: v for k, v in loaded.items()
+                                     if v[0] > now}
         for inst in todo:
             setattr(inst, _HOLDING, held.get(inst.uuid))
-            self._loaded[inst.uuid] = (now + LOADED_TTL, held.get(inst.uuid))
+            loaded[(inst.uuid, host)] = (now + LOADED_TTL,
+                                         held.get(inst.uuid))
+        return True
 
 
-def _unexpected(host_state: Any) -> None:
+def _unexpected(host_state: Any, rdt_pass: _Pass) -> None:
+    """A bug: one warning with the traceback per request, debug lines after."""
+    if rdt_pass.warned:
+        LOG.debug('%(host_state)s fails RDT cache requirements: unexpected '
+                  'error', {'host_state': host_state}, exc_info=True)
+        return
+    rdt_pass.warned = True
     LOG.warning('%(host_state)s fails RDT cache requirements: unexpected '
-                'error', {'host_state': host_state}, exc_info=True)
+                'error (further hosts of this request: debug)',
+                {'host_state': host_state}, exc_info=True)
 
 
 def _holding_of(inst: Any) -> capacity.Holding | None:
@@ -416,14 +450,14 @@ def _capacity(aggregates: tuple, defaults: tuple) -> capacity.HostCapacity | Non
             else:
                 merged[i] = max(old, parsed)
     for i, default in enumerate(defaults):
-        if merged[i] is None:
+        if merged[i] is None and default is not None:
             merged[i] = frozenset(default) if KEYS[i] == 'rdt_pools' \
                 else default
     l3_ways, system_ways, closids, reserved, pools = merged
     if l3_ways is None or closids is None:
         return None
     return capacity.HostCapacity(l3_ways, system_ways or 0, closids,
-                                 reserved or 0, pools or frozenset())
+                                 reserved or 0, pools)
 
 
 def _parse(key: str, value: str) -> Any:

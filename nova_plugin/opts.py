@@ -33,9 +33,12 @@ OPTS = [
         'rdt_system_ways', default=2, min=0, max=specs.L3_WAYS_MAX,
         help='Ways of each L3 cache domain kept out of VM allocations: the '
              'default resctrl group\'s minimum ([allocation] system_min_ways '
-             'in ovs-rdt.conf), the OvS PMD group (rdt-pmd-l3-ways) and the '
-             'ways of the shared pools. Instances with rdt:l3_ways share the '
-             'rest, rdt_l3_ways - rdt_system_ways per domain.'),
+             'in ovs-rdt.conf), the OvS PMD group (rdt-pmd-l3-ways), the '
+             'ways of the shared pools, and the ways the hardware shares '
+             'with I/O (info/L3/shareable_bits), which isolated groups cannot '
+             'have. "ovs-rdt provider-config" on a compute prints the exact '
+             'value ("reserved per domain"). Instances with rdt:l3_ways share '
+             'the rest, rdt_l3_ways - rdt_system_ways per domain.'),
     cfg.IntOpt(
         'rdt_closids', min=1,
         help='Classes of service (CLOSIDs) of the platform, '
@@ -48,13 +51,14 @@ OPTS = [
              'node creates up front (the pools listed in rdt_pools), plus any '
              'group made by another tool.'),
     cfg.ListOpt(
-        'rdt_pools', default=[],
-        help='Shared pools that exist on the hosts whatever runs there (the '
-             '[allocation] pools of ovs-rdt.conf, created by "ovs-rdt apply"), '
-             'their CLOSIDs counted in rdt_reserved_closids. Any other pool '
-             'named by rdt:pool is assumed to be created by its first '
-             'instance on a host, and to hold one more CLOSID while it has '
-             'instances there.'),
+        'rdt_pools', default=None,
+        help='The shared pools configured on the hosts ([allocation] pools '
+             'of ovs-rdt.conf; the node creates them all, and refuses '
+             'instances asking for any other pool), their CLOSIDs counted in '
+             'rdt_reserved_closids. A request for a pool not listed fails '
+             'the host. Unset (and no rdt_pools aggregate metadata): the '
+             'pools are unknown; a pool with no instance on a host is then '
+             'assumed to take one more CLOSID there.'),
 ]
 
 

@@ -10,12 +10,35 @@ filter refuses such flavors.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from nova.api.validation.extra_specs import base
+from nova import exception
 
 from nova_plugin import specs
 
+
+class WholeNumberValidator(base.ExtraSpecValidator):
+    """Nova's integer validator, without what ``int()`` also accepts.
+
+    ``int()`` takes ``+3``, ``0_3`` and non-ASCII digits (``٣``); the
+    scheduler filter and the libvirt hook refuse them
+    (:func:`nova_plugin.specs.parse`), so such a flavor would pass the API
+    and then fit no host.
+    """
+
+    def _validate_int(self, value: Any) -> None:
+        text = str(value).strip()
+        digits = text[1:] if text.startswith('-') else text  # "less than"
+        if not (digits.isascii() and digits.isdigit()) or len(digits) > 9:
+            raise exception.ValidationError(
+                f"Validation failed; '{value}' is not a valid integer value."
+            )
+        super()._validate_int(value)
+
+
 EXTRA_SPEC_VALIDATORS = [
-    base.ExtraSpecValidator(
+    WholeNumberValidator(
         name=specs.L3_WAYS,
         description=(
             'Give the instance a dedicated class of service (resctrl group) '
@@ -45,7 +68,7 @@ EXTRA_SPEC_VALIDATORS = [
             'pattern': specs.POOL_PATTERN,
         },
     ),
-    base.ExtraSpecValidator(
+    WholeNumberValidator(
         name=specs.MB_PERCENT,
         description=(
             'Cap the memory bandwidth of the instance\'s dedicated class of '

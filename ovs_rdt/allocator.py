@@ -123,11 +123,16 @@ def _valid(platform: Platform, mask: CBM) -> bool:
 
 
 def best_fit(free: CBM, ways: int, sparse: bool,
-             min_bits: int = 1) -> CBM | None:
+             min_bits: int = 1, shared: int = 0) -> CBM | None:
     """``ways`` contiguous ways from ``free``: the top of the smallest run
     that holds them (the highest such run on a tie), which keeps the largest
     run whole for the default group; highest bits when only sparse fits
     (and only if the lowest run of those is at least ``min_bits`` long).
+
+    ``shared``: ways the default group may use but this request may not
+    (``shareable_bits``).  When they sit just above the chosen run, the
+    request takes the run's bottom instead, so that the default group's
+    run reaches into them rather than stranding them.
     """
     if ways <= 0:
         return CBM.empty(free.width)
@@ -135,6 +140,8 @@ def best_fit(free: CBM, ways: int, sparse: bool,
             if length >= ways]
     if runs:
         length, _, low = min(runs)
+        if shared >> (low + length) & 1:
+            return CBM.span(low, ways, free.width)
         return CBM.span(low + length - ways, ways, free.width)
     if sparse and free.count >= ways:
         value = 0
@@ -264,7 +271,9 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
         allowed = ~taken - hw_shared if req.exclusive else ~taken
         free = max(0, min(allowed.count, (~taken).count - reserve))
         mask = best_fit(allowed, ways, platform.sparse_masks,
-                        platform.min_cbm_bits) if free >= ways else None
+                        platform.min_cbm_bits,
+                        hw_shared.value if req.exclusive else 0) \
+            if free >= ways else None
         if keep and free >= ways:
             now = positions.get(req.name, {}).get(domain)
             root_now = positions.get(ROOT, {}).get(domain)

@@ -16,12 +16,21 @@ The model, per host:
   the domains of their NUMA cells; we assume one L3 domain per NUMA node
   and domain id == host NUMA node id (true on Xeons without Sub-NUMA
   Clustering).  Unpinned instances run on, and hold ways on, every domain.
-* An instance with ``rdt:pool=X`` holds no ways.  Pool X holds one CLOSID
-  once its group exists; pools the node creates up front (listed in
-  :attr:`HostCapacity.pools`) have their CLOSID in ``reserved_closids``,
-  any other pool is created on demand by its first instance.
+* An instance with ``rdt:pool=X`` holds no ways.  The node only accepts
+  pools it is configured with (``[allocation] pools``; the hook refuses
+  any other), and creates all of them together, their CLOSIDs in
+  ``reserved_closids``.  When the host's pools are known
+  (:attr:`HostCapacity.pools`), a request for another pool does not fit;
+  when they are not, a pool without an instance on the host is assumed
+  not to exist yet and to take a CLOSID when its first instance starts.
 * Free CLOSIDs = closids - reserved_closids - (instances holding ways)
-  - (distinct on-demand pools in use).
+  - (distinct pools in use that are not among the known ones).
+
+What the node's allocator also checks and this model leaves to the
+operator's numbers (``system_ways``): the ways the hardware shares with
+I/O (``info/L3/shareable_bits``), which isolated groups cannot have, and
+that the free ways stay contiguous (explicit masks and other tools' groups
+at an edge of the mask); ``min_cbm_bits`` is assumed to be 1.
 """
 from __future__ import annotations
 
@@ -50,8 +59,9 @@ class HostCapacity(NamedTuple):
     system_ways: int
     closids: int
     reserved_closids: int = 1
-    pools: frozenset[str] = frozenset()
-    """Pools that exist on the host whatever runs there."""
+    pools: frozenset[str] | None = None
+    """The pools configured on the host (they exist whatever runs there);
+    None when unknown."""
 
 
 class Usage:
@@ -77,7 +87,11 @@ class Usage:
                 self.every += holding.ways * count
             else:
                 for dom in holding.domains:
-                    self.on[dom] = self.on.get(dom, 0) + holding.ways * count
+                    left = self.on.get(dom, 0) + holding.ways * count
+                    if left:
+                        self.on[dom] = left
+                    else:
+                        self.on.pop(dom, None)
         elif holding.pool is not None:
             left = self.pools.get(holding.pool, 0) + count
             if left > 0:
@@ -110,7 +124,8 @@ def needs_closid(cap: HostCapacity, usage: Usage, request: Holding) -> bool:
     if request.ways:
         return True
     pool = request.pool
-    return pool is not None and pool not in cap.pools and pool not in usage.pools
+    return pool is not None and pool not in (cap.pools or ()) and \
+        pool not in usage.pools
 
 
 def free_closids(cap: HostCapacity, usage: Usage) -> int:
@@ -152,6 +167,10 @@ def check(cap: HostCapacity, usage: Usage, request: Holding,
                         '(%d ways, %d system, %d used by instances)'
                         % (request.ways, dom, free, cap.l3_ways,
                            cap.system_ways, used))
+    if request.pool is not None and cap.pools is not None and \
+            request.pool not in cap.pools:
+        return ('pool %s is not configured on this host (rdt_pools: %s)'
+                % (request.pool, ','.join(sorted(cap.pools)) or 'none'))
     if needs_closid(cap, usage, request) and free_closids(cap, usage) < 1:
         return ('no free CLOSID (%d, %d reserved, %d dedicated, pools in '
                 'use: %s)' % (cap.closids, cap.reserved_closids,

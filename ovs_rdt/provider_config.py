@@ -7,7 +7,10 @@ that adds to the compute node's resource provider:
 * ``CUSTOM_RDT_L3_WAY``: L3 ways, ``total`` = CBM length x cache domains,
   ``reserved`` = the ways VMs cannot have: per domain, the default group's
   minimum (``[allocation] system_min_ways``, or ``system_l3_cbm``) plus the
-  ways held by the pools, the OvS PMD group and other tools' groups.
+  ways held by the pools, the OvS PMD group and other tools' groups, and
+  the ways the hardware shares with I/O where VMs' isolated groups cannot
+  go: CBM length minus what the node allocator would give VMs (the per
+  domain value is also the filter's ``rdt_system_ways``).
 * ``CUSTOM_RDT_CLOSID``: classes of service, ``reserved`` = every group
   that is not a VM's (the default group included); one per VM.
 * traits ``CUSTOM_RDT_L3_CAT`` (and ``CUSTOM_RDT_MBA`` with MBA).
@@ -28,9 +31,10 @@ import sys
 import tempfile
 from typing import Any
 
+from ovs_rdt import allocator
 from ovs_rdt.bitmask import CBM
-from ovs_rdt.exceptions import ConfigError, RDTError
-from ovs_rdt.model import Group, Platform, vm_group
+from ovs_rdt.exceptions import AllocationError, ConfigError, RDTError
+from ovs_rdt.model import ROOT, Group, Platform, Request, vm_group
 
 RC_WAYS = 'CUSTOM_RDT_L3_WAY'
 RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
@@ -40,6 +44,7 @@ COMPUTE_NODE = '$COMPUTE_NODE'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
 _UUID = re.compile(r'[0-9A-Fa-f]{8}-([0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}')
 _VM_PREFIX = vm_group('')
+_PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 _PLAIN = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _YAML_WORDS = frozenset(('y', 'n', 'yes', 'no', 'on', 'off', 'true', 'false',
                          'null'))
@@ -50,30 +55,74 @@ def reserved_ways(platform: Platform, groups: list[Group],
                   system_cbm: dict[int, CBM] | None = None) -> dict[int, int]:
     """Ways per domain that VMs cannot have.
 
-    Other tools' groups count with their whole mask; our pools and PMD
-    group where their mask does not overlap the default group's (elsewhere
-    they hold no ways and follow it); VM groups not at all (Placement
-    counts them as allocations).
+    The CBM length minus the most ways the node allocator
+    (:func:`ovs_rdt.allocator.plan`) would give one more VM group there,
+    with every group that is not a VM's where it is: other tools' groups
+    with their whole mask, our pools and PMD group where their mask does
+    not overlap the default group's (elsewhere they hold no ways and follow
+    it), the default group's minimum (``system_min_ways`` or the
+    ``system_cbm`` mask), and what the allocator refuses VMs: the ways the
+    hardware shares with I/O (``shareable_bits``) unless the default group
+    can keep its minimum there, ways split off from the free run, fewer
+    ways than ``min_cbm_bits``.  VM groups are left out (Placement counts
+    them as allocations); the ways VMs get add up as long as they pack
+    into one run, which the allocator keeps.
     """
-    root = next((g for g in groups if g.is_root), None)
+    width = platform.cbm_len
+    state = [g for g in groups if not g.name.startswith(_VM_PREFIX)]
+    root = next((g for g in state if g.is_root), None)
+    if root is None:
+        root = Group(ROOT, {d: CBM.full(width) for d in platform.domains})
+        state.insert(0, root)
+    hw_shared = CBM(platform.shareable_bits & ((1 << width) - 1), width)
+    requests = []
+    held_by_dom = {d: CBM.empty(width) for d in platform.domains}
+    for grp in state:
+        if grp.is_root:
+            continue
+        held = {}
+        for dom, mask in grp.l3.items():
+            root_mask = root.l3.get(dom)
+            if dom not in held_by_dom or not mask or (
+                    grp.owned and root_mask is not None and
+                    mask.overlaps(root_mask)):
+                continue
+            held[dom] = mask
+            held_by_dom[dom] |= mask
+        if grp.owned:
+            # where they are now: fixed, as the allocator keeps them
+            requests.append(Request(grp.name, cbm=held, exclusive=False))
     out = {}
     for dom in platform.domains:
-        held = CBM.empty(platform.cbm_len)
-        root_mask = root.l3.get(dom) if root is not None else None
-        for grp in groups:
-            mask = grp.l3.get(dom)
-            if grp.is_root or mask is None or grp.name.startswith(_VM_PREFIX):
-                continue
-            if grp.owned and root_mask is not None and \
-                    mask.overlaps(root_mask):
-                continue
-            held |= mask
+        taken = held_by_dom[dom]
         if system_cbm is not None and dom in system_cbm:
-            ways = (held | system_cbm[dom]).count
+            taken |= system_cbm[dom]
+            reserve = 0
         else:
-            ways = held.count + max(system_min_ways, platform.min_cbm_bits)
-        out[dom] = min(platform.cbm_len, ways)
+            reserve = max(system_min_ways, platform.min_cbm_bits)
+        free = (~taken).count
+        ways = max(0, min((~taken - hw_shared).count, free - reserve))
+        # the count is an upper bound: ask the allocator, from there down
+        while ways >= platform.min_cbm_bits and not _fits(
+                platform, state, requests, dom, ways, system_min_ways,
+                system_cbm):
+            ways -= 1
+        if ways < platform.min_cbm_bits:
+            ways = 0
+        out[dom] = width - ways
     return out
+
+
+def _fits(platform: Platform, groups: list[Group], requests: list[Request],
+          domain: int, ways: int, system_min_ways: int,
+          system_cbm: dict[int, CBM] | None) -> bool:
+    probe = Request(_PROBE, ways={domain: ways})
+    try:
+        allocator.plan(platform, groups, requests + [probe], system_min_ways,
+                       system_cbm)
+    except AllocationError:
+        return False
+    return True
 
 
 def inventory(platform: Platform, groups: list[Group], system_min_ways: int,

@@ -207,6 +207,18 @@ def test_a_new_pass_starts_at_index_0() -> None:
     assert schedule(flt, [target], spec) == ['a']
 
 
+def test_a_pass_ends_with_its_request_spec() -> None:
+    import gc
+
+    flt = load(PATH)
+    spec = request(num=3, **{'rdt:l3_ways': '3'})
+    assert schedule(flt, [host('a'), host('b')], spec) == ['a', 'a', 'a']
+    assert len(flt[0]._passes) == 1
+    del spec
+    gc.collect()
+    assert len(flt[0]._passes) == 0
+
+
 def test_moved_instance_does_not_count_against_itself() -> None:
     mine = instance(**{'rdt:l3_ways': '9'})
     spec = request(**{'rdt:l3_ways': '9'})
@@ -228,6 +240,22 @@ def test_pool_request_needs_a_closid_only_when_the_pool_is_new() -> None:
     meta_hp = dict(meta, rdt_pools='hp, other')
     assert passes(host(instances=members, meta=meta_hp),
                   request(**{'rdt:pool': 'hp'})) == ['h1']
+
+
+def test_pool_not_configured_on_the_host_fails(
+        debug_log: pytest.LogCaptureFixture) -> None:
+    # the hook refuses a pool the node is not configured with
+    meta = dict(CAP, rdt_pools='hp')
+    assert passes(host(meta=meta), request(**{'rdt:pool': 'hp'})) == ['h1']
+    assert passes(host(meta=meta), request(**{'rdt:pool': 'noisy'})) == []
+    assert debug_log.messages[-1].endswith(
+        'fails RDT cache requirements: pool noisy is not configured on this '
+        'host (rdt_pools: hp)')
+    # several aggregates: the pools all of them list
+    target = host(meta=meta)
+    target.aggregates.append(objects.Aggregate(
+        id=2, name='other', metadata={'rdt_pools': 'noisy'}))
+    assert passes(target, request(**{'rdt:pool': 'hp'})) == []
 
 
 def test_pool_requests_hold_no_ways() -> None:
@@ -283,6 +311,13 @@ def test_bad_aggregate_value_is_ignored_with_a_warning(
     meta = dict(CAP, rdt_l3_ways='eleven')
     assert passes(host(meta=meta), request(**{'rdt:l3_ways': '1'})) == []
     assert any("rdt_l3_ways='eleven'" in m for m in caplog.messages)
+    # a negative reservation is ignored too: the other aggregate's counts
+    target = host(meta=dict(CAP, rdt_system_ways='-5'))
+    target.aggregates.append(objects.Aggregate(
+        id=2, name='b', metadata={'rdt_system_ways': '8'}))
+    assert passes(target, request(**{'rdt:l3_ways': '3'})) == ['h1']
+    assert passes(target, request(**{'rdt:l3_ways': '4'})) == []
+    assert any("rdt_system_ways='-5'" in m for m in caplog.messages)
 
 
 # -- malformed specs ----------------------------------------------------------------
@@ -348,6 +383,58 @@ def test_bare_stubs_are_loaded_in_one_query_and_cached() -> None:
         assert [h.host for h in HANDLER.get_filtered_objects(
             flt, [host(instances=stubs())], spec)] == ['h1']
         assert get.call_count == 1
+
+
+def test_instances_that_cannot_be_loaded_fail_the_host(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger='nova_plugin')
+    ctx = nova_context.get_admin_context()
+    stubs = [objects.Instance(ctx, uuid=uuid())]
+    with mock.patch.object(objects.InstanceList, 'get_by_filters',
+                           side_effect=RuntimeError('db gone')):
+        flt = load(PATH)
+        hosts = [host('a', instances=stubs), host('b', instances=stubs)]
+        assert [h.host for h in HANDLER.get_filtered_objects(
+            flt, hosts, request(**{'rdt:l3_ways': '1'}))] == []
+    # not counted as holding nothing; one warning, not one per host
+    assert len([r for r in caplog.records
+                if r.levelno == logging.WARNING]) == 1
+    assert sum('the flavors of its instances could not be loaded' in m
+               for m in caplog.messages) == 2
+
+
+def test_loaded_holdings_are_per_host() -> None:
+    ctx = nova_context.get_admin_context()
+    moved = instance(cells=(0,), **{'rdt:l3_ways': '9'})
+    with mock.patch.object(objects.InstanceList, 'get_by_filters',
+                           return_value=objects.InstanceList(
+                               objects=[moved])) as get:
+        flt = load(PATH)
+        spec = request(cells=1, **{'rdt:l3_ways': '1'})
+        a = host('a', instances=[objects.Instance(ctx, uuid=moved.uuid)])
+        assert passes_with(flt, a, spec) == []       # node 0 is full
+        # it migrated to host b, onto node 1: loaded again there
+        moved.numa_topology = numa(1)
+        b = host('b', instances=[objects.Instance(ctx, uuid=moved.uuid)])
+        b.numa_topology.cells[1].memory_usage = 256
+        assert passes_with(flt, b, spec) == ['b']   # node 0 is free
+        assert get.call_count == 2
+
+
+def passes_with(flt: list, target: Any, spec: objects.RequestSpec) -> list:
+    return [h.host for h in HANDLER.get_filtered_objects(flt, [target], spec)]
+
+
+def test_unexpected_errors_warn_once_per_request(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger='nova_plugin')
+    broken = [host('a'), host('b'), host('c')]
+    for target in broken:
+        target.instances = None  # not a dict
+    assert passes(broken, request(**{'rdt:l3_ways': '1'})) == []
+    levels = [r.levelno for r in caplog.records
+              if 'unexpected error' in r.getMessage()]
+    assert levels == [logging.WARNING, logging.DEBUG, logging.DEBUG]
 
 
 # -- doc/nova.md's worked example -----------------------------------------------------

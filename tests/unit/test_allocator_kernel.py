@@ -56,8 +56,11 @@ def test_isolated_requests_skip_shareable_bits():
     result = plan(plat, [root()], [
         Request('ovsrdt-vm-a', ways={0: 2, 1: 2}),
         Request('ovsrdt-pool-noisy', ways={0: 1, 1: 1}, exclusive=False)], 1)
-    assert result.l3['ovsrdt-vm-a'] == both(0x180)
+    # Packed at the bottom, away from the I/O ways (see below); the shared
+    # pool may use them.
+    assert result.l3['ovsrdt-vm-a'] == both(0x003)
     assert result.l3['ovsrdt-pool-noisy'] == both(0x400)
+    assert result.l3[''] == both(0x3fc)
     # What a new isolated VM could still get: ways 0-6, not way 9.
     assert result.free == {0: 7, 1: 7}
     with pytest.raises(Exception, match='ovsrdt-vm-a needs 10 ways on cache '
@@ -141,3 +144,17 @@ def test_pool_mb_percent_out_of_range_names_the_option(tmp_path):
     with pytest.raises(Exception, match=r'^\[pool:p\] mb_percent = 5: this '
                        r'platform accepts 10-100 \(info/MB/min_bandwidth\)$'):
         CacheManager(rc, settings).apply()
+
+
+def test_isolated_groups_pack_away_from_io_ways_so_none_are_stranded():
+    # DDIO-style shareable_bits at the top: VMs pack from the bottom so the
+    # default group's run reaches into the I/O ways, and 8 of 9 fit.
+    plat = Platform(11, 16, (0,), shareable_bits=0x600)
+    root = Group('', {0: CBM(0x7ff, 11)})
+    result = plan(plat, [root], [Request('ovsrdt-vm-a', ways={0: 8})], 3)
+    assert result.l3['ovsrdt-vm-a'][0] == CBM(0x0ff, 11)
+    assert result.l3[''][0] == CBM(0x700, 11)
+    # Without I/O ways nothing changes: packed from the top.
+    plain = plan(Platform(11, 16, (0,)), [root],
+                 [Request('ovsrdt-vm-a', ways={0: 8})], 3)
+    assert plain.l3['ovsrdt-vm-a'][0] == CBM(0x7f8, 11)

@@ -1,8 +1,17 @@
 """The way and CLOSID arithmetic shared by the scheduler and the node."""
 from __future__ import annotations
 
+import random
+from typing import Any
+
+from ovs_rdt import allocator
+from ovs_rdt.bitmask import CBM
 from ovs_rdt import capacity
 from ovs_rdt.capacity import Holding, HostCapacity, Usage
+from ovs_rdt.exceptions import AllocationError
+from ovs_rdt.model import PMD_GROUP, ROOT, Group, Platform, Request
+from ovs_rdt.model import pool_group, vm_group
+from ovs_rdt import provider_config
 
 CAP = HostCapacity(l3_ways=11, system_ways=2, closids=16, reserved_closids=1)
 
@@ -90,3 +99,120 @@ def test_remove_and_copy() -> None:
     copy.add(Holding(pool='p'), -1)
     assert copy.used_ways(1) == 0 and copy.dedicated == 0 and not copy.pools
     assert used.used_ways(1) == 3 and used.pools == {'p': 1}
+
+
+def test_usage_forgets_domains_it_no_longer_holds() -> None:
+    used = usage(Holding(3, frozenset({1})))
+    used.add(Holding(3, frozenset({1})), -1)
+    assert used.on == {} and used.domains() == frozenset()
+
+
+def test_pool_not_configured_on_the_host_does_not_fit() -> None:
+    # the hook refuses a pool the node is not configured with
+    cap = CAP._replace(pools=frozenset({'hp'}))
+    assert capacity.check(cap, Usage(), Holding(pool='hp'), {0}) is None
+    assert capacity.check(cap, Usage(), Holding(pool='noisy'), {0}) == (
+        'pool noisy is not configured on this host (rdt_pools: hp)')
+    assert 'rdt_pools: none' in capacity.check(
+        CAP._replace(pools=frozenset()), Usage(), Holding(pool='hp'), {0})
+    # unknown pools: assumed to exist once, taking a CLOSID
+    assert capacity.check(CAP, Usage(), Holding(pool='noisy'), {0}) is None
+
+
+# -- the filter's arithmetic against the node allocator ---------------------
+def _node(platform: Platform, system_min_ways: int, pmd: int,
+          pools: dict[str, tuple[int, bool]]) -> tuple:
+    """The groups after "ovs-rdt apply" and the requests that keep them."""
+    doms = platform.domains
+    base = [Request(pool_group(name), ways={d: ways for d in doms},
+                    exclusive=isolated)
+            for name, (ways, isolated) in pools.items()]
+    if pmd:
+        base.append(Request(PMD_GROUP, ways={d: pmd for d in doms}))
+    groups = [Group(ROOT, {d: CBM.full(platform.cbm_len) for d in doms})]
+    plan = allocator.plan(platform, groups, base, system_min_ways)
+    return _groups(plan), base
+
+
+def _groups(plan: Any) -> list:
+    return [Group(name, dict(masks), mode=plan.modes.get(name, 'shareable'))
+            for name, masks in plan.l3.items()]
+
+
+def _cross_check(seed: int, io_ways: str = '') -> tuple[int, int]:
+    """Random VMs come and go on a node; the filter decides each new one.
+
+    Returns (filter passes but the node refuses, filter refuses but the
+    node accepts).  The filter's capacity is what the doc tells operators
+    to set: rdt_system_ways from "ovs-rdt provider-config", rdt_closids
+    from info/L3/num_closids, rdt_reserved_closids = root + PMD + pools.
+    """
+    rnd = random.Random(seed)
+    width = rnd.choice([8, 11, 12, 20])
+    platform = Platform(cbm_len=width, num_closids=rnd.choice([4, 8, 16]),
+                        domains=tuple(range(rnd.choice([1, 2, 4]))),
+                        shareable_bits={'': 0, 'bottom': 0x3,
+                                        'top': 0x3 << width - 2}[io_ways])
+    doms = platform.domains
+    system_min_ways = rnd.randint(1, 3)
+    pmd = rnd.choice([0, 0, 1, 2])
+    pools = {'p%d' % i: (rnd.randint(1, 2), rnd.random() < .5)
+             for i in range(rnd.randint(0, 2))}
+    try:
+        groups, base = _node(platform, system_min_ways, pmd, pools)
+    except AllocationError:
+        return 0, 0    # the node cannot even hold its own groups
+    reserved = provider_config.reserved_ways(platform, groups,
+                                             system_min_ways)
+    cap = HostCapacity(width, max(reserved.values()), platform.num_closids,
+                       1 + bool(pmd) + len(pools), frozenset(pools))
+    vms: dict[str, tuple[Request, Holding]] = {}
+    used = Usage()
+    unsafe = conservative = 0
+    for step in range(30):
+        if vms and rnd.random() < .3:       # one goes: the others repack
+            name = rnd.choice(sorted(vms))
+            held = vms.pop(name)[1]
+            groups = _groups(allocator.plan(
+                platform, groups, base + [r for r, _ in vms.values()],
+                system_min_ways))
+            used.add(held, -1)
+            continue
+        ways = rnd.randint(1, width)
+        pinned = None
+        if len(doms) > 1 and rnd.random() < .5:
+            pinned = frozenset(rnd.sample(doms, rnd.randint(1, len(doms))))
+        name = vm_group('%08d-0000-4000-8000-%012d' % (seed, step))
+        req = Request(name, ways={d: ways for d in (pinned or doms)})
+        held = Holding(ways, pinned)
+        fits = capacity.check(cap, used, held, frozenset(doms)) is None
+        try:
+            plan = allocator.plan(platform, groups, base + [
+                r for r, _ in vms.values()] + [req], system_min_ways)
+        except AllocationError:
+            unsafe += fits
+            continue
+        conservative += not fits
+        groups = _groups(plan)
+        vms[name] = (req, held)
+        used.add(held)
+    return unsafe, conservative
+
+
+def test_filter_and_node_allocator_agree() -> None:
+    """With min_cbm_bits 1 and no I/O-shared ways: the same decisions."""
+    results = [_cross_check(seed) for seed in range(200)]
+    assert sum(u for u, _ in results) == 0     # never passes what fails
+    assert sum(c for _, c in results) == 0     # and never refuses for less
+
+
+def test_filter_with_io_shared_ways_at_an_edge_of_the_mask() -> None:
+    """info/L3/shareable_bits (DDIO: 600 on an 11-way Xeon Scalable).
+
+    Exact with rdt_system_ways from "ovs-rdt provider-config", which asks
+    the allocator; I/O ways inside the mask would split the free ways.
+    """
+    for where in ('top', 'bottom'):
+        results = [_cross_check(seed, where) for seed in range(100)]
+        assert sum(u for u, _ in results) == 0, where
+        assert sum(c for _, c in results) == 0, where

@@ -77,6 +77,19 @@ def test_explicit_system_mask_and_min_cbm_bits() -> None:
     assert pc.inventory(plat, groups, 1)[pc.RC_WAYS]['min_unit'] == 2
 
 
+def test_ways_shared_with_io_are_not_for_vms() -> None:
+    """DDIO: shareable_bits 600; VMs' isolated groups cannot have them."""
+    plat = platform(domains=(0,), shareable_bits=0x600)
+    bare = [Group('', {0: cbm(0x7ff)})]
+    # the default group keeps its minimum in the I/O ways
+    assert pc.reserved_ways(plat, bare, 1) == {0: 2}
+    assert pc.reserved_ways(plat, bare, 2) == {0: 2}
+    # 3: the I/O ways and the one below them (VMs pack from the bottom,
+    # away from the I/O ways, so none is stranded)
+    assert pc.reserved_ways(plat, bare, 3) == {0: 3}
+    assert pc.inventory(plat, bare, 3)[pc.RC_WAYS]['max_unit'] == 8
+
+
 def test_yaml_layout() -> None:
     doc = pc.document({'CUSTOM_X': {'total': 2, 'allocation_ratio': 1.0}},
                       ['CUSTOM_T'], name="it's")

@@ -117,7 +117,6 @@ def main() -> int:
     root, sysfs = os.path.join(tmp, 'resctrl'), os.path.join(tmp, 'sysfs')
     os.makedirs(root)
     ovs = OvsTestbed(os.path.join(tmp, 'ovs'))
-    os.makedirs(ovs.dir)
     agent = None
     mounted = False
     try:

@@ -4,6 +4,11 @@
   table, create and update) keeps a snapshot of ``other_config`` and wakes
   the agent's loop up; its ``run()`` does nothing else.  The initial dump
   and every reconnection (ovsdb-server restarted) arrive as a create.
+* A :class:`PortsEvent` on ``Interface.ofport`` wakes the loop up when
+  ovs-vswitchd has added or removed a port: the first PMD port makes it
+  create its PMD threads, and clients that do not bump ``next_cfg``
+  (``ovs-vsctl --no-wait``, ovn-controller) change nothing in the
+  ``Open_vSwitch`` row.
 * One background thread connects (retrying until ovsdb-server answers; the
   python-ovs IDL then reconnects on its own) and writes
   ``external_ids:rdt-status`` whenever the wanted value differs from the
@@ -29,8 +34,13 @@ LOG = logging.getLogger(__name__)
 
 TABLE = 'Open_vSwitch'
 COLUMNS = ['other_config', 'external_ids', 'cur_cfg']
+#: ovs-vswitchd writes ``ofport`` once it has added a port.
+PORTS_TABLE = 'Interface'
+PORTS_COLUMNS = ['ofport']
 STATUS_KEY = 'rdt-status'
 RETRY = 2.0
+#: Seconds stop() waits for the OVSDB thread (a status write in flight).
+STOP_WAIT = 3.0
 
 
 class KnobsEvent(ovs_event.RowEvent):
@@ -51,6 +61,19 @@ class KnobsEvent(ovs_event.RowEvent):
                           wake=event == self.ROW_CREATE or old is None
                           or hasattr(old, 'other_config')
                           or hasattr(old, 'cur_cfg'))
+
+
+class PortsEvent(ovs_event.RowEvent):
+    """A port added, numbered or removed by ovs-vswitchd: wake up."""
+
+    def __init__(self, owner: 'Ovsdb') -> None:
+        super().__init__((self.ROW_CREATE, self.ROW_UPDATE, self.ROW_DELETE),
+                         PORTS_TABLE, None)
+        self.owner = owner
+        self.event_name = 'RdtPortsEvent'
+
+    def run(self, event: str, row: Any, old: Any) -> None:
+        self.owner.wake()
 
 
 class _Idl(ovs_connection.OvsdbIdl):
@@ -96,6 +119,8 @@ class Ovsdb:
         self._handler: ovs_event.RowEventHandler | None = None
         self._thread = threading.Thread(target=self._main, daemon=True,
                                         name='ovsdb')
+        #: The last write failure logged (one warning while it lasts).
+        self._write_error: str | None = None
 
     # -- the loop's side ------------------------------------------------
     def start(self) -> None:
@@ -118,7 +143,8 @@ class Ovsdb:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        self._thread.join(self.timeout + 1)
+        # A daemon thread: do not hold a SIGTERM up for a hung ovsdb-server.
+        self._thread.join(min(self.timeout + 1, STOP_WAIT))
         if self._conn is not None:
             self._conn.stop(timeout=2)
         if self._handler is not None:
@@ -173,8 +199,10 @@ class Ovsdb:
                 if self._conn is None:
                     helper = idlutils.get_schema_helper(self.remote, TABLE)
                     helper.register_columns(TABLE, COLUMNS)
+                    helper.register_columns(PORTS_TABLE, PORTS_COLUMNS)
                     self._handler = ovs_event.RowEventHandler()
-                    self._handler.watch_event(KnobsEvent(self))
+                    self._handler.watch_events([KnobsEvent(self),
+                                                PortsEvent(self)])
                     idl = _Idl(self.remote, helper, self._handler)
                     self._conn = ovs_connection.Connection(idl, self.timeout)
                 self._conn.start()
@@ -201,8 +229,16 @@ class Ovsdb:
             api.db_set(TABLE, '.', ('external_ids', {STATUS_KEY: text})
                        ).execute(check_error=True, log_errors=False)
         except Exception as exc:
-            LOG.warning('could not write external_ids:%s: %s', STATUS_KEY, exc)
+            # Once while it lasts: retried every RETRY seconds.
+            reason = exc.__class__.__name__
+            if reason != self._write_error:
+                LOG.warning('could not write external_ids:%s (retrying every '
+                            '%ss): %s', STATUS_KEY, RETRY, exc)
+                self._write_error = reason
             return False
+        if self._write_error is not None:
+            LOG.info('external_ids:%s written again', STATUS_KEY)
+            self._write_error = None
         with self._cond:
             self._db_status = text
         return True

@@ -7,15 +7,18 @@ threads still follow it) and turns the status into ``error: ...``.
 
 :class:`NodeReconciler` is the node's janitor: it adopts the ``ovsrdt-``
 groups it finds and removes ``ovsrdt-vm-<uuid>`` groups whose QEMU is gone
-(no process with ``-uuid <uuid>``) and which hold no task, once seen so on
-two passes in a row (the libvirt hook creates the group just before QEMU
-starts).  No ovsdbapp, no oslo here.
+(no process with ``-uuid <uuid>``, no libvirt status file naming it) and
+which hold no task, once seen so for :data:`ORPHAN_GRACE` seconds (the
+libvirt hook creates the group at ``prepare``, QEMU comes later).  Pool and
+PMD groups are never its business.  No ovsdbapp, no oslo here.
 """
 from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+import re
+import time
+from typing import Any, Callable
 
 from ovs_rdt import GROUP_PREFIX, procfs
 from ovs_rdt.agent import knobs as knobs_mod
@@ -43,8 +46,14 @@ class PmdPlacer:
         #: ``release``, ``assign``); replaced on SIGHUP.
         self.manager = manager
         self.good: knobs_mod.Placement | None = None
+        #: Why the keys as they are now cannot be applied (kept until they
+        #: change or a forced re-scan applies them).
         self.error: str | None = None
+        #: Why the last attempt to keep the good placement failed (cleared
+        #: as soon as one succeeds).
+        self._transient: str | None = None
         self.status = ''
+        self._pid: int | None = None
         self._raw: dict[str, str] | None = None
         self._alloc: tuple | None = None
         self._placed: tuple | None = None
@@ -64,6 +73,11 @@ class PmdPlacer:
             return self.status
         platform = self.manager.resctrl.platform()
         self._raw = raw
+        if scan.pid != self._pid:
+            # Another ovs-vswitchd (or none): TIDs seen placed in the old
+            # one say nothing about the new one's (the kernel reuses TIDs).
+            self._known.clear()
+            self._pid = scan.pid
         if fresh:
             try:
                 want = knobs_mod.parse(raw, list(self.manager.settings.pools),
@@ -74,7 +88,7 @@ class PmdPlacer:
             else:
                 if want != self.good:
                     LOG.info('placement now: %s', want.describe())
-                self.good, self.error = want, None
+                self.good, self.error, self._transient = want, None, None
                 return self._ok(want, scan)
         if self.good is None:
             return self.status
@@ -83,14 +97,24 @@ class PmdPlacer:
         except RDTError as exc:
             self._fail(exc, new=False)
             return self.status
-        return self.status if self.error else self._ok(self.good, scan)
+        if self._transient is not None:
+            LOG.info('ovs-vswitchd threads placed again')
+            self._transient = None
+        if self.error:
+            self.status = 'error: ' + self.error
+            return self.status
+        return self._ok(self.good, scan)
 
     def _fail(self, exc: Exception, new: bool) -> None:
+        """``new``: the keys cannot be applied; else keeping them failed."""
         text = str(exc)
-        if text != self.error:
+        if text != (self.error if new else self._transient):
             LOG.error('%s%s', text, '; keeping the previous placement %r'
                       % (self.good,) if new and self.good else '')
-        self.error = text
+        if new:
+            self.error = text
+        else:
+            self._transient = text
         self._placed = self._applied = None
         self.status = 'error: ' + text
 
@@ -229,24 +253,112 @@ class PmdPlacer:
         return self.status
 
 
-def running_vm_uuids(proc: str = procfs.PROC) -> set[str]:
-    """UUIDs (lower case) of the QEMU processes running on the node."""
+#: A VM group must be seen orphaned (no task, no process with its UUID, no
+#: libvirt status file naming it) for this long, on two passes at least,
+#: before it is removed.  The libvirt hook creates the group at "prepare"
+#: and fills it at "started": in between, a start can stall for a long
+#: time (other hooks, storage, host devices) with no QEMU process yet.  A
+#: VM group left behind is rare and harmless for minutes; removing a
+#: starting VM's group gives its reserved ways away.
+ORPHAN_GRACE = 600.0
+
+_UUID_CHARS = frozenset('0123456789abcdef')
+_LIBVIRT_UUID = re.compile(rb'<uuid>\s*([0-9A-Fa-f-]{32,36})\s*</uuid>')
+
+
+def is_uuid(text: str) -> bool:
+    """The canonical form the hook names groups with (lower case, dashed)."""
+    parts = text.split('-')
+    return [len(p) for p in parts] == [8, 4, 4, 4, 12] and \
+        set(text.replace('-', '')) <= _UUID_CHARS
+
+
+def cmdline_uuids(args: list[str]) -> set[str]:
+    """The values of ``-uuid X``/``--uuid X``/``-uuid=X`` (lower case)."""
     out = set()
-    for entry in os.listdir(proc):
-        if entry.isdigit():
-            guest = procfs.qemu_guest(int(entry), proc)
-            if guest and guest[1]:
-                out.add(guest[1].lower())
+    for i, arg in enumerate(args):
+        if arg in ('-uuid', '--uuid'):
+            if i + 1 < len(args):
+                out.add(args[i + 1].strip().lower())
+        elif arg.startswith(('-uuid=', '--uuid=')):
+            out.add(arg.split('=', 1)[1].strip().lower())
     return out
+
+
+def running_vm_uuids(proc: str = procfs.PROC) -> set[str]:
+    """UUIDs (lower case) in the command line of any process on the node.
+
+    Any process, not only those whose argv[0] says "qemu" (an emulator
+    reached through a symlink such as ``/usr/bin/kvm`` does not): a false
+    positive only keeps a group a while longer.
+    """
+    out: set[str] = set()
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.isdigit():
+            out |= cmdline_uuids(procfs.cmdline(int(entry), proc))
+    return out
+
+
+def libvirt_uuids(run_dir: str | None) -> set[str]:
+    """UUIDs in libvirt's status files (``<run_dir>/<name>.xml``).
+
+    libvirt keeps one per domain it runs (or is starting, from just before
+    QEMU runs), whatever QEMU's command line looks like.
+    """
+    out: set[str] = set()
+    if not run_dir:
+        return out
+    try:
+        names = [n for n in os.listdir(run_dir) if n.endswith('.xml')]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with open(os.path.join(run_dir, name), 'rb') as fh:
+                data = fh.read(4 * 1024 * 1024)
+        except OSError:
+            continue
+        out |= {m.decode('ascii').lower() for m in _LIBVIRT_UUID.findall(data)}
+    return out
+
+
+def sees_all_tasks(proc: str = procfs.PROC) -> bool:
+    """False in a nested PID namespace (a container without the host's).
+
+    There ``/proc`` lacks the host's QEMU processes and resctrl's ``tasks``
+    files list only the tasks this namespace can see: every VM group would
+    look orphaned.
+    """
+    try:
+        with open(os.path.join(proc, 'self', 'status'), encoding='ascii',
+                  errors='replace') as fh:
+            for line in fh:
+                if line.startswith('NSpid:'):
+                    return len(line.split()) <= 2
+    except OSError:
+        pass
+    return True    # no NSpid (a kernel before 4.1, a fake /proc): assume so
 
 
 class NodeReconciler:
     """Adopts our groups and removes VM groups left behind by dead QEMUs."""
 
-    def __init__(self, manager: Any, proc: str = procfs.PROC) -> None:
+    def __init__(self, manager: Any, proc: str = procfs.PROC,
+                 run_dir: str | None = None, grace: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.manager = manager
         self.proc = proc
-        self._suspects: set[str] = set()
+        #: libvirt's QEMU state directory; None: ``[libvirt] qemu_run_dir``.
+        self.run_dir = run_dir
+        self.grace = ORPHAN_GRACE if grace is None else grace
+        self.clock = clock
+        #: group -> when it was first seen orphaned (continuously since).
+        self._suspects: dict[str, float] = {}
+        self._blind_logged = False
 
     def adopt(self) -> list[str]:
         names = [n for n in self.manager.resctrl.group_names()
@@ -255,29 +367,61 @@ class NodeReconciler:
             LOG.info('adopting existing groups: %s', ', '.join(names))
         return names
 
+    def _run_dir(self) -> str | None:
+        if self.run_dir is not None:
+            return self.run_dir
+        libvirt = getattr(self.manager.settings, 'libvirt', None)
+        return getattr(libvirt, 'qemu_run_dir', None)
+
+    def _live(self) -> set[str]:
+        return running_vm_uuids(self.proc) | libvirt_uuids(self._run_dir())
+
+    def _orphaned(self, name: str, live: set[str] | None = None) -> bool:
+        """No task in it (and, given ``live``, no VM with its UUID)."""
+        uuid = name[len(VM_PREFIX):]
+        if not is_uuid(uuid) or (live is not None and uuid in live):
+            return False     # not a name the hook gives, or its VM runs
+        try:
+            return not self.manager.resctrl.tasks(name)
+        except FileNotFoundError:
+            return False
+
     def reconcile(self) -> list[str]:
         """One pass; returns the groups removed."""
-        live = running_vm_uuids(self.proc)
-        orphans = set()
-        for name in self.manager.resctrl.group_names():
-            if not name.startswith(VM_PREFIX) or \
-                    name[len(VM_PREFIX):].lower() in live:
-                continue
-            try:
-                if self.manager.resctrl.tasks(name):
-                    continue
-            except FileNotFoundError:
-                continue
-            orphans.add(name)
+        if not sees_all_tasks(self.proc):
+            if not self._blind_logged:
+                LOG.warning('not removing VM groups: this agent runs in a '
+                            'nested PID namespace, it cannot see every '
+                            'QEMU nor every task (run it with the host\'s '
+                            'PID namespace)')
+                self._blind_logged = True
+            self._suspects.clear()
+            return []
+        now = self.clock()
+        empty = [name for name in self.manager.resctrl.group_names()
+                 if name.startswith(VM_PREFIX) and self._orphaned(name)]
+        # Every command line is read only when a VM group is empty: reading
+        # one blocks while its process is stuck holding its memory map.
+        live = self._live() if empty else set()
+        orphans = {name: self._suspects.get(name, now) for name in empty
+                   if name[len(VM_PREFIX):] not in live}
+        due = sorted(name for name, since in orphans.items()
+                     if name in self._suspects and now - since >= self.grace)
         removed = []
-        for name in sorted(orphans & self._suspects):
-            LOG.warning('removing %s: no QEMU runs with uuid %s (it ended '
-                        'without the release hook)', name,
-                        name[len(VM_PREFIX):])
+        if due:
+            live = self._live()   # once more, just before removing
+        for name in due:
+            if not self._orphaned(name, live):
+                orphans.pop(name)
+                continue
+            LOG.warning('removing %s: no QEMU has run with uuid %s for %ds '
+                        '(it ended without the release hook)', name,
+                        name[len(VM_PREFIX):], now - orphans[name])
             try:
                 self.manager.release(name)
                 removed.append(name)
             except RDTError as exc:
                 LOG.error('could not remove %s: %s', name, exc)
-        self._suspects = orphans - set(removed)
+        self._suspects = {n: t for n, t in orphans.items()
+                          if n not in removed}
         return removed

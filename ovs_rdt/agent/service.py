@@ -60,8 +60,11 @@ class Agent:
         self._woken = -1e9
         self._pools_ok = False
         self._scan_key: tuple | None = None
-        self._last_error: str | None = None
+        #: source ('placement', 'pools', 'reconcile') -> the error logged
+        #: last: each is logged once while it lasts, whatever the others do.
+        self._errors: dict[str, str] = {}
         self.ovsdb: Any = None
+        self.watch: Any = None
 
     # -- wake-ups (any thread, signal handlers) ---------------------------
     def wake(self) -> None:
@@ -85,9 +88,11 @@ class Agent:
             self.node.adopt()
         except (RDTError, OSError) as exc:
             self._log_error('cannot apply the configured pools (retrying '
-                            'every [ovs] rescan_interval): %s' % describe(exc))
+                            'every [ovs] rescan_interval): %s' % describe(exc),
+                            'pools')
             self._pools_ok = False
         else:
+            self._recovered('pools', 'the configured pools are applied')
             self._pools_ok = True
         return self._pools_ok
 
@@ -99,9 +104,18 @@ class Agent:
         except RDTError as exc:
             LOG.error('keeping the previous configuration: %s', exc)
             return
+        old = self.settings.ovs
         self.settings = settings
         self.manager = build(settings)
         self.placer.manager = self.node.manager = self.manager
+        if settings.ovs.connection != old.connection:
+            LOG.warning('[ovs] connection changed: restart %s to use it '
+                        '(still connected to %s)', PROG, old.connection)
+        if settings.ovs.vswitchd_pidfile != old.vswitchd_pidfile and \
+                self.watch is not None:
+            from ovs_rdt.agent.watch import PidfileWatch
+            self.watch.close()
+            self.watch = PidfileWatch(settings.ovs.vswitchd_pidfile)
         self.apply_pools()
 
     def step(self, force: bool) -> None:
@@ -118,21 +132,25 @@ class Agent:
             status = 'error: %s' % describe(exc)
             self._log_error(status)
         except Exception as exc:  # never let a bug end the agent
-            LOG.exception('unexpected error placing ovs-vswitchd threads')
             status = 'error: internal error: %s' % exc
+            if self._errors.get('placement') != status:
+                LOG.exception('unexpected error placing ovs-vswitchd threads')
+                self._errors['placement'] = status
         else:
-            if self._last_error is not None and status and \
-                    status.startswith('ok'):
-                LOG.info('recovered: %s', status)
-                self._last_error = None
+            if status and status.startswith('ok'):
+                self._recovered('placement', status)
         if status:
             self.ovsdb.set_status(status)
 
-    def _log_error(self, text: str) -> None:
+    def _log_error(self, text: str, source: str = 'placement') -> None:
         """Log an error once, not at every re-scan while it lasts."""
-        if text != self._last_error:
+        if text != self._errors.get(source):
             LOG.error('%s (retrying)', text)
-            self._last_error = text
+            self._errors[source] = text
+
+    def _recovered(self, source: str, text: str) -> None:
+        if self._errors.pop(source, None) is not None:
+            LOG.info('recovered: %s', text)
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> int:
@@ -141,7 +159,7 @@ class Agent:
             signal.signal(sig, self._on_signal)
         ovs = self.settings.ovs
         self.ovsdb = Ovsdb(ovs.connection, ovs.ovsdb_timeout, self.wake)
-        watch = PidfileWatch(ovs.vswitchd_pidfile)
+        self.watch = PidfileWatch(ovs.vswitchd_pidfile)
         self.apply_pools()
         self.ovsdb.start()
         LOG.info('%s started (OVSDB %s, ovs-vswitchd pidfile %s)', PROG,
@@ -156,12 +174,19 @@ class Agent:
                     if now - self._woken < until:
                         wait = min(wait, step)
                         break
+                watch = self.watch
                 wfd = watch.fileno()
                 fds = [self._rfd] if wfd is None else [self._rfd, wfd]
                 ready, _, _ = select.select(fds, [], [], max(wait, 0))
-                if ready:
+                woken = False
+                if self._rfd in ready:
                     self._drain()
-                    watch.drain()
+                    woken = True
+                # Only the pidfile: the run directory also holds sockets
+                # (vhost-user ports, ctl) that come and go with every VM.
+                if wfd is not None and wfd in ready and watch.drain():
+                    woken = True
+                if woken:
                     self._woken = time.monotonic()
                 if self._stop:
                     break
@@ -173,7 +198,7 @@ class Agent:
                 force = now >= next_rescan
                 if force:
                     next_rescan = now + self.settings.ovs.rescan_interval
-                    watch.rearm()
+                    self.watch.rearm()
                     if not self._pools_ok:
                         self.apply_pools()
                 self.step(force)
@@ -183,14 +208,17 @@ class Agent:
         finally:
             LOG.info('%s stopping; allocations are kept', PROG)
             self.ovsdb.stop()
-            watch.close()
+            self.watch.close()
         return 0
 
     def _reconcile(self) -> None:
         try:
             self.node.reconcile()
         except (RDTError, OSError) as exc:
-            self._log_error('reconciliation failed: %s' % describe(exc))
+            self._log_error('reconciliation failed: %s' % describe(exc),
+                            'reconcile')
+        else:
+            self._recovered('reconcile', 'reconciliation works again')
 
     def _drain(self) -> None:
         try:

@@ -249,21 +249,30 @@ def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
     from ovs_rdt.model import Request, vm_group
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
     mgr = CacheManager(rc, Settings.defaults(pools={'hp': {'l3_ways': 3}}))
-    live, dead = str(uuid.uuid4()), str(uuid.uuid4())
+    live, dead, kvm = (str(uuid.uuid4()) for _ in range(3))
     qemu = tmp_path / 'qemu-system-x86_64'
     os.symlink(sys.executable, qemu)
     proc = subprocess.Popen([str(qemu), '-c', FAKE_QEMU, '-name',
                              'guest=vm1,debug-threads=on', '-uuid', live])
+    # An emulator reached through a symlink named otherwise (Debian's
+    # /usr/bin/kvm), between QEMU's start and the "started" hook: its
+    # group holds no task yet.
+    os.symlink(sys.executable, tmp_path / 'kvm')
+    starting = subprocess.Popen([str(tmp_path / 'kvm'), '-c', FAKE_QEMU,
+                                 '-name', 'guest=vm2', '-uuid', kvm])
     try:
-        for vm in (live, dead):
+        for vm in (live, dead, kvm):
             mgr.allocate(Request(vm_group(vm), ways={0: 1}))
         mgr.assign(vm_group(live), [proc.pid])
-        rdt_agent()
+        rdt_agent(reconcile_interval=1,
+                  patches={'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '1.5'})
         wait_for(lambda: not exists(rc, vm_group(dead)), timeout=TIMEOUT,
                  what='dead VM group removed')
         time.sleep(1.5)  # a few more passes
-        assert exists(rc, vm_group(live))
+        assert exists(rc, vm_group(live)) and exists(rc, vm_group(kvm))
+        assert exists(rc, HP)
         assert tasks(rc, vm_group(live)) == {proc.pid}
     finally:
-        proc.kill()
-        proc.wait()
+        for child in (proc, starting):
+            child.kill()
+            child.wait()

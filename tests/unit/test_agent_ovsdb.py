@@ -51,3 +51,44 @@ def test_stop_before_connect_is_clean() -> None:
     db.start()
     db.stop()
     assert not db._thread.is_alive()
+
+
+def test_port_events_wake_up() -> None:
+    """ovs-vswitchd numbering a port added with --no-wait (no cur_cfg bump:
+    the Open_vSwitch row does not change) may create PMD threads.
+    """
+    from ovs_rdt.agent.ovsdb import PORTS_TABLE, PortsEvent
+    db, wakes = make()
+    ev = PortsEvent(db)
+    assert ev.table == PORTS_TABLE
+    assert set(ev.events) == {ev.ROW_CREATE, ev.ROW_UPDATE, ev.ROW_DELETE}
+    ev.run(ev.ROW_UPDATE, Row(ofport=[3]), Row(ofport=[]))
+    ev.run(ev.ROW_DELETE, Row(ofport=[3]), None)
+    assert len(wakes) == 2 and db.knobs() == (0, None)
+
+
+def test_failed_status_write_warned_once(caplog: Any) -> None:
+    """ovsdb-server up but refusing our writes (a read-only remote, a
+    missing row): retried every RETRY seconds, warned about once.
+    """
+    import logging
+
+    class Api:
+        fail = True
+
+        def db_set(self, *args: Any) -> Any:
+            return self
+
+        def execute(self, **kwargs: Any) -> None:
+            if self.fail:
+                raise RuntimeError('refused')
+
+    db, _ = make()
+    api = Api()
+    db._api, db._conn = api, Row(idl=None)  # type: ignore[assignment]
+    with caplog.at_level(logging.INFO, logger='ovs_rdt.agent.ovsdb'):
+        for _ in range(20):
+            assert not db._write('ok: x')
+        api.fail = False
+        assert db._write('ok: x')
+    assert [r.levelname for r in caplog.records] == ['WARNING', 'INFO']

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -259,14 +260,31 @@ def fake_qemu(proc: str, pid: int, uuid: str) -> None:
                              uuid.encode()]) + b'\0')
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reconciler(mgr: FakeManager, tmp_path: Any, grace: float = 0.0,
+               clock: Any = None) -> NodeReconciler:
+    run_dir = tmp_path / 'libvirt'
+    run_dir.mkdir(exist_ok=True)
+    proc = tmp_path / 'proc'
+    proc.mkdir(exist_ok=True)
+    return NodeReconciler(mgr, str(proc), str(run_dir), grace=grace,
+                          clock=clock or Clock())
+
+
 def test_reconciler_removes_orphans_after_two_passes(mgr, tmp_path) -> None:
-    proc = str(tmp_path)
     live, dead, busy = (UUID, UUID.replace('8a', '9b'),
                         UUID.replace('8a', '7c'))
-    fake_qemu(proc, 10, live.upper())
+    fake_qemu(str(tmp_path / 'proc'), 10, live.upper())
     for uuid, tasks in ((live, set()), (dead, set()), (busy, {55})):
         mgr.resctrl.members['ovsrdt-vm-' + uuid] = set(tasks)
-    node = NodeReconciler(mgr, proc)
+    node = reconciler(mgr, tmp_path)
     assert sorted(node.adopt()) == sorted(
         [HP] + ['ovsrdt-vm-' + u for u in (live, dead, busy)])
     assert node.reconcile() == []          # first sighting: a suspect
@@ -277,11 +295,84 @@ def test_reconciler_removes_orphans_after_two_passes(mgr, tmp_path) -> None:
 
 def test_reconciler_forgets_suspect_that_came_alive(mgr, tmp_path) -> None:
     mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
-    node = NodeReconciler(mgr, str(tmp_path))
+    node = reconciler(mgr, tmp_path)
     node.reconcile()
-    fake_qemu(str(tmp_path), 10, UUID)   # QEMU started after "prepare"
+    fake_qemu(str(tmp_path / 'proc'), 10, UUID)  # QEMU started after prepare
     assert node.reconcile() == []
     assert node.reconcile() == []
+
+
+def test_starting_vm_group_survives_a_long_stall(mgr, tmp_path) -> None:
+    """Between the hook's "prepare" and QEMU's start: a group, no task, no
+    process; many passes (a short [agent] reconcile_interval) in minutes.
+    """
+    clock = Clock()
+    mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
+    node = reconciler(mgr, tmp_path, grace=600, clock=clock)
+    for _ in range(100):                 # 100 passes over 9.9 minutes
+        assert node.reconcile() == []
+        clock.now += 6
+    fake_qemu(str(tmp_path / 'proc'), 10, UUID)    # started at last
+    clock.now += 600
+    assert node.reconcile() == []
+    assert 'ovsrdt-vm-' + UUID in mgr.resctrl.members
+    # Stopped without the release hook: a fresh grace period from now.
+    import shutil
+    shutil.rmtree(str(tmp_path / 'proc' / '10'))
+    assert node.reconcile() == []
+    clock.now += 599
+    assert node.reconcile() == []
+    clock.now += 1
+    assert node.reconcile() == ['ovsrdt-vm-' + UUID]
+
+
+def test_qemu_found_by_uuid_whatever_its_name(mgr, tmp_path) -> None:
+    proc = tmp_path / 'proc'
+    proc.mkdir()
+    others = [UUID.replace('8a', p) for p in ('01', '02', '03')]
+    argvs = {11: [b'/usr/bin/kvm', b'-uuid', UUID.encode()],   # a symlink
+             12: [b'/opt/emu', b'--uuid', others[0].encode()],
+             13: [b'/opt/emu', b'-uuid=' + others[1].encode()]}
+    for pid, argv in argvs.items():
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / 'cmdline').write_bytes(b'\0'.join(argv) + b'\0')
+    for uuid in [UUID] + others:
+        mgr.resctrl.members['ovsrdt-vm-' + uuid] = set()
+    node = reconciler(mgr, tmp_path)
+    node.reconcile()
+    assert node.reconcile() == ['ovsrdt-vm-' + others[2]]
+
+
+def test_libvirt_status_file_keeps_group(mgr, tmp_path) -> None:
+    node = reconciler(mgr, tmp_path)
+    (tmp_path / 'libvirt' / 'vm1.xml').write_text(
+        "<domstatus state='running' pid='99'>\n  <domain type='kvm' id='1'>"
+        "\n    <name>vm1</name>\n    <uuid>%s</uuid>\n" % UUID.upper())
+    mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
+    node.reconcile()
+    assert node.reconcile() == []
+
+
+def test_only_vm_groups_named_by_uuid_are_removed(mgr, tmp_path) -> None:
+    for name in ('ovsrdt-vm-test', 'ovsrdt-pool-vm', 'ovsrdt-ovs-pmd',
+                 'COS1', 'ovsrdt-vm-' + UUID.upper()):
+        mgr.resctrl.members[name] = set()
+    node = reconciler(mgr, tmp_path)
+    node.reconcile()
+    assert node.reconcile() == []
+
+
+def test_nested_pid_namespace_removes_nothing(mgr, tmp_path) -> None:
+    node = reconciler(mgr, tmp_path)
+    (tmp_path / 'proc' / 'self').mkdir()
+    (tmp_path / 'proc' / 'self' / 'status').write_text(
+        'Name:\tpython3\nNSpid:\t4242\t7\n')
+    mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
+    for _ in range(3):
+        assert node.reconcile() == []
+    (tmp_path / 'proc' / 'self' / 'status').write_text('NSpid:\t4242\n')
+    node.reconcile()
+    assert node.reconcile() == ['ovsrdt-vm-' + UUID]
 
 
 def test_fast_path_reads_no_tasks_file(mgr: FakeManager) -> None:
@@ -309,3 +400,46 @@ def test_newborn_pmd_leaves_vswitchd_pool(mgr: FakeManager) -> None:
     placer.sync(knobs, scan({200: 0, 300: 1}))
     assert mgr.resctrl.where(300) == ROOT
     assert mgr.resctrl.members[HP] == {100, 101}
+
+
+def test_reused_tid_in_a_restarted_vswitchd_is_placed(mgr) -> None:
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'}
+    placer.sync(knobs, scan({200: 0}))
+    assert mgr.resctrl.where(200) == PMD_GROUP
+    # ovs-vswitchd restarts (pid 500); the kernel hands TID 200 out again,
+    # to the new process's PMD thread, born in the default group.
+    mgr.resctrl.members[PMD_GROUP].discard(200)
+    mgr.resctrl.members[ROOT] |= {200, 500}
+    placer.sync(knobs, scan({200: 0}, others=(500,), pid=500))
+    assert mgr.resctrl.where(200) == PMD_GROUP
+
+
+def test_transient_failure_clears_with_the_next_success(mgr) -> None:
+    from ovs_rdt.exceptions import ResctrlUnavailable
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'}
+    assert placer.sync(knobs, scan({200: 0})).startswith('ok: ')
+    real = mgr.assign
+    calls = []
+
+    def flaky(group: str, tids: list[int]) -> list[int]:
+        calls.append(tids)
+        if len(calls) == 1:
+            raise ResctrlUnavailable('timed out after 30s waiting for the '
+                                     'lock on /fake')
+        return real(group, tids)
+
+    mgr.assign = flaky  # type: ignore[method-assign]
+    status = placer.sync(knobs, scan({200: 0, 201: 1}))
+    assert status.startswith('error: timed out')
+    # The very next scan (no OVSDB change, no forced re-scan) succeeds.
+    status = placer.sync(knobs, scan({200: 0, 201: 1}))
+    assert status.startswith('ok: PMD cores 0,1 (2 threads)')
+    assert mgr.resctrl.where(201) == PMD_GROUP
+    # A bad key stays an error while good placements go on.
+    status = placer.sync({'rdt-pmd-l3-ways': 'x'}, scan({200: 0, 201: 1}))
+    assert status.startswith("error: rdt-pmd-l3-ways='x'")
+    assert placer.sync({'rdt-pmd-l3-ways': 'x'},
+                       scan({200: 0, 201: 1, 202: 1})) == status
+    assert mgr.resctrl.where(202) == PMD_GROUP

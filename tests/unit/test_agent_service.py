@@ -146,3 +146,20 @@ def test_main_bad_config_exits_2(tmp_path: Any, capsys: Any) -> None:
 
 def test_main_missing_config_exits_2(tmp_path: Any) -> None:
     assert service.main(['--config-file', str(tmp_path / 'none')]) == 2
+
+
+def test_sighup_follows_a_new_pidfile(agent: service.Agent,
+                                      tmp_path: Any) -> None:
+    conf = tmp_path / 'a.conf'
+    moved = tmp_path / 'run' / 'ovs-vswitchd.pid'
+    moved.parent.mkdir()
+
+    def script() -> None:
+        wait(lambda: FakeOvsdb.instances and FakeOvsdb.instances[0].statuses)
+        conf.write_text('[ovs]\nvswitchd_pidfile = %s\n' % moved)
+        os.kill(os.getpid(), signal.SIGHUP)
+        wait(lambda: agent.watch.path == str(moved))
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    assert run_with(agent, script) == 0
+    assert agent.settings.ovs.vswitchd_pidfile == str(moved)

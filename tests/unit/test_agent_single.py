@@ -30,12 +30,28 @@ def test_one_agent_per_resctrl_root(tmp_path):
 
 def test_errors_are_logged_once_while_they_last(caplog):
     agent = service.Agent.__new__(service.Agent)
-    agent._last_error = None
+    agent._errors = {}
     with caplog.at_level(logging.ERROR):
         for _ in range(50):
             agent._log_error('error: resctrl is not mounted at /x')
         agent._log_error('error: something else')
     assert len(caplog.records) == 2
+
+
+def test_errors_of_several_sources_do_not_relog_each_other(caplog):
+    """resctrl gone: placement, pools and reconciliation all fail, in turn,
+    at every re-scan for hours; each is logged once.
+    """
+    agent = service.Agent.__new__(service.Agent)
+    agent._errors = {}
+    with caplog.at_level(logging.INFO):
+        for _ in range(50):
+            agent._log_error('error: resctrl is not mounted at /x')
+            agent._log_error('cannot apply the configured pools: x', 'pools')
+            agent._log_error('reconciliation failed: x', 'reconcile')
+        agent._recovered('pools', 'pools applied')
+        agent._recovered('pools', 'pools applied')
+    assert len(caplog.records) == 4
 
 
 def test_describe_names_the_file():

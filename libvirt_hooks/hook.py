@@ -160,8 +160,7 @@ class Hook:
 
     def make_resctrl(self) -> Resctrl:
         from ovs_rdt.resctrl import Resctrl
-        cfg = self.settings.resctrl
-        return Resctrl(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
+        return Resctrl.from_settings(self.settings)
 
     def group_exists(self, group: str) -> bool:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))

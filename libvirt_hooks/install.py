@@ -199,19 +199,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def managed_guests(settings: Any) -> list[str]:
     """Names of running guests in ovsrdt-vm- groups (best effort)."""
+    from ovs_rdt.cmd.status import collect
     from ovs_rdt.exceptions import RDTError
-    from ovs_rdt import members
     from ovs_rdt.resctrl import Resctrl
     try:
-        rc = Resctrl(settings.resctrl.root, settings.resctrl.sysfs_cpu_root,
-                     settings.resctrl.lock_timeout)
-        with rc.lock(exclusive=False):
-            groups = [g for g in rc.groups(with_tasks=True)
-                      if g.name.startswith('ovsrdt-vm-') and g.tasks]
+        plan = collect(Resctrl.from_settings(settings))
     except (RDTError, OSError):
         return []
-    return sorted({m['name'] for g in groups
-                   for m in members.describe(g.tasks) if m['kind'] == 'vm'})
+    return sorted({m['name'] for dom in plan['domains']
+                   for row in dom['groups'] if row['kind'] == 'vm'
+                   for m in row['members'] if m['kind'] == 'vm'})
 
 
 def run(settings: Any, args: argparse.Namespace) -> int:

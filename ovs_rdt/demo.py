@@ -254,8 +254,8 @@ def table4(plan: dict) -> str:
 
 
 def _main_job(box: Any, args: argparse.Namespace) -> None:
-    from ovs_rdt import conf, members, report
-    from ovs_rdt.cmd import top
+    from ovs_rdt import conf, report
+    from ovs_rdt.cmd import status, top
     from ovs_rdt.cmd.common import manager_from, resctrl_from
     from ovs_rdt.sandbox import wait_for
 
@@ -307,15 +307,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         '%s (%s)' % (n, d) for n, _, d in GUESTS), start_guests)
     rc = resctrl_from(settings)
 
-    def show_status() -> dict:
-        platform = rc.platform()
-        with rc.lock(exclusive=False):
-            groups = rc.groups(with_tasks=True)
-        return report.build(platform, groups,
-                            lambda g: members.describe(g.tasks))
-
     plan = progress.step('reading the cache plan (ovs-rdt status)',
-                         show_status)
+                         lambda: status.collect(rc))
     print('\n' + report.render(plan, sys.stdout.isatty()))
     print('\n' + table4(plan))
 

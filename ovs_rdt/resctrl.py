@@ -23,7 +23,7 @@ from ovs_rdt.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
-    from typing import Iterable
+    from typing import Any, Iterable
 
 _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
                         'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:')
@@ -133,6 +133,12 @@ class Resctrl:
         self._lock_depth = 0
         self._lock_exclusive = False
         self._platform: Platform | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> 'Resctrl':
+        """From the ``[resctrl]`` options of a :class:`~ovs_rdt.conf.Settings`."""
+        cfg = settings.resctrl
+        return cls(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
 
     # -- paths and raw I/O ------------------------------------------------
     def path(self, group: str, *parts: str) -> str:

@@ -41,11 +41,8 @@ LOCK_DIR = '/run/ovs-rdt'
 
 
 def build(settings: Any) -> Any:
-    from ovs_rdt.manager import CacheManager
-    from ovs_rdt.resctrl import Resctrl
-    rc = Resctrl(settings.resctrl.root, settings.resctrl.sysfs_cpu_root,
-                 settings.resctrl.lock_timeout)
-    return CacheManager(rc, settings)
+    from ovs_rdt.cmd.common import manager_from
+    return manager_from(settings)
 
 
 class Agent:

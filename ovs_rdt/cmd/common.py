@@ -7,9 +7,8 @@ from ovs_rdt.resctrl import Resctrl
 
 
 def resctrl_from(settings: Settings) -> Resctrl:
-    return Resctrl(settings.resctrl.root, settings.resctrl.sysfs_cpu_root,
-                   settings.resctrl.lock_timeout)
+    return Resctrl.from_settings(settings)
 
 
 def manager_from(settings: Settings) -> CacheManager:
-    return CacheManager(resctrl_from(settings), settings)
+    return CacheManager(Resctrl.from_settings(settings), settings)

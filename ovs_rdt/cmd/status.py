@@ -8,6 +8,7 @@ import sys
 from ovs_rdt import members, report
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
+from ovs_rdt.resctrl import Resctrl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,13 +19,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='colour the way map (default: when a terminal)')
 
 
-def run(settings: Settings, args: argparse.Namespace) -> int:
-    rc = resctrl_from(settings)
+def collect(rc: Resctrl) -> dict:
+    """The node's plan as it is now, members named (``report.build``)."""
     platform = rc.platform()
     with rc.lock(exclusive=False):
         groups = rc.groups(with_tasks=True)
-    plan = report.build(platform, groups,
+    return report.build(platform, groups,
                         lambda g: members.describe(g.tasks))
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    plan = collect(resctrl_from(settings))
     if args.json:
         json.dump(plan, sys.stdout, indent=2)
         sys.stdout.write('\n')

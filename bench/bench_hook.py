@@ -168,10 +168,10 @@ def bench_events(runs: int) -> None:
 
 
 def bench_virsh(starts: int) -> None:
-    from tests.functional.fixtures.libvirt import libvirt_available
+    from tests.functional.fixtures.libvirt import libvirt_missing
     from tests.functional.fixtures.libvirt import LibvirtTestbed
 
-    why = libvirt_available()
+    why = libvirt_missing()
     if why:
         print('virsh start: skipped (%s)' % why)
         return

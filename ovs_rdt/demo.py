@@ -19,8 +19,9 @@ from typing import Any, Callable
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
 
+START_TIMEOUT = 180.0
+
 WORKDIR = '/run/ovs-rdt-demo'
-HOOKS_DIR = '/etc/libvirt/hooks/qemu.d'
 
 CONFIG = """\
 # ovs-rdt demo: seed 000 Table 4, as a user copying the seed would write it.
@@ -97,6 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         % WORKDIR)
     parser.add_argument('--top-seconds', type=int, default=3,
                         help='seconds of "ovs-rdt top" to show (default 3)')
+    parser.add_argument('--start-timeout', type=float, default=START_TIMEOUT,
+                        help='seconds to wait for each daemon to answer '
+                        '(default %.0f: a cold libvirtd probes QEMU first)'
+                        % START_TIMEOUT)
 
 
 def missing_prerequisites(tcg: bool) -> list[str]:
@@ -108,9 +113,11 @@ def missing_prerequisites(tcg: bool) -> list[str]:
     for cmd, pkg in PREREQS:
         if shutil.which(cmd) is None:
             out.append('%s not found: apt-get install %s' % (cmd, pkg))
-    if not tcg and not os.access('/dev/kvm', os.R_OK | os.W_OK):
-        out.append('/dev/kvm is not usable here: rerun with --tcg to run the '
-                   'guests without KVM')
+    if not tcg and os.path.exists('/dev/kvm'):
+        from ovs_rdt.sandbox import kvm_problem
+        why = kvm_problem()
+        if why:
+            out.append(why + ' (or rerun with --tcg)')
     return out
 
 
@@ -139,6 +146,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.teardown:
         return _teardown(Sandbox(args.workdir))
+    if not args.tcg and not os.path.exists('/dev/kvm'):
+        print('ovs-rdt demo: /dev/kvm does not exist: running the guests '
+              'with software emulation (TCG) instead of KVM', flush=True)
+        args.tcg = True
     problems = missing_prerequisites(args.tcg)
     if problems:
         for line in problems:
@@ -147,11 +158,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if os.path.exists(os.path.join(args.workdir, 'state.json')):
         print('ovs-rdt demo: a demo is already set up in %s; end it with '
               '"%s demo --teardown"' % (args.workdir, command_path()),
-              file=sys.stderr)
-        return 2
-    if os.path.exists(os.path.join(HOOKS_DIR, '50-ovs-rdt')):
-        print('ovs-rdt demo: %s/50-ovs-rdt is already installed (a real '
-              'node?); the demo will not replace it' % HOOKS_DIR,
               file=sys.stderr)
         return 2
     box = Sandbox(args.workdir)
@@ -168,20 +174,30 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
             print('Left running (--keep). Explore with:\n'
                   '  %s --config-file %s/ovs-rdt.conf status\n'
                   '  %s --config-file %s/ovs-rdt.conf top\n'
-                  '  virsh list\n'
+                  "  virsh -c '%s' list\n"
                   'and end it with: %s'
-                  % (cli, args.workdir, cli, args.workdir, teardown))
+                  % (cli, args.workdir, cli, args.workdir,
+                     box.libvirtd.uri, teardown))
             return 0
     except KeyboardInterrupt:
         print('\ninterrupted: tearing down', file=sys.stderr)
         _teardown(box)
         return 130
-    except (RDTError, OSError) as exc:
-        print('ovs-rdt demo: error: %s' % exc, file=sys.stderr)
+    except Exception as exc:  # one line, never a traceback; then clean up
+        print('ovs-rdt demo: error: %s' % _one_line(exc), file=sys.stderr)
         print('tearing down', file=sys.stderr)
         _teardown(box)
         return 1
     return _teardown(box)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, (RDTError, OSError)):
+        if isinstance(exc, OSError) and exc.filename:
+            return '%s: %s' % (exc.strerror or exc, exc.filename)
+        return str(exc)
+    return 'internal error: %s: %s (please report it)' % (
+        type(exc).__name__, exc)
 
 
 def command_path() -> str:
@@ -272,8 +288,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     progress.step('starting ovsdb-server and ovs-vswitchd (netdev bridge, 2 '
                   'dummy-pmd ports, pmd-cpu-mask=0x3)',
                   lambda: (box.start_ovs(2, '0x3'),
-                           wait_for(lambda: len(box.pmd_threads()) >= 2, 30,
-                                    'PMD threads')))
+                           wait_for(lambda: len(box.pmd_threads()) >= 2,
+                                    args.start_timeout, 'PMD threads')))
     progress.step('ovs-vsctl set Open_vSwitch . other_config:rdt-pmd-pool=hp '
                   'other_config:rdt-vswitchd=pmd',
                   lambda: box.vsctl('set', 'Open_vSwitch', '.',
@@ -289,11 +305,11 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
 
     progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
                   lambda: (box.start_agent(config_file),
-                           wait_for(agent_ok, 30, 'the agent\'s rdt-status')))
-    progress.step('installing the libvirt hook (libvirtd: started, or '
-                  'SIGHUP if running)',
-                  lambda: (box.install_hook(config_file, HOOKS_DIR),
-                           box.start_libvirtd()))
+                           wait_for(agent_ok, args.start_timeout,
+                                    'the agent\'s rdt-status')))
+    progress.step('starting a private libvirtd with the ovs-rdt hook '
+                  '(first start probes QEMU: up to a minute)',
+                  lambda: box.start_libvirtd(config_file, args.start_timeout))
     emulator = shutil.which('qemu-system-x86_64') or 'qemu-system-x86_64'
     virt = 'qemu' if args.tcg else 'kvm'
 

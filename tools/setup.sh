@@ -23,6 +23,27 @@ if [ -n "$missing" ]; then
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
+# /dev/kvm for QEMU, which libvirt runs as libvirt-qemu (group kvm). Debian's
+# udev rule (KERNEL=="kvm", GROUP="kvm", MODE="0660") does this where udev runs.
+if [ -c /dev/kvm ]; then
+    kvm_now=$(stat -c '%U:%G %a' /dev/kvm)
+    if [ "$kvm_now" != "root:kvm 660" ] && [ "${kvm_now##* }" != 666 ]; then
+        chown root:kvm /dev/kvm && chmod 0660 /dev/kvm
+        echo "== /dev/kvm was $kvm_now: made it root:kvm 0660, as Debian's udev rule does"
+    fi
+else
+    echo "== no /dev/kvm on this machine: 'ovs-rdt demo' runs its guests with TCG" \
+         "(software emulation); the tests need OVS_RDT_TCG=1"
+fi
+if [ ! -c /dev/fuse ]; then
+    modprobe fuse 2>/dev/null || true
+    if [ ! -c /dev/fuse ]; then
+        echo "tools/setup.sh: /dev/fuse is missing and 'modprobe fuse' did not" \
+             "create it: the resctrl emulator needs FUSE" >&2
+        exit 1
+    fi
+fi
+
 PY=${PYTHON:-python3}
 if [ -e .venv ] && [ ! -d .venv ]; then
     rm -f .venv    # a stray file (some tools write their env path there)

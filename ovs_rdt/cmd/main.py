@@ -120,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one line for the operator, the
+        # traceback in the log at debug level
+        logging.getLogger(__name__).debug('internal error', exc_info=True)
+        print('ovs-rdt %s: internal error: %s: %s (run with --debug for the '
+              'traceback, and please report it)' % (name, type(exc).__name__,
+                                                    exc), file=sys.stderr)
+        return 1
 
 
 if __name__ == '__main__':

@@ -9,19 +9,31 @@ import sys
 
 import pytest
 
+from tests.functional.fixtures import host
+from tests.functional.fixtures.libvirt import libvirt_missing
+
 WORKDIR = '/run/ovs-rdt-demo-test'
-HOOK = '/etc/libvirt/hooks/qemu.d/50-ovs-rdt'
-
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which('libvirtd')
-    or not shutil.which('ovs-vswitchd') or not os.path.exists('/dev/fuse'),
-    reason='needs root, libvirtd, ovs-vswitchd and /dev/fuse')
+#: What the demo's daemons, mounts and guests carry in their names.
+MARKERS = (WORKDIR, 'ovsrdt-demo-')
 
 
-def demo(*args: str) -> subprocess.CompletedProcess:
+@pytest.fixture(autouse=True)
+def real_parts() -> None:
+    why = libvirt_missing()
+    for tool, pkg in (('ovs-vswitchd', 'openvswitch-switch'),
+                      ('fusermount3', 'fuse3')):
+        if shutil.which(tool) is None:
+            why = why or '%s is not installed (%s)' % (tool, pkg)
+    if why:
+        pytest.fail('the demo needs real parts: %s' % why, pytrace=False)
+
+
+def demo(*args: str, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main', 'demo',
                            '--workdir', WORKDIR, '--top-seconds', '1', *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=400,
+                          env=env)
 
 
 def read(*parts: str) -> str:
@@ -35,7 +47,9 @@ def l3(group: str) -> str:
 
 
 def qemu_threads(name: str) -> tuple[set[int], set[int]]:
-    with open('/run/libvirt/qemu/%s.pid' % name) as fh:
+    from ovs_rdt.sandbox import Sandbox
+    with open(os.path.join(Sandbox(WORKDIR).libvirtd.qemu_run_dir,
+                           name + '.pid')) as fh:
         pid = int(fh.read())
     tids = set()
     vcpus = set()
@@ -59,19 +73,8 @@ def vswitchd_threads() -> tuple[set[int], set[int]]:
     return pmds, others
 
 
-def daemons() -> set[str]:
-    """Live (not zombie: PID 1 here may not reap) daemons of interest."""
-    out = subprocess.run(['ps', '-eo', 'stat=,comm='], capture_output=True,
-                         text=True).stdout.splitlines()
-    return {line.split()[1] for line in out if len(line.split()) == 2
-            and not line.split()[0].startswith('Z')
-            and line.split()[1] in ('ovs-vswitchd', 'ovsdb-server',
-                                    'libvirtd', 'virtlogd')}
-
-
 def test_demo_reproduces_table4_and_leaves_nothing_behind():
-    before_daemons = daemons()
-    assert not os.path.exists(HOOK)
+    before = host.snapshot(MARKERS)
     result = demo('--keep')
     try:
         assert result.returncode == 0, result.stdout + result.stderr
@@ -103,17 +106,11 @@ def test_demo_reproduces_table4_and_leaves_nothing_behind():
         down = demo('--teardown')
     assert down.returncode == 0, down.stdout + down.stderr
     assert not os.path.exists(WORKDIR)
-    assert not os.path.exists(HOOK)
-    with open('/proc/self/mounts') as fh:
-        assert WORKDIR not in fh.read()
-    virsh = subprocess.run(['virsh', 'list', '--all', '--name'],
-                           capture_output=True, text=True)
-    assert 'ovsrdt-demo' not in virsh.stdout
-    assert daemons() == before_daemons
+    host.assert_unchanged(before, MARKERS)
 
 
 def test_ctrl_c_mid_demo_tears_everything_down():
-    before_daemons = daemons()
+    before = host.snapshot(MARKERS)
     proc = subprocess.Popen([sys.executable, '-m', 'ovs_rdt.cmd.main', 'demo',
                              '--workdir', WORKDIR], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -128,17 +125,44 @@ def test_ctrl_c_mid_demo_tears_everything_down():
     assert proc.returncode == 130, out
     assert 'interrupted: tearing down' in out and 'Torn down' in out
     assert not os.path.exists(WORKDIR)
-    assert not os.path.exists(HOOK)
-    virsh = subprocess.run(['virsh', 'list', '--all', '--name'],
-                           capture_output=True, text=True)
-    assert 'ovsrdt-demo' not in virsh.stdout
-    assert daemons() == before_daemons
+    host.assert_unchanged(before, MARKERS)
 
 
-def test_missing_prerequisite_is_one_line(monkeypatch):
+def test_libvirtd_that_never_comes_up_fails_in_one_line_and_cleans_up(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A daemon failing mid-demo: one line naming it and its log.
+
+    No traceback, and everything started before it is gone again.
+    """
+    fake = tmp_path / 'bin'
+    fake.mkdir()
+    (fake / 'libvirtd').write_text('#!/bin/sh\necho "error : cannot bind '
+                                   'socket" >&2\nexit 1\n')
+    (fake / 'libvirtd').chmod(0o755)
+    env = dict(os.environ, PATH='%s:%s' % (fake, os.environ['PATH']))
+    before = host.snapshot(MARKERS)
+    result = demo(env=env)
+    err = result.stderr
+    assert result.returncode == 1, result.stdout + err
+    assert 'Traceback' not in err + result.stdout
+    assert '[6/9]' in result.stdout and 'FAILED' in result.stdout
+    lines = [ln for ln in err.splitlines() if ln.startswith('ovs-rdt demo:')]
+    assert len(lines) == 1, err
+    assert 'libvirtd exited with status 1' in lines[0]
+    assert 'cannot bind socket' in lines[0] and 'log: ' in lines[0]
+    assert 'Torn down' in result.stdout
+    assert not os.path.exists(WORKDIR)
+    host.assert_unchanged(before, MARKERS)
+
+
+def test_unusable_kvm_is_one_line_naming_the_fix(
+        monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from ovs_rdt import demo as demo_mod
-    monkeypatch.setattr(demo_mod.os, 'access', lambda path, mode: False)
+    from ovs_rdt import sandbox
+    monkeypatch.setattr(sandbox, 'kvm_problem',
+                        lambda: '/dev/kvm is root:root 0600')
     problems = demo_mod.missing_prerequisites(tcg=False)
-    assert any('/dev/kvm' in p and '--tcg' in p for p in problems)
+    assert any('/dev/kvm is root:root 0600' in p and '--tcg' in p
+               for p in problems)
     assert not any('/dev/kvm' in p
                    for p in demo_mod.missing_prerequisites(tcg=True))

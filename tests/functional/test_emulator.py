@@ -21,7 +21,6 @@ import pytest
 
 from tests.functional.fixtures.emulator import EmulatorFixture, mounted
 
-pytestmark = pytest.mark.skipif(not os.path.exists('/dev/fuse'), reason='needs /dev/fuse')
 
 MiB = 1024 * 1024
 WAY = 2621440                  # xeon-gold-6230: 28835840 / 11

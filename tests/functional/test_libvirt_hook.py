@@ -82,8 +82,9 @@ class Env:
 
 
 @pytest.fixture(scope='module')
-def emulator() -> Iterator[EmulatorFixture]:
-    emu = EmulatorFixture(PROFILE)
+def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
+    # Below the shared mount base: the mount reaches libvirtd's namespace.
+    emu = EmulatorFixture(PROFILE, rootdir=libvirt_testbed.mount_base)
     emu.setUp()
     try:
         yield emu

@@ -5,82 +5,54 @@ Used by ``ovs-rdt demo``; every start records what it did so that
 """
 from __future__ import annotations
 
+import grp
 import json
 import logging
 import os
+import pwd
 import shutil
-import signal
+import stat
 import subprocess
 import sys
-import time
 from typing import Any
 
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import procfs
+from ovs_rdt.sandbox.libvirtd import PrivateLibvirtd, QEMU_USER
+from ovs_rdt.sandbox.wait import SandboxError, run, stop_pid, wait_for
+
+__all__ = ['PrivateLibvirtd', 'Sandbox', 'SandboxError', 'kvm_problem',
+           'run', 'stop_pid', 'wait_for']
 
 LOG = logging.getLogger(__name__)
 
-LIBVIRTD_PIDFILE = '/run/libvirtd.pid'
-VIRTLOGD_PIDFILE = '/run/virtlogd.pid'
 
-
-class SandboxError(RDTError):
-    """A real part could not be started or stopped."""
-
-
-def run(*cmd: str, check: bool = True, timeout: float = 60,
-        env: dict[str, str] | None = None,
-        stdin: str | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True,
-                          timeout=timeout, env=env, input=stdin)
-    if check and proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise SandboxError('%s failed: %s' % (' '.join(cmd[:3]),
-                                              msg[-1] if msg else
-                                              'exit %d' % proc.returncode))
-    return proc
-
-
-def wait_for(predicate: Any, timeout: float = 10.0, what: str = 'condition',
-             step: float = 0.05, error: type[Exception] = SandboxError) -> Any:
-    """Poll ``predicate()`` until it returns something true; that value.
-
-    ``error`` is raised on time-out (the test fixtures use AssertionError).
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise error('timed out after %ss waiting for %s' % (timeout, what))
-        time.sleep(step)
-
-
-def stop_pid(pid: int | None, timeout: float = 10) -> None:
-    if not pid:
-        return
+def kvm_problem(dev: str = '/dev/kvm', user: str = QEMU_USER) -> str | None:
+    """Why QEMU (running as ``user``) cannot use KVM here, or None."""
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not os.path.exists('/proc/%d' % pid) or _zombie(pid):
-            return
-        time.sleep(0.05)
+        st = os.stat(dev)
+    except FileNotFoundError:
+        return '%s does not exist (no KVM on this machine)' % dev
     try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _zombie(pid: int) -> bool:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return 'user %s does not exist: apt-get install ' \
+            'libvirt-daemon-system' % user
+    groups = {pw.pw_gid} | {g.gr_gid for g in grp.getgrall()
+                            if user in g.gr_mem}
+    rw = stat.S_IRUSR | stat.S_IWUSR
+    if (st.st_uid == pw.pw_uid and st.st_mode & rw == rw) or \
+            (st.st_gid in groups and st.st_mode & (rw >> 3) == rw >> 3) or \
+            st.st_mode & (rw >> 6) == rw >> 6:
+        return None
     try:
-        with open('/proc/%d/stat' % pid) as fh:
-            return fh.read().rsplit(')', 1)[1].split()[0] == 'Z'
-    except (OSError, IndexError):
-        return True
+        owner = '%s:%s' % (pwd.getpwuid(st.st_uid).pw_name,
+                           grp.getgrgid(st.st_gid).gr_name)
+    except KeyError:
+        owner = '%d:%d' % (st.st_uid, st.st_gid)
+    return ('%s is %s %04o, so QEMU (user %s) cannot open it; tools/setup.sh '
+            'makes it root:kvm 0660 as Debian\'s udev rule does'
+            % (dev, owner, stat.S_IMODE(st.st_mode), user))
 
 
 class Sandbox:
@@ -183,42 +155,30 @@ class Sandbox:
         return proc.pid
 
     # -- libvirt -------------------------------------------------------------
-    def install_hook(self, config_file: str, hooks_dir: str) -> str:
-        run(sys.executable, '-m', 'ovs_rdt.cmd.main', 'install-hook',
-            '--hooks-dir', hooks_dir, '--config-file', config_file)
-        self.state['hook'] = {'hooks_dir': hooks_dir, 'config': config_file}
-        self.save()
-        return hooks_dir
+    @property
+    def libvirtd(self) -> PrivateLibvirtd:
+        return PrivateLibvirtd(os.path.join(self.workdir, 'libvirt'))
 
-    def start_libvirtd(self) -> None:
-        """Start libvirtd, or make a running one discover the hook.
+    def start_libvirtd(self, config_file: str, timeout: float) -> None:
+        """A private libvirtd with the hook in its own hook directory.
 
-        libvirtd looks for hook scripts when it starts and on SIGHUP (its
-        reload, which keeps guests running), so a running libvirtd is sent
-        SIGHUP rather than restarted.
+        See :mod:`ovs_rdt.sandbox.libvirtd`.
         """
-        if procfs.read_pidfile(VIRTLOGD_PIDFILE) is None:
-            run('virtlogd', '-d')
-            self.state['started_virtlogd'] = True
-        running = procfs.read_pidfile(LIBVIRTD_PIDFILE)
-        if running:
-            os.kill(running, signal.SIGHUP)
-            self.state['reloaded_libvirtd'] = running
-        else:
-            run('libvirtd', '-d')
-            self.state['started_libvirtd'] = True
+        lv = self.libvirtd
+        self.state['libvirtd'] = lv.workdir
         self.save()
-        wait_for(lambda: run('virsh', 'version', check=False,
-                             timeout=10).returncode == 0, 30, 'libvirtd')
+        lv.prepare()
+        run(sys.executable, '-m', 'ovs_rdt.cmd.main', 'install-hook',
+            '--hooks-dir', lv.hooks_dir, '--config-file', config_file)
+        lv.start(timeout)
 
     def define_and_start(self, name: str, xml: str) -> None:
         path = os.path.join(self.workdir, name + '.xml')
         with open(path, 'w') as fh:
             fh.write(xml)
-        run('virsh', 'define', path)
-        self.state['guests'].append(name)
-        self.save()
-        run('virsh', 'start', name, timeout=120)
+        lv = self.libvirtd
+        lv.virsh('define', path)
+        lv.virsh('start', name, timeout=120)
 
     # -- teardown ------------------------------------------------------------
     def teardown(self) -> list[str]:
@@ -231,25 +191,11 @@ class Sandbox:
             except (RDTError, OSError, subprocess.SubprocessError) as exc:
                 problems.append('%s: %s' % (what, exc))
 
-        for name in reversed(self.state.get('guests', [])):
-            run('virsh', 'destroy', name, check=False)
-            run('virsh', 'undefine', name, check=False)
         pids = self.state.get('pids', {})
         attempt('agent', stop_pid, pids.get('ovs-rdt-agent'))
-        hook = self.state.get('hook')
-        if hook:
-            attempt('hook', run, sys.executable, '-m', 'ovs_rdt.cmd.main',
-                    'install-hook', '--uninstall', '--hooks-dir',
-                    hook['hooks_dir'])
-        if self.state.get('started_libvirtd'):
-            attempt('libvirtd', stop_pid,
-                    procfs.read_pidfile(LIBVIRTD_PIDFILE), 30)
-        elif self.state.get('reloaded_libvirtd'):
-            pid = procfs.read_pidfile(LIBVIRTD_PIDFILE)
-            if pid:   # forget the hook again
-                attempt('libvirtd', os.kill, pid, signal.SIGHUP)
-        if self.state.get('started_virtlogd'):
-            attempt('virtlogd', stop_pid, procfs.read_pidfile(VIRTLOGD_PIDFILE))
+        if self.state.get('libvirtd'):
+            problems += ['libvirtd: %s' % p for p in
+                         PrivateLibvirtd(self.state['libvirtd']).stop()]
         attempt('ovs-vswitchd', stop_pid, pids.get('ovs-vswitchd'))
         attempt('ovsdb-server', stop_pid, pids.get('ovsdb-server'))
         mnt = self.state.get('emulator')

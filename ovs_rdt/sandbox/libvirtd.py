@@ -1,0 +1,288 @@
+"""A private libvirtd: real, but sharing no state with the host's.
+
+``PrivateLibvirtd(workdir)`` runs ``virtlogd`` and ``libvirtd`` in a mount
+namespace of their own (``unshare --mount --propagation slave``) where
+``/etc/libvirt``, ``/run/libvirt``, ``/var/lib/libvirt`` and
+``/var/log/libvirt`` are directories below ``workdir``.  So its hook
+directory, guest definitions, pidfiles, sockets and logs are private: nothing
+it does (or a failed test does through it) reaches the host's
+``/etc/libvirt/hooks``, the host's guests or a libvirtd the host runs.  It
+shares the host's QEMU capability cache (``/var/cache/libvirt``), which is
+only a cache.  Mounts made on the host later under a *shared* directory
+(:func:`make_shared`) propagate into the namespace: that is how an emulator
+mounted after libvirtd started reaches the hooks.
+
+Clients reach it at :attr:`uri`; its hooks see the usual paths
+(``/etc/libvirt/hooks/qemu.d``, ``/run/libvirt/qemu/<name>.pid``), which the
+host sees as :attr:`hooks_dir` and :attr:`qemu_run_dir`.  :meth:`stop`
+works from the files below ``workdir`` alone, so another process (``ovs-rdt
+demo --teardown``) can end what ``--keep`` left running.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from typing import Sequence
+
+from ovs_rdt.sandbox.wait import SandboxError, pid_alive, stop_pid, wait_for
+
+LOG = logging.getLogger(__name__)
+
+#: What the namespace replaces: host path -> directory below the workdir.
+PRIVATE_DIRS = (('/etc/libvirt', 'etc'), ('/run/libvirt', 'run'),
+                ('/var/lib/libvirt', 'lib'), ('/var/log/libvirt', 'log'))
+#: A cold libvirtd probes QEMU's capabilities before it answers (12 s seen
+#: on an idle new machine, over a minute on a busy 2-core one).
+START_TIMEOUT = 180.0
+QEMU_USER = 'libvirt-qemu'
+PR_SET_PDEATHSIG = 1
+
+
+def make_shared(path: str) -> None:
+    """Make ``path`` a shared mount point (a bind mount onto itself).
+
+    Mounts made below it later appear in namespaces created after this
+    call with slave propagation, such as a :class:`PrivateLibvirtd`'s.
+    """
+    subprocess.run(['mount', '--bind', path, path], check=True,
+                   capture_output=True, timeout=30)
+    subprocess.run(['mount', '--make-private', path], check=True,
+                   capture_output=True, timeout=30)
+    subprocess.run(['mount', '--make-shared', path], check=True,
+                   capture_output=True, timeout=30)
+
+
+def unmake_shared(path: str) -> None:
+    subprocess.run(['umount', '-l', path], check=False, capture_output=True,
+                   timeout=30)
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class PrivateLibvirtd:
+    """libvirtd + virtlogd in their own mount namespace below ``workdir``."""
+
+    def __init__(self, workdir: str,
+                 binds: Sequence[tuple[str, str]] = (),
+                 setup: Sequence[str] = ()) -> None:
+        self.workdir = workdir
+        #: (source, target) bind mounts made inside the namespace.
+        self.binds = list(binds)
+        #: Extra shell lines run inside the namespace before the daemons.
+        self.setup = list(setup)
+        self.proc: subprocess.Popen | None = None
+
+    # -- where things are ---------------------------------------------------
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.workdir, *parts)
+
+    @property
+    def uri(self) -> str:
+        return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock')
+
+    @property
+    def hooks_dir(self) -> str:
+        """The host's view of the namespace's /etc/libvirt/hooks/qemu.d."""
+        return self.path('etc', 'hooks', 'qemu.d')
+
+    @property
+    def qemu_run_dir(self) -> str:
+        """The host's view of the namespace's /run/libvirt/qemu."""
+        return self.path('run', 'qemu')
+
+    @property
+    def log_file(self) -> str:
+        return self.path('libvirtd.log')
+
+    @property
+    def pidfile(self) -> str:
+        return self.path('run', 'libvirtd.pid')
+
+    @property
+    def virtlogd_pidfile(self) -> str:
+        return self.path('run', 'virtlogd.pid')
+
+    def pid(self) -> int | None:
+        return _read_pid(self.pidfile)
+
+    # -- life cycle ---------------------------------------------------------
+    def prepare(self) -> None:
+        """The private directories: the host's config, no guests, no hooks."""
+        if shutil.which('unshare') is None:
+            raise SandboxError('unshare not found: apt-get install util-linux')
+        for host, name in PRIVATE_DIRS:
+            os.makedirs(self.path(name), exist_ok=True)
+            if not os.path.isdir(host):
+                raise SandboxError('%s is missing: apt-get install '
+                                   'libvirt-daemon-system' % host)
+        etc = self.path('etc')
+        for entry in os.listdir('/etc/libvirt'):
+            # Not the host's guests, networks (a default network would add
+            # a bridge to the host) or hooks.
+            if entry in ('qemu', 'hooks', 'storage', 'secrets'):
+                continue
+            src = os.path.join('/etc/libvirt', entry)
+            dst = os.path.join(etc, entry)
+            if os.path.isdir(src):
+                shutil.copytree(src, dst, dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, dst)
+        for sub in ('qemu', 'hooks/qemu.d', 'secrets'):
+            os.makedirs(os.path.join(etc, sub), exist_ok=True)
+        os.chmod(os.path.join(etc, 'hooks'), 0o755)
+        lib_qemu = self.path('lib', 'qemu')
+        os.makedirs(lib_qemu, exist_ok=True)
+        os.makedirs(self.path('log', 'qemu'), exist_ok=True)
+        try:
+            shutil.chown(lib_qemu, QEMU_USER, QEMU_USER)
+        except (LookupError, OSError):
+            pass
+        os.chmod(lib_qemu, 0o751)
+
+    def script(self) -> str:
+        lines = ['set -e', 'mount --make-rslave /']
+        for host, name in PRIVATE_DIRS:
+            lines.append('mount --bind %s %s' % (shlex.quote(self.path(name)),
+                                                 host))
+        for src, dst in self.binds:
+            lines.append('mount --bind %s %s' % (shlex.quote(src),
+                                                 shlex.quote(dst)))
+        lines += self.setup
+        # After a restart of libvirtd alone, its guests still log through
+        # the virtlogd already running.
+        pidfile = shlex.quote(self.virtlogd_pidfile)
+        lines.append('kill -0 "$(cat %s 2>/dev/null)" 2>/dev/null || '
+                     'virtlogd -d -p %s' % (pidfile, pidfile))
+        lines.append('exec libvirtd -p %s' % shlex.quote(self.pidfile))
+        return '\n'.join(lines) + '\n'
+
+    def start(self, timeout: float = START_TIMEOUT,
+              die_with_parent: bool = False) -> None:
+        """Start and wait until it answers; SandboxError names what failed.
+
+        ``die_with_parent``: libvirtd gets SIGTERM if the caller dies (test
+        fixtures); the demo's ``--keep`` needs it to outlive the caller.
+        """
+        self.prepare()
+        log = open(self.log_file, 'ab')
+        try:
+            self.proc = subprocess.Popen(
+                ['unshare', '--mount', '--propagation', 'slave', '--',
+                 'sh', '-c', self.script()],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if die_with_parent else None)
+        finally:
+            log.close()
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float) -> None:
+        proc = self.proc
+
+        def answers() -> bool:
+            if proc is not None and proc.poll() is not None:
+                raise SandboxError('libvirtd exited with status %s before it '
+                                   'answered (log: %s): %s'
+                                   % (proc.returncode, self.log_file,
+                                      self.log_tail()))
+            try:
+                res = subprocess.run(['virsh', '-c', self.uri, 'version'],
+                                     capture_output=True, timeout=10)
+            except subprocess.TimeoutExpired:
+                return False      # busy probing QEMU: not ready yet
+            return res.returncode == 0
+
+        try:
+            wait_for(answers, timeout, 'libvirtd', step=0.2)
+        except SandboxError as exc:
+            if 'timed out' not in str(exc):
+                raise
+            raise SandboxError('libvirtd did not answer within %.0f s (log: '
+                               '%s)' % (timeout, self.log_file)) from None
+
+    def log_tail(self, lines: int = 1) -> str:
+        try:
+            with open(self.log_file, encoding='utf-8', errors='replace') as fh:
+                text = fh.read().strip().splitlines()
+        except OSError:
+            return ''
+        return ' | '.join(text[-lines:])
+
+    def reload(self) -> None:
+        """SIGHUP: libvirtd looks for hook scripts again; guests keep running."""
+        pid = self.pid()
+        if pid is None:
+            raise SandboxError('libvirtd is not running (log: %s)'
+                               % self.log_file)
+        os.kill(pid, signal.SIGHUP)
+
+    def virsh(self, *args: str, check: bool = True,
+              timeout: float = 120) -> subprocess.CompletedProcess:
+        res = subprocess.run(['virsh', '-q', '-c', self.uri, *args],
+                             capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            msg = (res.stderr or res.stdout).strip().splitlines()
+            raise SandboxError('virsh %s failed: %s' % (
+                ' '.join(args[:2]), msg[-1] if msg else
+                'exit %d' % res.returncode))
+        return res
+
+    def qemu_pids(self) -> list[int]:
+        """Live QEMU processes of this libvirtd's guests (from pidfiles)."""
+        out = []
+        for path in glob.glob(os.path.join(self.qemu_run_dir, '*.pid')):
+            pid = _read_pid(path)
+            if pid is not None:
+                out.append(pid)
+        return out
+
+    def stop(self) -> list[str]:
+        """Destroy every guest, stop the daemons, remove ``workdir``.
+
+        Returns the problems met (empty when all went); never raises.
+        """
+        problems: list[str] = []
+        pid = self.pid()
+        if pid is not None:
+            try:
+                names = self.virsh('list', '--all', '--name', check=False,
+                                   timeout=30).stdout.splitlines()
+                for name in filter(None, names):
+                    self.virsh('destroy', name, check=False, timeout=60)
+                    self.virsh('undefine', name, check=False, timeout=60)
+            except (OSError, subprocess.SubprocessError) as exc:
+                problems.append('guests: %s' % exc)
+            stop_pid(pid, 30)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        stop_pid(_read_pid(self.virtlogd_pidfile), 10)
+        for qemu in self.qemu_pids():   # libvirtd died before destroying
+            stop_pid(qemu, 10)
+        for qemu in self.qemu_pids():
+            problems.append('QEMU %d did not exit' % qemu)
+        if pid is not None and pid_alive(pid):
+            problems.append('libvirtd %d did not exit' % pid)
+        if not problems:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return problems
+
+
+def _read_pid(path: str) -> int | None:
+    try:
+        with open(path, encoding='ascii') as fh:
+            pid = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if pid_alive(pid) else None

@@ -1,0 +1,83 @@
+"""Starting and stopping real daemons: bounded waits, one-line errors."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+from ovs_rdt.exceptions import RDTError
+
+
+class SandboxError(RDTError):
+    """A real part could not be started or stopped."""
+
+
+def run(*cmd: str, check: bool = True, timeout: float = 60,
+        env: dict[str, str] | None = None,
+        stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run a command; SandboxError (one line) when it fails or hangs."""
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True,
+                              timeout=timeout, env=env, input=stdin)
+    except subprocess.TimeoutExpired:
+        raise SandboxError('%s did not finish within %.0f s'
+                           % (' '.join(cmd[:3]), timeout)) from None
+    except OSError as exc:
+        raise SandboxError('%s: %s' % (cmd[0], exc.strerror or exc)) from None
+    if check and proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise SandboxError('%s failed: %s' % (' '.join(cmd[:3]),
+                                              msg[-1] if msg else
+                                              'exit %d' % proc.returncode))
+    return proc
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, what: str = 'condition',
+             step: float = 0.05, error: type[Exception] = SandboxError) -> Any:
+    """Poll ``predicate()`` until it returns something true; that value.
+
+    One overall deadline; ``error`` is raised when it passes (the test
+    fixtures use AssertionError).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise error('timed out after %ss waiting for %s' % (timeout, what))
+        time.sleep(step)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True while ``pid`` runs (a zombie counts as exited)."""
+    if not pid:
+        return False
+    try:
+        with open('/proc/%d/stat' % pid, encoding='ascii',
+                  errors='replace') as fh:
+            state = fh.read().rsplit(')', 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ('Z', 'X')
+
+
+def stop_pid(pid: int | None, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds."""
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from ovs_rdt.model import PMD_GROUP  # noqa: E402
+from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
 from tests.functional.fixtures.ovs import AgentProcess  # noqa: E402
 from tests.functional.fixtures.ovs import OvsTestbed  # noqa: E402
 from tests.functional.fixtures.ovs import wait_for  # noqa: E402
@@ -114,18 +114,12 @@ def main() -> int:
     parser.add_argument('--profile', default='xeon-gold-6230')
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix='ovsrdt-bench-')
-    root, sysfs = os.path.join(tmp, 'resctrl'), os.path.join(tmp, 'sysfs')
-    os.makedirs(root)
+    emu = MountedEmulator(os.path.join(tmp, 'emu'), args.profile)
+    root, sysfs = emu.root, emu.sysfs
     ovs = OvsTestbed(os.path.join(tmp, 'ovs'))
     agent = None
-    mounted = False
     try:
-        subprocess.run([sys.executable, '-m', 'ovs_rdt.emulator', '--profile',
-                        args.profile, '--sysfs-dir', sysfs, '-d', root],
-                       check=True, cwd=REPO)
-        mounted = True
-        wait_for(lambda: os.path.exists(os.path.join(root, 'info')),
-                 what='emulator')
+        emu.start()
         ovs.start()
         conf = os.path.join(tmp, 'agent.conf')
         write_agent_config(conf, ovs, root, sysfs, None)
@@ -161,10 +155,7 @@ def main() -> int:
         if agent is not None:
             agent.stop()
         ovs.stop()
-        if mounted:
-            subprocess.run(['fusermount3', '-u', root], check=False)
-            subprocess.run(['umount', '-l', root], check=False,
-                           stderr=subprocess.DEVNULL)
+        emu.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

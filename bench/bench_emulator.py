@@ -15,13 +15,15 @@ import argparse
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
 DATA = b'L3:0=7f0\n'
 
 
@@ -62,22 +64,6 @@ def open_writer(path: str) -> Callable[[], None]:
     return write
 
 
-def mount(root: str, profile: str, pid_file: str) -> None:
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
-    subprocess.run([sys.executable, '-m', 'ovs_rdt.emulator', '-d', '--profile', profile,
-                    '--pid-file', pid_file, root], check=True, env=env)
-
-
-def unmount(root: str, pid_file: str) -> None:
-    with open(pid_file, encoding='ascii') as fh:
-        pid = int(fh.read())
-    subprocess.run(['fusermount3', '-u', root], check=True)
-    deadline = time.monotonic() + 10
-    while os.path.exists('/proc/%d' % pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('-n', '--count', type=int, default=2000)
@@ -85,10 +71,9 @@ def main() -> int:
     args = parser.parse_args()
     base = '/dev/shm' if os.path.isdir('/dev/shm') else None
     tmp = tempfile.mkdtemp(prefix='bench-emulator-', dir=base)
-    root, pid_file = os.path.join(tmp, 'resctrl'), os.path.join(tmp, 'pid')
     plain = os.path.join(tmp, 'plain-schemata')
-    os.mkdir(root)
-    mount(root, args.profile, pid_file)
+    emu = MountedEmulator(os.path.join(tmp, 'emu'), args.profile).start()
+    root = emu.root
     try:
         os.mkdir(os.path.join(root, 'bench'))
         schemata = os.path.join(root, 'bench', 'schemata')
@@ -105,7 +90,7 @@ def main() -> int:
         with open(os.path.join(root, 'info', 'last_cmd_status')) as fh:
             assert fh.read() == 'ok\n'
     finally:
-        unmount(root, pid_file)
+        emu.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
     print('schemata write latency, %d writes of %r (profile %s), microseconds'

@@ -32,6 +32,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path.insert(0, REPO)
 
 from libvirt_hooks import install  # noqa: E402
+from ovs_rdt.emulator.profiles import DEFAULT_PROFILE  # noqa: E402
+from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
 
 UUID = '6f1c7a52-8c0e-4d4a-9a61-0c5a3b7e2d10'
 LIBVIRT_ENV = {'LC_ALL': 'C', 'PATH': '/usr/sbin:/usr/bin:/sbin:/bin'}
@@ -77,25 +79,8 @@ def timed(cmd: list[str], data: bytes = b'', env: dict | None = None) -> float:
     return elapsed
 
 
-def mount_emulator(tmp: str) -> tuple[str, str, str]:
-    root = os.path.join(tmp, 'resctrl')
-    sysfs = os.path.join(tmp, 'sysfs')
-    pidfile = os.path.join(tmp, 'emulator.pid')
-    os.mkdir(root)
-    env = dict(os.environ, PYTHONPATH=REPO)
-    subprocess.run([sys.executable, '-m', 'ovs_rdt.emulator', '-d',
-                    '--sysfs-dir', sysfs, '--pid-file', pidfile, root],
-                   check=True, env=env, timeout=60)
-    return root, sysfs, pidfile
-
-
-def unmount(root: str) -> None:
-    for _ in range(50):
-        if subprocess.run(['fusermount3', '-u', root],
-                          capture_output=True).returncode == 0:
-            return
-        time.sleep(0.1)
-    subprocess.run(['fusermount3', '-uz', root], capture_output=True)
+def mount_emulator(tmp: str) -> MountedEmulator:
+    return MountedEmulator(os.path.join(tmp, 'emu'), DEFAULT_PROFILE).start()
 
 
 def write_config(path: str, root: str, sysfs: str, run_dir: str) -> None:
@@ -111,7 +96,8 @@ def p50(values: list[float]) -> float:
 
 def bench_events(runs: int) -> None:
     tmp = tempfile.mkdtemp(prefix='ovsrdt-bench-hook-')
-    root, sysfs, _pid = mount_emulator(tmp)
+    emu = mount_emulator(tmp)
+    root, sysfs = emu.root, emu.sysfs
     qemu = None
     try:
         run_dir = os.path.join(tmp, 'run')
@@ -163,7 +149,7 @@ def bench_events(runs: int) -> None:
         if qemu is not None:
             qemu.kill()
             qemu.wait()
-        unmount(root)
+        emu.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -177,7 +163,8 @@ def bench_virsh(starts: int) -> None:
         return
     tmp = tempfile.mkdtemp(prefix='ovsrdt-bench-virsh-')
     os.chmod(tmp, 0o755)
-    root, sysfs, _pid = mount_emulator(tmp)
+    emu = mount_emulator(tmp)
+    root, sysfs = emu.root, emu.sysfs
     testbed = LibvirtTestbed(tmp)
     try:
         testbed.setup()                    # hook installed, libvirtd fresh
@@ -207,7 +194,7 @@ def bench_virsh(starts: int) -> None:
             p50(with_hook) / p50(without)))
     finally:
         testbed.cleanup()
-        unmount(root)
+        emu.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
+from ovs_rdt.emulator.profiles import DEFAULT_PROFILE  # noqa: E402
 from ovs_rdt.resctrl import Resctrl  # noqa: E402
+from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
 
 
 def p50(root: str, sysfs: str, runs: int = 50) -> float:
@@ -34,10 +35,8 @@ def p50(root: str, sysfs: str, runs: int = 50) -> float:
 
 def main() -> int:
     tmp = tempfile.mkdtemp(prefix='ovsrdt-bench-reads-')
-    mnt, sysfs, copy = (os.path.join(tmp, n) for n in ('mnt', 'sys', 'copy'))
-    os.mkdir(mnt)
-    subprocess.run([sys.executable, '-m', 'ovs_rdt.emulator', '--sysfs-dir',
-                    sysfs, '-d', mnt], check=True)
+    emu = MountedEmulator(os.path.join(tmp, 'emu'), DEFAULT_PROFILE).start()
+    mnt, sysfs, copy = emu.root, emu.sysfs, os.path.join(tmp, 'copy')
     try:
         for name in ('ovsrdt-pool-hp', 'ovsrdt-pool-noisy', 'ovsrdt-vm-x'):
             os.mkdir(os.path.join(mnt, name))
@@ -45,8 +44,7 @@ def main() -> int:
         fuse = p50(mnt, sysfs)
         plain = p50(copy, sysfs)
     finally:
-        subprocess.run(['fusermount3', '-u', mnt])
-        time.sleep(0.2)
+        emu.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print('platform() + groups() (4 groups), p50 of 50')
     print('  through the FUSE emulator : %6.2f ms' % fuse)

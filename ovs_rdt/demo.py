@@ -46,8 +46,8 @@ isolated = true
 l3_cbm = 2
 
 [ovs]
-connection = unix:{workdir}/ovs/db.sock
-vswitchd_pidfile = {workdir}/ovs/ovs-vswitchd.pid
+connection = {connection}
+vswitchd_pidfile = {vswitchd_pidfile}
 rescan_interval = 2
 """
 
@@ -281,15 +281,15 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         lambda: box.mount_emulator(args.profile))
     config_file = os.path.join(args.workdir, 'ovs-rdt.conf')
     with open(config_file, 'w') as fh:
-        fh.write(CONFIG.format(workdir=args.workdir, root=root, sysfs=sysfs))
+        fh.write(CONFIG.format(workdir=args.workdir, root=root, sysfs=sysfs,
+                               connection=box.ovs.connection,
+                               vswitchd_pidfile=box.ovs.vswitchd_pidfile))
     settings = conf.load(config_file, missing_ok=False)
     progress.step('ovs-rdt apply: pools hp=0x7f0 (isolated), noisy=0x2, '
                   'default group 0xc', lambda: manager_from(settings).apply())
     progress.step('starting ovsdb-server and ovs-vswitchd (netdev bridge, 2 '
                   'dummy-pmd ports, pmd-cpu-mask=0x3)',
-                  lambda: (box.start_ovs(2, '0x3'),
-                           wait_for(lambda: len(box.pmd_threads()) >= 2,
-                                    args.start_timeout, 'PMD threads')))
+                  lambda: box.start_ovs(2, '0x3', args.start_timeout))
     progress.step('ovs-vsctl set Open_vSwitch . other_config:rdt-pmd-pool=hp '
                   'other_config:rdt-vswitchd=pmd',
                   lambda: box.vsctl('set', 'Open_vSwitch', '.',

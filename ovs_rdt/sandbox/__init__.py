@@ -17,12 +17,13 @@ import sys
 from typing import Any
 
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt import procfs
+from ovs_rdt.sandbox.emulator import MountedEmulator
 from ovs_rdt.sandbox.libvirtd import PrivateLibvirtd, QEMU_USER
+from ovs_rdt.sandbox.ovs import PrivateOvs
 from ovs_rdt.sandbox.wait import SandboxError, run, stop_pid, wait_for
 
-__all__ = ['PrivateLibvirtd', 'Sandbox', 'SandboxError', 'kvm_problem',
-           'run', 'stop_pid', 'wait_for']
+__all__ = ['MountedEmulator', 'PrivateLibvirtd', 'PrivateOvs', 'Sandbox',
+           'SandboxError', 'kvm_problem', 'run', 'stop_pid', 'wait_for']
 
 LOG = logging.getLogger(__name__)
 
@@ -72,76 +73,35 @@ class Sandbox:
             json.dump(self.state, fh, indent=1)
 
     # -- the emulator ------------------------------------------------------
+    @property
+    def emulator(self) -> MountedEmulator:
+        return MountedEmulator(os.path.join(self.workdir, 'emulator'),
+                               self.state.get('profile', ''))
+
     def mount_emulator(self, profile: str) -> tuple[str, str]:
-        mnt = os.path.join(self.workdir, 'resctrl')
-        sysfs = os.path.join(self.workdir, 'sys-cpu')
-        os.makedirs(mnt, exist_ok=True)
-        run(sys.executable, '-m', 'ovs_rdt.emulator', '--profile', profile,
-            '--sysfs-dir', sysfs, '-d', mnt)
-        self.state['emulator'] = mnt
+        self.state['profile'] = profile
+        emu = self.emulator
+        self.state['emulator'] = emu.root
         self.save()
-        return mnt, sysfs
+        emu.start()
+        return emu.root, emu.sysfs
 
     # -- Open vSwitch --------------------------------------------------------
-    def ovs_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        d = os.path.join(self.workdir, 'ovs')
-        env.update(OVS_RUNDIR=d, OVS_LOGDIR=d, OVS_DBDIR=d, OVS_SYSCONFDIR=d)
-        return env
-
     @property
-    def ovs_dir(self) -> str:
-        return os.path.join(self.workdir, 'ovs')
+    def ovs(self) -> PrivateOvs:
+        return PrivateOvs(os.path.join(self.workdir, 'ovs'),
+                          self.state.get('pmd_cpu_mask', '0x1'),
+                          self.state.get('ports', 1))
 
-    @property
-    def db_sock(self) -> str:
-        return os.path.join(self.ovs_dir, 'db.sock')
+    def start_ovs(self, ports: int, pmd_mask: str, timeout: float) -> None:
+        self.state.update(pmd_cpu_mask=pmd_mask, ports=ports, ovs=True)
+        self.save()
+        ovs = self.ovs
+        ovs.timeout = timeout
+        ovs.start()
 
     def vsctl(self, *args: str) -> str:
-        return run('ovs-vsctl', '--db=unix:' + self.db_sock, '--timeout=10',
-                   *args, env=self.ovs_env()).stdout.strip()
-
-    def start_ovs(self, ports: int, pmd_mask: str) -> None:
-        d = self.ovs_dir
-        os.makedirs(d, exist_ok=True)
-        env = self.ovs_env()
-        run('ovsdb-tool', 'create', os.path.join(d, 'conf.db'),
-            '/usr/share/openvswitch/vswitch.ovsschema', env=env)
-        run('ovsdb-server', '--detach', '--no-chdir',
-            '--pidfile=' + os.path.join(d, 'ovsdb-server.pid'),
-            '--remote=punix:' + self.db_sock,
-            '--log-file=' + os.path.join(d, 'ovsdb-server.log'),
-            os.path.join(d, 'conf.db'), env=env)
-        self.state['pids']['ovsdb-server'] = procfs.read_pidfile(
-            os.path.join(d, 'ovsdb-server.pid'))
-        self.save()
-        run('ovs-vsctl', '--db=unix:' + self.db_sock, '--no-wait', 'init',
-            env=env)
-        run('ovs-vswitchd', '--enable-dummy=override', '--disable-system',
-            '--detach', '--no-chdir', '--pidfile=' + self.vswitchd_pidfile,
-            '--log-file=' + os.path.join(d, 'ovs-vswitchd.log'),
-            'unix:' + self.db_sock, env=env)
-        self.state['pids']['ovs-vswitchd'] = procfs.read_pidfile(
-            self.vswitchd_pidfile)
-        self.save()
-        self.vsctl('add-br', 'br0', '--', 'set', 'bridge', 'br0',
-                   'datapath_type=netdev')
-        for i in range(ports):
-            self.vsctl('add-port', 'br0', 'p%d' % i, '--', 'set', 'Interface',
-                       'p%d' % i, 'type=dummy-pmd')
-        self.vsctl('set', 'Open_vSwitch', '.',
-                   'other_config:pmd-cpu-mask=' + pmd_mask)
-
-    @property
-    def vswitchd_pidfile(self) -> str:
-        return os.path.join(self.ovs_dir, 'ovs-vswitchd.pid')
-
-    def pmd_threads(self) -> list[tuple[int, str]]:
-        pid = procfs.read_pidfile(self.vswitchd_pidfile)
-        if pid is None:
-            return []
-        return [(t, c) for t, c in procfs.threads(pid)
-                if procfs.parse_pmd_comm(c) is not None]
+        return self.ovs.vsctl(*args)
 
     # -- the agent -----------------------------------------------------------
     def start_agent(self, config_file: str) -> int:
@@ -196,15 +156,10 @@ class Sandbox:
         if self.state.get('libvirtd'):
             problems += ['libvirtd: %s' % p for p in
                          PrivateLibvirtd(self.state['libvirtd']).stop()]
-        attempt('ovs-vswitchd', stop_pid, pids.get('ovs-vswitchd'))
-        attempt('ovsdb-server', stop_pid, pids.get('ovsdb-server'))
-        mnt = self.state.get('emulator')
-        if mnt and os.path.ismount(mnt):
-            attempt('emulator', run, 'fusermount3', '-u', mnt)
-            try:
-                wait_for(lambda: not os.path.ismount(mnt), 10, 'unmount')
-            except SandboxError as exc:
-                problems.append(str(exc))
+        if self.state.get('ovs'):
+            attempt('Open vSwitch', self.ovs.stop)
+        if self.state.get('emulator'):
+            problems += self.emulator.stop()
         if not problems:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return problems

@@ -36,8 +36,13 @@ def demo(*args: str, env: dict[str, str] | None = None
                           env=env)
 
 
+def emulator_root() -> str:
+    from ovs_rdt.sandbox import Sandbox
+    return Sandbox(WORKDIR).emulator.root
+
+
 def read(*parts: str) -> str:
-    with open(os.path.join(WORKDIR, 'resctrl', *parts)) as fh:
+    with open(os.path.join(emulator_root(), *parts)) as fh:
         return fh.read()
 
 
@@ -63,7 +68,8 @@ def qemu_threads(name: str) -> tuple[set[int], set[int]]:
 
 
 def vswitchd_threads() -> tuple[set[int], set[int]]:
-    with open(os.path.join(WORKDIR, 'ovs', 'ovs-vswitchd.pid')) as fh:
+    from ovs_rdt.sandbox import Sandbox
+    with open(Sandbox(WORKDIR).ovs.vswitchd_pidfile) as fh:
         pid = int(fh.read())
     pmds, others = set(), set()
     for tid in os.listdir('/proc/%d/task' % pid):
@@ -85,7 +91,7 @@ def test_demo_reproduces_table4_and_leaves_nothing_behind():
         assert l3('ovsrdt-pool-noisy') == 'L3:0=2;1=2'
         assert l3('') == 'L3:0=c;1=c'
         assert read('ovsrdt-pool-hp', 'mode').strip() == 'exclusive'
-        dedicated = [g for g in os.listdir(os.path.join(WORKDIR, 'resctrl'))
+        dedicated = [g for g in os.listdir(emulator_root())
                      if g.startswith('ovsrdt-vm-')]
         assert len(dedicated) == 1
         assert l3(dedicated[0]) == 'L3:0=1;1=1'

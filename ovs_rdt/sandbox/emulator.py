@@ -1,0 +1,119 @@
+"""A mounted resctrl emulator (``python3 -m ovs_rdt.emulator -d``).
+
+``MountedEmulator(directory, profile)`` mounts it at ``directory/resctrl``
+with its sysfs CPU tree (``sysfs``), footprints file (``footprints``, see
+:meth:`set_footprints` and doc/emulator.md), log and pid file beside it;
+:meth:`stop` unmounts it and makes sure the daemon is gone.  Used by
+``ovs-rdt demo`` and the functional tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Sequence
+
+from ovs_rdt.sandbox.wait import SandboxError, pid_alive, wait_for
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def mounted(path: str) -> bool:
+    """Whether ``path`` is in the mount table (even if its daemon died)."""
+    with open('/proc/self/mounts', encoding='utf-8', errors='replace') as fh:
+        return any(len(line.split()) > 1 and line.split()[1] == path
+                   for line in fh)
+
+
+def missing() -> str | None:
+    """Which part FUSE needs is missing here, or None."""
+    if not os.path.exists('/dev/fuse'):
+        return '/dev/fuse is missing (modprobe fuse)'
+    if shutil.which('fusermount3') is None:
+        return 'fusermount3 is not installed (fuse3)'
+    return None
+
+
+class MountedEmulator:
+    """The emulator mounted below ``directory``."""
+
+    def __init__(self, directory: str, profile: str,
+                 extra_args: Sequence[str] = (), timeout: float = 60.0) -> None:
+        self.dir = directory
+        self.profile = profile
+        self.extra_args = list(extra_args)
+        self.timeout = timeout
+        self.root = os.path.join(directory, 'resctrl')
+        self.sysfs = os.path.join(directory, 'sysfs')
+        self.footprints = os.path.join(directory, 'footprints.json')
+        self.log_file = os.path.join(directory, 'emulator.log')
+        self.pid_file = os.path.join(directory, 'emulator.pid')
+        self.pid = 0
+
+    def start(self) -> 'MountedEmulator':
+        why = missing()
+        if why:
+            raise SandboxError('the resctrl emulator needs FUSE: %s' % why)
+        os.makedirs(self.root, exist_ok=True)
+        cmd = [sys.executable, '-m', 'ovs_rdt.emulator', '-d',
+               '--profile', self.profile, '--sysfs-dir', self.sysfs,
+               '--footprints', self.footprints, '--pid-file', self.pid_file,
+               '--log-file', self.log_file, *self.extra_args, self.root]
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join(
+            p for p in (REPO, env.get('PYTHONPATH', '')) if p)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True,
+                                  timeout=self.timeout, env=env, check=False)
+        except subprocess.TimeoutExpired:
+            raise SandboxError('the emulator did not mount within %.0f s '
+                               '(log: %s)' % (self.timeout,
+                                              self.log_file)) from None
+        if proc.returncode != 0:
+            raise SandboxError('the emulator failed to start (%d): %s'
+                               % (proc.returncode, proc.stderr.strip()))
+        wait_for(lambda: mounted(self.root), 10,
+                 '%s to become a mount point' % self.root)
+        with open(self.pid_file, encoding='ascii') as fh:
+            self.pid = int(fh.read())
+        return self
+
+    def set_footprints(self, mapping: dict[str, object]) -> None:
+        """Replace the footprints file (the emulator re-reads it on change)."""
+        tmp = self.footprints + '.tmp'
+        with open(tmp, 'w', encoding='utf-8') as fh:
+            json.dump(mapping, fh)
+        os.replace(tmp, self.footprints)
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    def stop(self) -> list[str]:
+        """Unmount and end the daemon; the problems met (never raises)."""
+        problems = []
+        unmounted = not mounted(self.root)     # e.g. a test sent SIGTERM
+        for _ in range(0 if unmounted else 100):
+            if subprocess.run(['fusermount3', '-u', self.root],
+                              capture_output=True,
+                              check=False).returncode == 0:
+                unmounted = True
+                break
+            time.sleep(0.1)
+        if not unmounted:
+            subprocess.run(['fusermount3', '-uz', self.root],
+                           capture_output=True, check=False)
+            problems.append('could not unmount %s (lazily detached)'
+                            % self.root)
+        deadline = time.monotonic() + 30     # a loaded machine is slow
+        while pid_alive(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if pid_alive(self.pid):
+            os.kill(self.pid, signal.SIGKILL)
+            problems.append('emulator daemon %d did not exit after unmount'
+                            % self.pid)
+        return problems

@@ -278,7 +278,17 @@ def main(argv: list[str] | None = None) -> int:
               '(pid %s)' % (PROG, root, holder_of(root)), file=sys.stderr)
         return 1
     opts.setup_logging(settings)
-    return Agent(settings, argv).run()
+    try:
+        return Agent(settings, argv).run()
+    except (RDTError, OSError) as exc:
+        LOG.error('%s: %s', PROG, describe(exc))
+        return 1
+    except Exception as exc:  # a bug: one line, the traceback at debug
+        LOG.debug('internal error', exc_info=True)
+        LOG.error('%s: internal error: %s: %s (run with --debug for the '
+                  'traceback, and please report it)', PROG,
+                  type(exc).__name__, exc)
+        return 1
 
 
 if __name__ == '__main__':

@@ -1,13 +1,16 @@
-"""Configuration: every option declared once, read two ways.
+"""Configuration: every option declared once, read by one reader.
 
-The options are declared here as plain data (``SPEC``).  :mod:`ovs_rdt.opts`
-turns them into oslo.config options for the CLI, the agent and
-oslo-config-generator; :func:`load` reads the same file with :mod:`configparser`
-for the libvirt hook, which runs several times on every VM start and cannot
-afford to import oslo.config (about 90 ms).  Both produce a :class:`Settings`,
-which is what the rest of the code is given: nothing deeper reads a global.
+The options are declared here as plain data (``SPEC``).  :func:`load_files`
+reads oslo.config-format files with a small stdlib parser (no
+:mod:`configparser`, no oslo.config: the libvirt hook uses it several times
+on every VM start) for every command; :mod:`ovs_rdt.opts` handles command
+lines and turns ``SPEC`` into oslo.config options for oslo-config-generator
+only.  The result is a :class:`Settings`, which is what the rest of the code
+is given: nothing deeper reads a global.
 """
 from __future__ import annotations
+
+import os
 
 from ovs_rdt.exceptions import ConfigError
 
@@ -163,7 +166,7 @@ class Settings:
 
 def convert(section: str, name: str, type_: str, raw: str | None,
             default: Any, extra: dict) -> Any:
-    """Convert a raw string the way oslo.config would; errors name the option."""
+    """Convert a raw string the way oslo.config does; errors name the option."""
     if raw is None:
         return default
     where = '[%s] %s' % (section, name)
@@ -269,7 +272,8 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
 def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
     """Refuse unknown sections and options: a typo must not silently fall
     back to a default (a misspelt [allocation] would make "apply" remove
-    every pool).  Unknown [DEFAULT] options are left to oslo.config.
+    every pool).  Unknown [DEFAULT] options are ignored, as oslo.config
+    ignores them (other OpenStack services share such files).
     """
     for section, values in sections.items():
         if section in FREE_SECTIONS:
@@ -293,19 +297,28 @@ def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
 
 def load(path: str | None = DEFAULT_CONFIG_FILE,
          missing_ok: bool = True) -> Settings:
-    """Read a config file without oslo.config (for the libvirt hook)."""
+    """Read one config file (absent and ``missing_ok``: the defaults)."""
+    if path and not missing_ok and not os.path.exists(path):
+        raise ConfigError('config file %s does not exist' % path)
+    return load_files([path] if path and os.path.exists(path) else [])
+
+
+def load_files(paths: list[str]) -> Settings:
+    """Read config files in order.
+
+    A later file's values win, option by option, as with oslo.config's
+    repeated ``--config-file``.
+    """
     sections: dict[str, dict[str, str]] = {}
-    if path:
+    for path in paths:
         try:
             with open(path, encoding='utf-8') as fh:
-                sections = parse_ini(fh.read(), path)
-            check_names(sections, path)
-        except FileNotFoundError:
-            if not missing_ok:
-                raise ConfigError('config file %s does not exist' % path) \
-                    from None
+                parsed = parse_ini(fh.read(), path)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError('config file %s: %s' % (path, exc)) from None
+        check_names(parsed, path)
+        for name, values in parsed.items():
+            sections.setdefault(name, {}).update(values)
 
     def get(section: str, name: str) -> str | None:
         raw = sections.get(section, {}).get(name)
@@ -314,4 +327,5 @@ def load(path: str | None = DEFAULT_CONFIG_FILE,
         return raw
 
     return from_lookup(get, sections.__contains__,
-                       dict(sections.get('flavors', {})), path)
+                       dict(sections.get('flavors', {})),
+                       paths[-1] if paths else None)

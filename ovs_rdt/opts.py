@@ -1,17 +1,23 @@
-"""oslo.config options, built from the one declaration in :mod:`ovs_rdt.conf`.
+"""Command lines and config files: one reader for every command.
 
-``list_opts()`` is the ``oslo.config.opts`` entry point for
-oslo-config-generator; :func:`load` parses a command line and config files
-the OpenStack way and returns the plain :class:`~ovs_rdt.conf.Settings`
-the rest of the code is given.
+Every command (``ovs-rdt``, ``ovs-rdt-agent``, the hook) reads its
+configuration with the one stdlib reader, :func:`ovs_rdt.conf.load_files`.
+oslo.config serves only oslo-config-generator (``list_opts()``, the
+``oslo.config.opts`` entry point): importing it costs the hook 75 ms at
+every event (``bench/bench_hook.py``; a bare interpreter starts in 8 ms),
+several times per VM start.  The files keep oslo.config's format and its
+command-line conventions: ``--config-file`` (repeatable, later files win),
+``--config-dir`` (its ``*.conf`` files, sorted, after them), and
+``/etc/ovs-rdt/ovs-rdt.conf`` when neither is given.
 """
 from __future__ import annotations
 
+import argparse
+import glob
 import logging
+import os
 import sys
 from typing import Any, Callable
-
-from oslo_config import cfg
 
 from ovs_rdt import conf
 from ovs_rdt.exceptions import ConfigError
@@ -19,101 +25,87 @@ from ovs_rdt.exceptions import ConfigError
 POOL_SAMPLE_GROUP = 'pool:NAME'
 
 
-def _opt(section: str, name: str, type_: str, default: Any, help_: str,
-         extra: dict) -> cfg.Opt:
-    if type_ == 'bool':
-        return cfg.BoolOpt(name, default=default, help=help_)
-    if type_ == 'int':
-        return cfg.IntOpt(name, default=default, help=help_,
-                          min=extra.get('min'), max=extra.get('max'))
-    if type_ == 'list':
-        return cfg.ListOpt(name, default=default, help=help_)
-    if type_ == 'choice':
-        return cfg.StrOpt(name, default=default, help=help_,
-                          choices=extra['choices'])
-    return cfg.StrOpt(name, default=default, help=help_)
+def list_opts() -> list[tuple[str, list[Any]]]:
+    """Every option as oslo.config options, for oslo-config-generator."""
+    from oslo_config import cfg
+
+    def opt(name: str, type_: str, default: Any, help_: str,
+            extra: dict) -> Any:
+        if type_ == 'bool':
+            return cfg.BoolOpt(name, default=default, help=help_)
+        if type_ == 'int':
+            return cfg.IntOpt(name, default=default, help=help_,
+                              min=extra.get('min'), max=extra.get('max'))
+        if type_ == 'float':
+            return cfg.FloatOpt(name, default=default, help=help_,
+                                min=extra.get('min'), max=extra.get('max'))
+        if type_ == 'list':
+            return cfg.ListOpt(name, default=default, help=help_)
+        if type_ == 'choice':
+            return cfg.StrOpt(name, default=default, help=help_,
+                              choices=extra['choices'])
+        return cfg.StrOpt(name, default=default, help=help_)
+
+    return [(POOL_SAMPLE_GROUP if section == 'pool' else section,
+             [opt(*spec) for spec in specs])
+            for section, specs in conf.SPEC.items()]
 
 
-def opts_for(section: str) -> list[cfg.Opt]:
-    return [_opt(section, *spec) for spec in conf.SPEC[section]]
+def add_config_arguments(parser: argparse.ArgumentParser,
+                         prefix: str = '') -> None:
+    """``--config-file`` and ``--config-dir`` on ``parser``.
+
+    ``prefix`` keeps a subcommand's own copy apart (both are honoured, see
+    :func:`config_files`).
+    """
+    parser.add_argument('--config-file', metavar='PATH', action='append',
+                        dest=prefix + 'config_file',
+                        help='a configuration file (default %s); repeatable, '
+                        'later files win' % conf.DEFAULT_CONFIG_FILE)
+    parser.add_argument('--config-dir', metavar='DIR', action='append',
+                        dest=prefix + 'config_dir',
+                        help='a directory whose *.conf files are read after '
+                        'the --config-file ones, in sorted order')
 
 
-def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """Every option, for oslo-config-generator (pools as [pool:NAME])."""
-    out = []
-    for section in conf.SPEC:
-        group = POOL_SAMPLE_GROUP if section == 'pool' else section
-        out.append((group, opts_for(section)))
-    return out
-
-
-def register(config: cfg.ConfigOpts) -> None:
-    for section in conf.SPEC:
-        if section == 'pool':
-            continue
-        if section == 'DEFAULT':
-            config.register_opts(opts_for(section))
-        else:
-            config.register_opts(opts_for(section), group=section)
-
-
-def settings_from(config: cfg.ConfigOpts) -> conf.Settings:
-    """Settings from parsed oslo.config options (pool sections registered)."""
-    for pool in config.allocation.pools:
-        config.register_opts(opts_for('pool'),
-                             group=conf.POOL_GROUP_PREFIX + pool)
-
-    def get(section: str, name: str) -> str | None:
-        if section.startswith(conf.POOL_GROUP_PREFIX) and \
-                section[len(conf.POOL_GROUP_PREFIX):] not in \
-                config.allocation.pools:
-            return None
-        grp = config if section == 'DEFAULT' else config[section]
-        value = grp[name]
-        if value is None:
-            return None
-        if isinstance(value, bool):
-            return 'true' if value else 'false'
-        if isinstance(value, list):
-            return ','.join(value)
-        return str(value)
-
-    files = list(config.config_file or [])
-    flavors: dict[str, str] = {}
-    for path in files:   # names checked as the hook checks them
-        flavors.update(conf.load(path).flavors)
-    return conf.from_lookup(get, lambda s: True, flavors,
-                            files[-1] if files else None)
+def config_files(args: argparse.Namespace) -> list[str]:
+    """The files to read, in order; ConfigError for a missing one."""
+    files = list(getattr(args, 'config_file', None) or []) + \
+        list(getattr(args, 'sub_config_file', None) or [])
+    dirs = list(getattr(args, 'config_dir', None) or []) + \
+        list(getattr(args, 'sub_config_dir', None) or [])
+    for path in files:
+        if not os.path.isfile(path):
+            raise ConfigError('config file %s does not exist' % path)
+    for path in dirs:
+        if not os.path.isdir(path):
+            raise ConfigError('config directory %s does not exist' % path)
+        files += sorted(glob.glob(os.path.join(path, '*.conf')))
+    if not files and not dirs and os.path.exists(conf.DEFAULT_CONFIG_FILE):
+        files = [conf.DEFAULT_CONFIG_FILE]
+    return files
 
 
 def load(argv: list[str] | None, prog: str,
-         add_cli: Callable[[cfg.ConfigOpts], None] | None = None,
-         description: str | None = None) -> tuple[conf.Settings, cfg.ConfigOpts]:
-    """Parse ``argv`` (``--config-file`` etc.) and the config files.
+         add_cli: Callable[[argparse.ArgumentParser], None] | None = None,
+         description: str | None = None
+         ) -> tuple[conf.Settings, argparse.Namespace]:
+    """Parse ``argv`` and read the config files it names.
 
-    ConfigError (with the option named) on a bad value; a missing default
-    config file is fine, a missing explicit one is an error.
+    ConfigError (naming the file, option and value) on a bad file; argparse
+    itself prints usage errors and ``--help``.
     """
-    config = cfg.ConfigOpts()
-    register(config)
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_config_arguments(parser)
+    parser.add_argument('--debug', action='store_true',
+                        help='log at debug level (as [DEFAULT] debug = true)')
     if add_cli is not None:
-        add_cli(config)
-    defaults = [conf.DEFAULT_CONFIG_FILE] if _exists(conf.DEFAULT_CONFIG_FILE) \
-        else []
-    try:
-        config(args=sys.argv[1:] if argv is None else argv, project='ovs-rdt',
-               prog=prog, default_config_files=defaults,
-               description=description)
-        return settings_from(config), config
-    except (cfg.ConfigFilesNotFoundError, cfg.ConfigFileParseError) as exc:
-        raise ConfigError(str(exc)) from None
-    except (ValueError, cfg.Error) as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
-
-
-def _exists(path: str) -> bool:
-    import os
-    return os.path.exists(path)
+        add_cli(parser)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    settings = conf.load_files(config_files(args))
+    if args.debug:
+        settings.default.debug = True
+    return settings, args
 
 
 def setup_logging(settings: conf.Settings) -> None:

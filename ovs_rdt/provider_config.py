@@ -218,7 +218,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              'output); nova-compute reads *.yaml from [compute] '
              'provider_config_location, e.g. %s' % DEFAULT_OUTPUT)
     who = parser.add_mutually_exclusive_group()
-    # dest: oslo.config keeps the subcommand's own name in args.name
+    # dest: not 'name', clearer beside the subcommand's own arguments
     who.add_argument(
         '--uuid', dest='provider_uuid', default=None,
         help='UUID of the resource provider to add the inventory to '

@@ -10,9 +10,10 @@ import importlib
 import logging
 import sys
 
-from ovs_rdt.conf import DEFAULT_CONFIG_FILE
 
 LOG = logging.getLogger(__name__)
+DESCRIPTION = ('ovs-rdt: Intel RDT cache allocation for OvS-DPDK, libvirt and '
+               'Nova on NFV compute nodes')
 
 # name -> (module, help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -36,14 +37,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    from ovs_rdt import opts
+
     for name, (module, help_) in SUBCOMMANDS.items():
         parser = subparsers.add_parser(name, help=help_, description=help_)
-        # Shown for each subcommand; hoist_global_options() hands it to
-        # oslo.config wherever it is written.
-        parser.add_argument('--config-file', metavar='PATH', dest='_unused',
-                            help='the configuration file (default %s); may '
-                            'also come before the subcommand'
-                            % DEFAULT_CONFIG_FILE)
+        # Also after the subcommand (the contract writes
+        # "install-hook --config-file F").
+        opts.add_config_arguments(parser, prefix='sub_')
+        parser.set_defaults(command=name)
         try:
             mod = importlib.import_module(module)
         except ImportError as exc:
@@ -52,53 +53,25 @@ def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
         mod.add_arguments(parser)
 
 
-GLOBAL_OPTS = ('--config-file', '--config-dir')
-
-
-def hoist_global_options(argv: list[str]) -> list[str]:
-    """Move ``--config-file F`` given after the subcommand to the front.
-
-    oslo.config parses them on the top-level parser; users (and the
-    contract: ``install-hook --config-file F``) put them anywhere.
-    """
-    front: list[str] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in GLOBAL_OPTS and i + 1 < len(argv):
-            front += argv[i:i + 2]
-            i += 2
-            continue
-        if arg.split('=', 1)[0] in GLOBAL_OPTS and '=' in arg:
-            front.append(arg)
-        else:
-            rest.append(arg)
-        i += 1
-    return front + rest
-
-
 def main(argv: list[str] | None = None) -> int:
-    from oslo_config import cfg
-
     from ovs_rdt.exceptions import RDTError
     from ovs_rdt import opts
 
-    def add_cli(config: cfg.ConfigOpts) -> None:
-        config.register_cli_opt(cfg.SubCommandOpt(
-            'command', title='subcommands', handler=_add_parsers,
-            help='what to do'))
+    def add_cli(parser: argparse.ArgumentParser) -> None:
+        subparsers = parser.add_subparsers(title='subcommands',
+                                           metavar='COMMAND',
+                                           help='what to do')
+        subparsers.required = True
+        _add_parsers(subparsers)
 
     try:
-        argv = hoist_global_options(sys.argv[1:] if argv is None else argv)
-        settings, config = opts.load(argv, 'ovs-rdt', add_cli,
-                                     description=__doc__.splitlines()[0])
+        settings, args = opts.load(sys.argv[1:] if argv is None else argv,
+                                   'ovs-rdt', add_cli, description=DESCRIPTION)
     except RDTError as exc:
         print('ovs-rdt: error: %s' % exc, file=sys.stderr)
         return 2
     opts.setup_logging(settings)
-    args = config.command
-    name = args.name
+    name = args.command
     if getattr(args, 'unavailable', None):
         print('ovs-rdt %s: not available: %s' % (name, args.unavailable),
               file=sys.stderr)

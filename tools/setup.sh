@@ -59,7 +59,7 @@ if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/ovs-rdt ] || [ setup.cfg -nt .venv
     # the log and show its end only if something fails.
     if ! { .venv/bin/pip install -q --upgrade pip \
            && .venv/bin/pip install -q tox -r requirements.txt -r test-requirements.txt \
-           && .venv/bin/pip install -q -e .; } >.venv/pip.log 2>&1; then
+           && .venv/bin/pip install -q -e ".[emulator]"; } >.venv/pip.log 2>&1; then
         tail -n 30 .venv/pip.log >&2
         echo "tools/setup.sh: pip failed (full log: .venv/pip.log)" >&2
         exit 1

@@ -113,7 +113,8 @@ def _check_mountpoint(path: str) -> None:
     try:
         import mfusepy  # noqa: F401
     except (ImportError, OSError, AttributeError) as exc:
-        raise EmulatorError('FUSE is not usable: %s (install fuse3 and mfusepy)'
+        raise EmulatorError('FUSE is not usable: %s (apt-get install fuse3; '
+                            'pip install "ovs-rdt[emulator]")'
                             % str(exc).splitlines()[0]) from None
 
 

@@ -1,0 +1,49 @@
+"""The layers' import rules, checked from the source (doc/architecture.md)."""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def imports(package: str) -> dict[str, set[str]]:
+    """module file -> every module it imports (at any depth)."""
+    out: dict[str, set[str]] = {}
+    base = os.path.join(REPO, *package.split('.'))
+    for dirpath, _dirs, files in os.walk(base):
+        for name in files:
+            if not name.endswith('.py'):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, encoding='utf-8') as fh:
+                tree = ast.parse(fh.read(), path)
+            found = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    found |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and \
+                        not node.level:
+                    found.add(node.module)
+            out[os.path.relpath(path, REPO)] = found
+    return out
+
+
+def test_the_emulator_imports_nothing_of_the_core_it_emulates() -> None:
+    for path, mods in imports('ovs_rdt.emulator').items():
+        core = {m for m in mods if m.split('.')[0] == 'ovs_rdt'
+                and not m.startswith('ovs_rdt.emulator')}
+        assert not core, (path, core)
+
+
+@pytest.mark.parametrize('module', ['ovs_rdt/bitmask.py', 'ovs_rdt/allocator.py',
+                                    'ovs_rdt/capacity.py', 'ovs_rdt/model.py',
+                                    'ovs_rdt/ways.py'])
+def test_pure_logic_imports_no_libvirt_ovs_or_oslo(module: str) -> None:
+    mods = imports('ovs_rdt')[module]
+    heavy = {m for m in mods if m.split('.')[0] in
+             ('libvirt', 'ovs', 'ovsdbapp', 'oslo_config', 'nova', 'mfusepy',
+              'subprocess', 'prometheus_client')}
+    assert not heavy, (module, heavy)

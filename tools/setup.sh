@@ -19,8 +19,14 @@ done
 if [ -n "$missing" ]; then
     echo "== installing Debian packages:$missing"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    if ! apt-get update -qq >/tmp/ovs-rdt-apt.log 2>&1 || \
+       ! apt-get install -y -qq --no-install-recommends $missing \
+            >>/tmp/ovs-rdt-apt.log 2>&1; then
+        tail -n 5 /tmp/ovs-rdt-apt.log >&2
+        echo "tools/setup.sh: installing Debian packages failed (log:" \
+             "/tmp/ovs-rdt-apt.log)" >&2
+        exit 1
+    fi
 fi
 
 # /dev/kvm for QEMU, which libvirt runs as libvirt-qemu (group kvm). Debian's

@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # typing costs the hook ~10 ms at every VM start
 
 DEFAULT_CONFIG_FILE = '/etc/ovs-rdt/ovs-rdt.conf'
 
-# (name, type, default, help, extra); type is one of str, int, bool, list, choice.
+# (name, type, default, help, extra); type is one of str, int, bool, list,
+# choice, listen (HOST:PORT or empty).
 # extra: {'min': .., 'max': .., 'choices': (..)}
 SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
     'DEFAULT': [
@@ -101,6 +102,14 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'Seconds between reconciliations of ovsrdt- groups against the '
          'processes that own them (e.g. a VM group left behind by a QEMU '
          'that died without the release hook).', {'min': 1}),
+    ],
+    'metrics': [
+        ('listen', 'listen', None,
+         'HOST:PORT where ovs-rdt-agent serves GET /metrics in the '
+         'Prometheus text format (e.g. 127.0.0.1:9468; [::1]:9468 for IPv6); '
+         'empty: no metrics endpoint. Occupancy, memory bandwidth, masks and '
+         'task counts are read from resctrl at each scrape (see '
+         'doc/metrics.md).', {}),
     ],
 }
 
@@ -187,6 +196,11 @@ def convert(section: str, name: str, type_: str, raw: str | None,
             raise ConfigError('%s = %r is not one of %s'
                               % (where, raw, ', '.join(extra['choices'])))
         return raw
+    if type_ == 'listen':
+        if not raw.strip():
+            return None
+        parse_listen(raw, where)
+        return raw.strip()
     if type_ == 'int':
         try:
             value = int(raw.strip())
@@ -201,6 +215,22 @@ def convert(section: str, name: str, type_: str, raw: str | None,
                               % (where, value, extra['max']))
         return value
     raise AssertionError('unknown option type %s' % type_)
+
+
+def parse_listen(text: str, where: str = '[metrics] listen') -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6ADDR]:PORT`` for IPv6) -> ``(host, port)``."""
+    raw = text.strip()
+    host, _, port = raw.rpartition(':')
+    bracketed = host.startswith('[') and host.endswith(']')
+    if bracketed:
+        host = host[1:-1]
+    ok = (bool(host) and port.isdigit() and 0 < int(port) < 65536
+          and (bracketed or ':' not in host)
+          and not any(c.isspace() or c in '[]/' for c in host))
+    if not ok:
+        raise ConfigError('%s = %r is not HOST:PORT (e.g. 127.0.0.1:9468, '
+                          '[::1]:9468; port 1-65535)' % (where, text))
+    return host, int(port)
 
 
 def from_lookup(get: Any, has_section: Any,

@@ -1,7 +1,17 @@
-"""Who is in a resctrl group: VMs by name, PMD cores, processes (from /proc)."""
+"""Who is in a resctrl group: VMs by name, PMD cores, processes (from /proc).
+
+Members are named the same way everywhere: ``vm=NAME`` (the libvirt domain
+name) and ``pmd=CORES`` (the cores of OvS PMD threads, ``0,1``), as the
+metrics' ``vm`` and ``pmd`` labels name them, in ``ovs-rdt status``, ``top``
+and ``profile`` (:func:`names`, :func:`summary`).
+"""
 from __future__ import annotations
 
 from ovs_rdt import procfs
+from ovs_rdt.model import vm_uuid
+
+#: The extra labels of a group's metrics, in exposition order.
+LABELS = ('vm', 'uuid', 'pmd')
 
 
 def describe(tids: list[int], proc: str = procfs.PROC) -> list[dict]:
@@ -41,17 +51,53 @@ def describe(tids: list[int], proc: str = procfs.PROC) -> list[dict]:
     return out
 
 
+def pmd_cores(members: list[dict]) -> list[int]:
+    """The cores of the OvS PMD threads among ``members``, sorted."""
+    return sorted({core for m in members if m['kind'] == 'ovs-vswitchd'
+                   for core in m['pmds']})
+
+
+def pmd_label(cores: list[int]) -> str:
+    return ','.join(map(str, cores))
+
+
+def vm_name(group: str, members: list[dict]) -> str:
+    """The ``vm`` label of a VM's dedicated group (``ovsrdt-vm-<uuid>``).
+
+    The name of the member VM with the group's UUID; ``''`` for any other
+    group: a pool's VMs come and go, so they are no label of its series.
+    """
+    uuid = (vm_uuid(group) or '').lower()
+    return next((m['name'] for m in members if m['kind'] == 'vm' and uuid
+                 and m.get('uuid', '').lower() == uuid), '')
+
+
+def names(members: list[dict]) -> list[str]:
+    """Short names of a group's members: ``vm=NAME``, ``pmd=0,1``, ..."""
+    out = ['vm=%s' % m['name'] for m in members if m['kind'] == 'vm']
+    cores = pmd_cores(members)
+    if cores:
+        out.append('pmd=%s' % pmd_label(cores))
+    for member in members:
+        if member['kind'] == 'ovs-vswitchd':
+            if len(member['tids']) > len(member['pmds']):
+                out.append('ovs-vswitchd')
+        elif member['kind'] != 'vm':
+            out.append('%s[%d]' % (member['name'], member['pid']))
+    return out
+
+
 def summary(member: dict) -> str:
     """One short phrase for a member, for the status table."""
     if member['kind'] == 'vm':
         vcpus = member['vcpu_tids']
         extra = len(member['tids']) - len(vcpus)
-        text = 'VM %s (vCPU TIDs %s' % (member['name'],
+        text = 'vm=%s (vCPU TIDs %s' % (member['name'],
                                         ','.join(map(str, vcpus)) or '-')
         return text + (', +%d QEMU threads)' % extra if extra else ')')
     if member['kind'] == 'ovs-vswitchd':
         pmds = member['pmds']
-        parts = ['PMD c%02d (TID %d)' % (c, t) for c, t in sorted(pmds.items())]
+        parts = ['pmd=%d (TID %d)' % (c, t) for c, t in sorted(pmds.items())]
         others = len(member['tids']) - len(pmds)
         if others:
             parts.append('ovs-vswitchd (%d threads)' % others)

@@ -118,8 +118,18 @@ class Group:
         return 'Group(%r, L3:%s, %s)' % (self.name or '/', masks, self.mode)
 
 
+VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
+
+
 def vm_group(uuid: str) -> str:
-    return GROUP_PREFIX + 'vm-' + uuid
+    return VM_GROUP_PREFIX + uuid
+
+
+def vm_uuid(group: str) -> str | None:
+    """The domain UUID in a VM's dedicated group name (:func:`vm_group`)."""
+    if group.startswith(VM_GROUP_PREFIX) and len(group) > len(VM_GROUP_PREFIX):
+        return group[len(VM_GROUP_PREFIX):]
+    return None
 
 
 def pool_group(pool: str) -> str:

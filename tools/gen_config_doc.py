@@ -21,7 +21,7 @@ def table() -> str:
         lines.append('| option | type | default | meaning |')
         lines.append('|---|---|---|---|')
         for name, type_, default, help_, extra in specs:
-            kind = type_
+            kind = 'HOST:PORT' if type_ == 'listen' else type_
             if 'choices' in extra:
                 kind = ' \\| '.join(extra['choices'])
             if 'min' in extra or 'max' in extra:

@@ -22,9 +22,11 @@ from typing import Any, Callable
 
 from ovs_rdt import GROUP_PREFIX, procfs
 from ovs_rdt.agent import knobs as knobs_mod
+from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.pmd import Scan
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.exceptions import AnnotationError, RDTError
+from ovs_rdt.members import pmd_label
 from ovs_rdt.model import PMD_GROUP, ROOT, Platform, Request, pool_group
 from ovs_rdt.model import vm_group
 
@@ -41,10 +43,15 @@ def _cpus(cores: frozenset[int]) -> str:
 class PmdPlacer:
     """Keeps ovs-vswitchd's threads in the groups the knobs ask for."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: Any, counters: Counters | None = None) -> None:
         #: A CacheManager (``resctrl``, ``settings``, ``allocate``,
         #: ``release``, ``assign``); replaced on SIGHUP.
         self.manager = manager
+        #: Each failed attempt counts as errors{source="placement"}.
+        self.counters = counters or Counters()
+        #: (group, cores) of the last good placement of PMD threads, kept
+        #: while ovs-vswitchd restarts (the metrics' ``pmd`` label).
+        self._pmd_where: tuple[str, frozenset[int]] = (ROOT, frozenset())
         self.good: knobs_mod.Placement | None = None
         #: Why the keys as they are now cannot be applied (kept until they
         #: change or a forced re-scan applies them).
@@ -107,6 +114,7 @@ class PmdPlacer:
 
     def _fail(self, exc: Exception, new: bool) -> None:
         """``new``: the keys cannot be applied; else keeping them failed."""
+        self.counters.inc('errors', source='placement')
         text = str(exc)
         if text != (self.error if new else self._transient):
             LOG.error('%s%s', text, '; keeping the previous placement %r'
@@ -235,7 +243,15 @@ class PmdPlacer:
         ways = ' (%d ways)' % counts.pop() if len(counts) == 1 else ''
         return '%s L3 %s%s' % (group, masks, ways)
 
+    def pmd_groups(self) -> dict[str, str]:
+        """{group: cores} where the PMD threads are placed (``0,1``)."""
+        group, cores = self._pmd_where
+        return {group: pmd_label(sorted(cores))} if group and cores else {}
+
     def _ok(self, want: knobs_mod.Placement, scan: Scan) -> str:
+        if scan.cores or want.pmd_group != self._pmd_where[0]:
+            self._pmd_where = (want.pmd_group, scan.cores or
+                               self._pmd_where[1])
         if not want.active:
             text = 'no rdt-* keys set; ovs-vswitchd runs in the default group'
         elif scan.pid is None:
@@ -303,13 +319,14 @@ def running_vm_uuids(proc: str = procfs.PROC) -> set[str]:
     return out
 
 
-def libvirt_uuids(run_dir: str | None) -> set[str]:
-    """UUIDs in libvirt's status files (``<run_dir>/<name>.xml``).
+def libvirt_domains(run_dir: str | None) -> dict[str, str]:
+    """UUID (lower case) -> domain name, from libvirt's status files.
 
-    libvirt keeps one per domain it runs (or is starting, from just before
-    QEMU runs), whatever QEMU's command line looks like.
+    libvirt keeps one per domain it runs (``<run_dir>/<name>.xml``; or is
+    starting, from just before QEMU runs), whatever QEMU's command line
+    looks like.
     """
-    out: set[str] = set()
+    out: dict[str, str] = {}
     if not run_dir:
         return out
     try:
@@ -322,7 +339,8 @@ def libvirt_uuids(run_dir: str | None) -> set[str]:
                 data = fh.read(4 * 1024 * 1024)
         except OSError:
             continue
-        out |= {m.decode('ascii').lower() for m in _LIBVIRT_UUID.findall(data)}
+        for match in _LIBVIRT_UUID.findall(data):
+            out[match.decode('ascii').lower()] = name[:-len('.xml')]
     return out
 
 
@@ -349,9 +367,12 @@ class NodeReconciler:
 
     def __init__(self, manager: Any, proc: str = procfs.PROC,
                  run_dir: str | None = None, grace: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 counters: Counters | None = None) -> None:
         self.manager = manager
         self.proc = proc
+        #: A group it fails to remove counts as errors{source="reconcile"}.
+        self.counters = counters or Counters()
         #: libvirt's QEMU state directory; None: ``[libvirt] qemu_run_dir``.
         self.run_dir = run_dir
         self.grace = ORPHAN_GRACE if grace is None else grace
@@ -374,7 +395,7 @@ class NodeReconciler:
         return getattr(libvirt, 'qemu_run_dir', None)
 
     def _live(self) -> set[str]:
-        return running_vm_uuids(self.proc) | libvirt_uuids(self._run_dir())
+        return running_vm_uuids(self.proc) | set(libvirt_domains(self._run_dir()))
 
     def _orphaned(self, name: str, live: set[str] | None = None) -> bool:
         """No task in it (and, given ``live``, no VM with its UUID)."""
@@ -422,6 +443,7 @@ class NodeReconciler:
                 removed.append(name)
             except RDTError as exc:
                 LOG.error('could not remove %s: %s', name, exc)
+                self.counters.inc('errors', source='reconcile')
         self._suspects = {n: t for n, t in orphans.items()
                           if n not in removed}
         return removed

@@ -6,8 +6,10 @@ re-scans ovs-vswitchd's threads in ``/proc`` every few milliseconds for a
 short while (new PMD threads appear some time after the change that asked
 for them), and it re-scans anyway every ``[ovs] rescan_interval`` seconds.
 Every ``[agent] reconcile_interval`` seconds it removes VM groups whose
-QEMU is gone.  SIGTERM/SIGINT: clean exit, allocations kept.  SIGHUP:
-re-read the configuration, re-apply pools, re-place everything.
+QEMU is gone.  With ``[metrics] listen`` it serves Prometheus metrics from
+threads of its own (:mod:`ovs_rdt.agent.metrics`).  SIGTERM/SIGINT: clean
+exit, allocations kept.  SIGHUP: re-read the configuration, re-apply pools,
+re-place everything, follow a changed ``[metrics] listen``.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 from typing import Any
 
 from ovs_rdt.agent import pmd
+from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.exceptions import RDTError
@@ -38,6 +41,8 @@ BURST = ((1.0, 0.005), (5.0, 0.025), (30.0, 0.2))
 PROG = 'ovs-rdt-agent'
 #: One agent per resctrl root: agent-<hash of the root>.lock here.
 LOCK_DIR = '/run/ovs-rdt'
+#: errors{source=...} the agent's own parts count into (zero from the start).
+ERROR_SOURCES = ('placement', 'pools', 'reconcile')
 
 
 def build(settings: Any) -> Any:
@@ -50,8 +55,13 @@ class Agent:
         self.settings = settings
         self.argv = argv
         self.manager = build(settings)
-        self.placer = PmdPlacer(self.manager)
-        self.node = NodeReconciler(self.manager)
+        #: Event counters, served by the metrics endpoint.
+        self.counters = Counters()
+        for source in ERROR_SOURCES:
+            self.counters.inc('errors', 0, source=source)
+        self.placer = PmdPlacer(self.manager, self.counters)
+        self.node = NodeReconciler(self.manager, counters=self.counters)
+        self.metrics: Any = None
         self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = self._reload = False
         self._woken = -1e9
@@ -114,6 +124,16 @@ class Agent:
             self.watch.close()
             self.watch = PidfileWatch(settings.ovs.vswitchd_pidfile)
         self.apply_pools()
+        self.serve_metrics()
+
+    def serve_metrics(self) -> None:
+        """Start, move or stop the metrics endpoint as configured."""
+        if self.metrics is None:
+            if not self.settings.metrics.listen:
+                return
+            from ovs_rdt.agent.metrics import Endpoint
+            self.metrics = Endpoint(self.counters, self.placer.pmd_groups)
+        self.metrics.configure(self.settings)
 
     def step(self, force: bool) -> None:
         _seq, knobs = self.ovsdb.knobs()
@@ -130,6 +150,7 @@ class Agent:
             self._log_error(status)
         except Exception as exc:  # never let a bug end the agent
             status = 'error: internal error: %s' % exc
+            self.counters.inc('errors', source='placement')
             if self._errors.get('placement') != status:
                 LOG.exception('unexpected error placing ovs-vswitchd threads')
                 self._errors['placement'] = status
@@ -140,7 +161,8 @@ class Agent:
             self.ovsdb.set_status(status)
 
     def _log_error(self, text: str, source: str = 'placement') -> None:
-        """Log an error once, not at every re-scan while it lasts."""
+        """Count an error; log it once, not at every re-scan while it lasts."""
+        self.counters.inc('errors', source=source)
         if text != self._errors.get(source):
             LOG.error('%s (retrying)', text)
             self._errors[source] = text
@@ -158,6 +180,7 @@ class Agent:
         self.ovsdb = Ovsdb(ovs.connection, ovs.ovsdb_timeout, self.wake)
         self.watch = PidfileWatch(ovs.vswitchd_pidfile)
         self.apply_pools()
+        self.serve_metrics()
         self.ovsdb.start()
         LOG.info('%s started (OVSDB %s, ovs-vswitchd pidfile %s)', PROG,
                  ovs.connection, ovs.vswitchd_pidfile)
@@ -198,12 +221,16 @@ class Agent:
                     self.watch.rearm()
                     if not self._pools_ok:
                         self.apply_pools()
+                    if self.metrics is not None:
+                        self.metrics.retry()
                 self.step(force)
                 if now >= next_reconcile:
                     next_reconcile = now + self.settings.agent.reconcile_interval
                     self._reconcile()
         finally:
             LOG.info('%s stopping; allocations are kept', PROG)
+            if self.metrics is not None:
+                self.metrics.stop()
             self.ovsdb.stop()
             self.watch.close()
         return 0

@@ -24,6 +24,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                'show the node\'s cache plan per cache domain'),
     'top': ('ovs_rdt.cmd.top',
             'live LLC occupancy and memory bandwidth per group'),
+    'profile': ('ovs_rdt.cmd.profile',
+                'peak LLC footprint per group over a window, the ways that '
+                'hold it and the lines to paste'),
     'emulate': ('ovs_rdt.emulator.cli',
                 'mount an emulated resctrl filesystem (FUSE)'),
     'install-hook': ('libvirt_hooks.install',

@@ -1,7 +1,10 @@
 """``ovs-rdt top``: live LLC occupancy and memory bandwidth per group.
 
 Like ``pqos -T``: reads ``mon_data`` of every control group, turns the MBM
-byte counters into MB/s over the refresh interval.
+byte counters into MB/s over the refresh interval.  Groups are named as in
+the metrics (``default`` for the root) and so are their members
+(``vm=NAME``, ``pmd=CORES``).  A counter that went back (a wrap, or the
+group was re-created) shows ``-`` for that interval.
 """
 from __future__ import annotations
 
@@ -9,11 +12,13 @@ import argparse
 import sys
 import time
 
+from ovs_rdt import members, sampling
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
 from ovs_rdt.resctrl import Resctrl
 
-Sample = dict[str, dict[int, dict[str, int]]]
+#: group -> (directory inode, {domain: {event: value}})
+Sample = dict[str, tuple[int, dict[int, dict[str, int]]]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,42 +32,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='stop after this many refreshes (0: until Ctrl-C)')
 
 
-def sample(rc: Resctrl) -> Sample:
-    with rc.lock(exclusive=False):
-        return {name: rc.read_mon(name) for name in rc.group_names()}
+def sample(rc: Resctrl) -> tuple[Sample, dict[str, str]]:
+    """The counters of every group, and each group's members named."""
+    groups = sampling.sample(rc, masks=False)
+    named = {g.name: ' '.join(members.names(members.describe(g.tasks)))
+             for g in groups if g.name}
+    return {g.name: (g.ident, g.mon) for g in groups}, named
 
 
 def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
     """(group, domain, occupancy KiB, local MB/s, total MB/s) per group."""
     out = []
     for name in sorted(after, key=lambda n: (n == '', n)):
-        for dom, vals in sorted(after[name].items()):
-            prev = before.get(name, {}).get(dom, {})
+        ident, mon = after[name]
+        then = before.get(name)
+        for dom, vals in sorted(mon.items()):
+            # A re-created group (new inode) counts from zero again.
+            prev = then[1].get(dom, {}) if then and then[0] == ident else {}
 
             def rate(feature: str) -> float | None:
                 if feature not in vals or feature not in prev or seconds <= 0:
                     return None
                 delta = vals[feature] - prev[feature]
-                return max(delta, 0) / seconds / 1e6
+                return None if delta < 0 else delta / seconds / 1e6
 
             occ = vals.get('llc_occupancy')
-            out.append((name or 'default (root)', dom,
+            out.append((sampling.label_of(name), dom,
                         None if occ is None else occ / 1024,
                         rate('mbm_local_bytes'), rate('mbm_total_bytes')))
     return out
 
 
-def render(table: list[tuple], interval: float) -> str:
+def render(table: list[tuple], interval: float,
+           named: dict[str, str] | None = None) -> str:
+    """The table; ``named``: group -> its members (as ``members.names``)."""
+    named = named or {}
     width = max([len(row[0]) for row in table] + [20])
-    lines = ['%-*s %4s %12s %12s %12s' % (
-        width, 'GROUP', 'L3', 'LLC[KiB]', 'MBL[MB/s]', 'MBT[MB/s]')]
+    lines = ['%-*s %4s %12s %12s %12s  %s' % (
+        width, 'GROUP', 'L3', 'LLC[KiB]', 'MBL[MB/s]', 'MBT[MB/s]',
+        'MEMBERS')]
 
     def fmt(value: float | None) -> str:
         return '-' if value is None else '%.1f' % value
 
-    for name, dom, occ, mbl, mbt in table:
-        lines.append('%-*s %4d %12s %12s %12s' % (width, name, dom, fmt(occ),
-                                                  fmt(mbl), fmt(mbt)))
+    for label, dom, occ, mbl, mbt in table:
+        who = named.get(sampling.group_of(label), '')
+        lines.append(('%-*s %4d %12s %12s %12s  %s' % (
+            width, label, dom, fmt(occ), fmt(mbl), fmt(mbt), who)).rstrip())
     lines.append('(%.1f s interval)' % interval)
     return '\n'.join(lines)
 
@@ -76,14 +92,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     tty = sys.stdout.isatty() and not args.once and not args.no_clear
     count = 0
-    before = sample(rc)
+    before, _ = sample(rc)
     stamp = time.monotonic()
     try:
         while True:
             time.sleep(args.interval)
-            after = sample(rc)
+            after, named = sample(rc)
             now = time.monotonic()
-            text = render(rows(before, after, now - stamp), now - stamp)
+            text = render(rows(before, after, now - stamp), now - stamp,
+                          named)
             if tty:
                 sys.stdout.write('\033[H\033[2J')
             print(text, flush=True)

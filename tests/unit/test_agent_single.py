@@ -3,8 +3,16 @@ import os
 import subprocess
 import sys
 
+from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.knobs import Placement
 from ovs_rdt.agent import service
+
+
+def bare_agent():
+    agent = service.Agent.__new__(service.Agent)
+    agent._errors = {}
+    agent.counters = Counters()
+    return agent
 
 
 def test_one_agent_per_resctrl_root(tmp_path):
@@ -28,22 +36,22 @@ def test_one_agent_per_resctrl_root(tmp_path):
     assert free.returncode == 3
 
 
-def test_errors_are_logged_once_while_they_last(caplog):
-    agent = service.Agent.__new__(service.Agent)
-    agent._errors = {}
+def test_errors_are_logged_once_while_they_last_and_each_is_counted(caplog):
+    agent = bare_agent()
     with caplog.at_level(logging.ERROR):
         for _ in range(50):
             agent._log_error('error: resctrl is not mounted at /x')
         agent._log_error('error: something else')
     assert len(caplog.records) == 2
+    assert agent.counters.snapshot('errors') == {
+        (('source', 'placement'),): 51.0}
 
 
 def test_errors_of_several_sources_do_not_relog_each_other(caplog):
     """resctrl gone: placement, pools and reconciliation all fail, in turn,
     at every re-scan for hours; each is logged once.
     """
-    agent = service.Agent.__new__(service.Agent)
-    agent._errors = {}
+    agent = bare_agent()
     with caplog.at_level(logging.INFO):
         for _ in range(50):
             agent._log_error('error: resctrl is not mounted at /x')
@@ -52,6 +60,9 @@ def test_errors_of_several_sources_do_not_relog_each_other(caplog):
         agent._recovered('pools', 'pools applied')
         agent._recovered('pools', 'pools applied')
     assert len(caplog.records) == 4
+    assert agent.counters.snapshot('errors') == {
+        (('source', 'placement'),): 50.0, (('source', 'pools'),): 50.0,
+        (('source', 'reconcile'),): 50.0}
 
 
 def test_describe_names_the_file():

@@ -48,9 +48,9 @@ def test_render_table4_style():
     hp = next(ln for ln in lines if 'ovsrdt-pool-hp' in ln)
     assert '0x7f0' in hp and '17920' in hp
     assert '## ## ## ## ## ## ##  .  .  .  .' in hp
-    assert 'PMD c00 (TID 10), PMD c01 (TID 11), ovs-vswitchd (1 threads)' in hp
+    assert 'pmd=0 (TID 10), pmd=1 (TID 11), ovs-vswitchd (1 threads)' in hp
     noisy = next(ln for ln in lines if 'ovsrdt-pool-noisy' in ln)
-    assert 'VM noisy1 (vCPU TIDs 20, +1 QEMU threads)' in noisy
+    assert 'vm=noisy1 (vCPU TIDs 20, +1 QEMU threads)' in noisy
     assert 'MB 50%' in noisy
     assert 'OS and everything else (3 tasks, CPUs 0-39)' in text
     assert '\033[' not in text

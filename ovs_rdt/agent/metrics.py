@@ -1,0 +1,264 @@
+"""The agent's Prometheus endpoint: ``[metrics] listen`` -> ``GET /metrics``.
+
+A custom collector (:class:`ResctrlCollector`) reads resctrl at each scrape
+through :func:`ovs_rdt.sampling.sample` (one shared lock, file reads only)
+and the agent's :class:`~ovs_rdt.agent.counters.Counters`; the
+``prometheus_client`` library formats it (text format 0.0.4, or OpenMetrics
+when the scraper asks for it).  The HTTP server runs in threads of its own
+(:class:`Endpoint`): a scrape never waits for the agent's loop and the loop
+never waits for a scrape.  Names, types and labels: doc/metrics.md.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import Metric
+from prometheus_client.process_collector import ProcessCollector
+
+from ovs_rdt import members, procfs, sampling
+from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent.reconcile import libvirt_domains
+from ovs_rdt.conf import parse_listen
+from ovs_rdt.exceptions import RDTError
+from ovs_rdt.mbm import Epochs
+from ovs_rdt.model import vm_uuid
+from ovs_rdt.resctrl import Resctrl
+
+LOG = logging.getLogger(__name__)
+
+#: A scrape waits at most this long (or [resctrl] lock_timeout if shorter)
+#: for the shared lock; then it serves the agent's counters only.
+SCRAPE_LOCK_TIMEOUT = 5.0
+GROUP_LABELS = ('group', 'domain') + members.LABELS
+TASK_LABELS = ('group',) + members.LABELS
+#: Counters families -> (metric name without _total, help, label names).
+EVENT_FAMILIES = (
+    ('policy_decisions', 'ovs_rdt_policy_decisions',
+     'Decisions of the dynamic policy that moved ways between its pools.',
+     ('domain', 'direction', 'reason')),
+    ('errors', 'ovs_rdt_errors',
+     'Failed attempts of the agent\'s parts (placement, pools, reconcile, '
+     'policy, metrics).', ('source',)),
+)
+MBM_EVENTS = (('mbm_total_bytes', 'ovs_rdt_mbm_total_bytes',
+               'Bytes the group\'s tasks moved between the L3 cache and '
+               'memory (MBM total), as the kernel counts them.'),
+              ('mbm_local_bytes', 'ovs_rdt_mbm_local_bytes',
+               'Bytes the group\'s tasks moved between the L3 cache and '
+               'local memory (MBM local), as the kernel counts them.'))
+
+
+class Labeller:
+    """The ``vm``/``uuid``/``pmd`` labels of each group, kept stable.
+
+    A VM's dedicated group keeps the domain name it was first seen with
+    for as long as it lives (a series' labels must not change while its
+    VM starts or stops); the name comes from the QEMU process among its
+    tasks or, before QEMU runs, from libvirt's status files.  ``pmd`` is
+    where the agent places the PMD threads (``pmd_groups()``), not what a
+    scan of the moment finds: it holds through an ovs-vswitchd restart.
+    """
+
+    def __init__(self, run_dir: str | None,
+                 pmd_groups: Callable[[], dict[str, str]],
+                 proc: str = procfs.PROC) -> None:
+        self.run_dir = run_dir
+        self.pmd_groups = pmd_groups
+        self.proc = proc
+        #: group -> (inode, tasks looked at, domain name found)
+        self._vms: dict[str, tuple[int, frozenset[int], str]] = {}
+
+    def labels(self, groups: list[sampling.GroupSample]) -> dict[str, dict[str, str]]:
+        """group name -> {vm, uuid, pmd} for one scrape."""
+        pmds = self.pmd_groups()
+        out = {}
+        for grp in groups:
+            uuid = vm_uuid(grp.name) or ''
+            out[grp.name] = {'vm': self._vm(grp, uuid) if uuid else '',
+                             'uuid': uuid, 'pmd': pmds.get(grp.name, '')}
+        self._vms = {n: v for n, v in self._vms.items() if n in out}
+        return out
+
+    def _vm(self, grp: sampling.GroupSample, uuid: str) -> str:
+        known = self._vms.get(grp.name)
+        tasks = frozenset(grp.tasks)
+        if known is not None and known[0] == grp.ident and (
+                known[2] or known[1] == tasks):
+            return known[2]
+        name = members.vm_name(grp.name,
+                               members.describe(grp.tasks, self.proc))
+        if not name:
+            name = libvirt_domains(self.run_dir).get(uuid.lower(), '')
+        self._vms[grp.name] = (grp.ident, tasks, name)
+        return name
+
+
+class ResctrlCollector:
+    """Reads resctrl and the agent's counters at every scrape."""
+
+    def __init__(self, rc: Resctrl, counters: Counters, labeller: Labeller,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.rc = rc
+        self.counters = counters
+        self.labeller = labeller
+        self.clock = clock
+        self.epochs = Epochs()
+        self._lock = threading.Lock()
+        self._error: str | None = None
+        counters.inc('errors', 0, source='metrics')
+
+    def describe(self) -> list[Metric]:
+        return list(self._families().values())
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:     # scrapes in parallel threads: one at a time
+            families = self._families()
+            try:
+                groups = sampling.sample(self.rc)
+            except (RDTError, OSError) as exc:
+                self._failed(exc)
+                groups = []
+            else:
+                if self._error is not None:
+                    LOG.info('metrics: resctrl reads work again')
+                    self._error = None
+            self._add_groups(families, groups)
+            self._add_events(families)
+        return iter(families.values())
+
+    def _failed(self, exc: BaseException) -> None:
+        from ovs_rdt.agent.service import describe
+        text = describe(exc)
+        self.counters.inc('errors', source='metrics')
+        if text != self._error:
+            LOG.error('metrics: cannot read resctrl (serving the agent\'s '
+                      'counters only): %s', text)
+            self._error = text
+
+    @staticmethod
+    def _families() -> dict[str, Any]:
+        out: dict[str, Any] = {
+            'occupancy': GaugeMetricFamily(
+                'ovs_rdt_llc_occupancy_bytes', 'L3 cache the group\'s tasks '
+                'occupy (CMT llc_occupancy).', labels=GROUP_LABELS,
+                unit='bytes'),
+        }
+        for event, name, help_ in MBM_EVENTS:
+            out[event] = CounterMetricFamily(name, help_, labels=GROUP_LABELS,
+                                             unit='bytes')
+        out['ways'] = GaugeMetricFamily(
+            'ovs_rdt_l3_ways', 'L3 cache ways in the group\'s capacity '
+            'bitmask.', labels=GROUP_LABELS)
+        out['cbm'] = GaugeMetricFamily(
+            'ovs_rdt_l3_cbm', 'The group\'s L3 capacity bitmask, as a number '
+            '(0x7f0 = 2032).', labels=GROUP_LABELS)
+        out['tasks'] = GaugeMetricFamily(
+            'ovs_rdt_group_tasks', 'Tasks (threads) in the group.',
+            labels=TASK_LABELS)
+        for family, name, help_, labels in EVENT_FAMILIES:
+            out[family] = CounterMetricFamily(name, help_, labels=labels)
+        return out
+
+    def _add_groups(self, families: dict[str, Any],
+                    groups: list[sampling.GroupSample]) -> None:
+        extra = self.labeller.labels(groups)
+        values = {(g.name, dom, event): vals[event]
+                  for g in groups for dom, vals in g.mon.items()
+                  for event, _n, _h in MBM_EVENTS if event in vals}
+        created = self.epochs.observe(self.clock(),
+                                      {g.name: g.ident for g in groups},
+                                      values)
+        for grp in groups:
+            more = [extra[grp.name][k] for k in members.LABELS]
+            families['tasks'].add_metric([grp.label] + more, len(grp.tasks))
+            for dom in sorted(set(grp.l3) | set(grp.mon)):
+                labels = [grp.label, str(dom)] + more
+                mask = grp.l3.get(dom)
+                if mask is not None:
+                    families['ways'].add_metric(labels, mask.count)
+                    families['cbm'].add_metric(labels, mask.value)
+                vals = grp.mon.get(dom, {})
+                if 'llc_occupancy' in vals:
+                    families['occupancy'].add_metric(labels,
+                                                     vals['llc_occupancy'])
+                for event, _n, _h in MBM_EVENTS:
+                    if event in vals:
+                        families[event].add_metric(
+                            labels, vals[event],
+                            created=created.get((grp.name, dom, event)))
+
+    def _add_events(self, families: dict[str, Any]) -> None:
+        for family, _name, _help, labels in EVENT_FAMILIES:
+            for key, value in sorted(self.counters.snapshot(family).items()):
+                have = dict(key)
+                families[family].add_metric([have.get(n, '') for n in labels],
+                                            value)
+
+
+class Endpoint:
+    """The HTTP server of ``[metrics] listen``, (re)started as configured.
+
+    Binding failures (address in use, ...) are logged once, counted as
+    ``errors{source="metrics"}`` and retried by :meth:`retry`; the agent
+    runs on without metrics meanwhile.
+    """
+
+    def __init__(self, counters: Counters,
+                 pmd_groups: Callable[[], dict[str, str]] = dict) -> None:
+        self.counters = counters
+        self.pmd_groups = pmd_groups
+        self.listen: str | None = None
+        self.collector: ResctrlCollector | None = None
+        self._server: Any = None
+        self._error: str | None = None
+
+    def configure(self, settings: Any) -> None:
+        """Follow ``settings`` (at start and on SIGHUP)."""
+        rc = Resctrl.from_settings(settings)
+        rc.lock_timeout = min(rc.lock_timeout, SCRAPE_LOCK_TIMEOUT)
+        labeller = Labeller(settings.libvirt.qemu_run_dir, self.pmd_groups)
+        if self.collector is None:
+            self.collector = ResctrlCollector(rc, self.counters, labeller)
+        else:
+            with self.collector._lock:
+                self.collector.rc = rc
+                self.collector.labeller = labeller
+        listen = settings.metrics.listen
+        if listen != self.listen or self._server is None:
+            self.stop()
+            self.listen = listen
+            self.retry()
+
+    def retry(self) -> None:
+        """Start the server if it should run and does not."""
+        if self._server is not None or not self.listen:
+            return
+        assert self.collector is not None
+        host, port = parse_listen(self.listen)
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self.collector)
+        ProcessCollector(registry=registry)
+        try:
+            self._server, _thread = start_http_server(port, host, registry)
+        except OSError as exc:
+            from ovs_rdt.agent.service import describe
+            self.counters.inc('errors', source='metrics')
+            text = 'cannot serve metrics on %s: %s' % (self.listen,
+                                                       describe(exc))
+            if text != self._error:
+                LOG.error('%s (retrying every [ovs] rescan_interval)', text)
+                self._error = text
+            return
+        self._error = None
+        LOG.info('serving metrics on http://%s/metrics', self.listen)
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()

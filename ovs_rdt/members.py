@@ -7,8 +7,8 @@ and ``profile`` (:func:`names`, :func:`summary`).
 """
 from __future__ import annotations
 
-from ovs_rdt import procfs
 from ovs_rdt.model import vm_uuid
+from ovs_rdt import procfs
 
 #: The extra labels of a group's metrics, in exposition order.
 LABELS = ('vm', 'uuid', 'pmd')

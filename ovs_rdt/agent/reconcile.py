@@ -21,8 +21,8 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt import GROUP_PREFIX, procfs
-from ovs_rdt.agent import knobs as knobs_mod
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent import knobs as knobs_mod
 from ovs_rdt.agent.pmd import Scan
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.exceptions import AnnotationError, RDTError

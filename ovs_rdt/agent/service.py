@@ -21,8 +21,8 @@ import sys
 import time
 from typing import Any
 
-from ovs_rdt.agent import pmd
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent import pmd
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.exceptions import RDTError

@@ -443,3 +443,62 @@ def test_transient_failure_clears_with_the_next_success(mgr) -> None:
     assert placer.sync({'rdt-pmd-l3-ways': 'x'},
                        scan({200: 0, 201: 1, 202: 1})) == status
     assert mgr.resctrl.where(202) == PMD_GROUP
+
+
+def test_pmd_label_follows_placement_and_holds_through_restart(
+        mgr: FakeManager) -> None:
+    placer = PmdPlacer(mgr)
+    assert placer.pmd_groups() == {}
+    knobs = {'rdt-pmd-l3-ways': '4', 'rdt-vswitchd': 'default'}
+    placer.sync(knobs, scan({200: 0, 201: 1}))
+    assert placer.pmd_groups() == {PMD_GROUP: '0,1'}
+    # ovs-vswitchd down: its PMD threads are gone, the label is not.
+    placer.sync(knobs, Scan(None, why='ovs-vswitchd is not running'))
+    assert placer.pmd_groups() == {PMD_GROUP: '0,1'}
+    # pmd-cpu-mask changed: new cores; another group: the label moves.
+    placer.sync(dict(knobs, **{'pmd-cpu-mask': '0x1'}), scan({300: 0}))
+    assert placer.pmd_groups() == {PMD_GROUP: '0'}
+    placer.sync({'rdt-pmd-pool': 'hp'}, scan({300: 0}))
+    assert placer.pmd_groups() == {HP: '0'}
+    placer.sync({}, scan({300: 0}))
+    assert placer.pmd_groups() == {}
+
+
+def test_each_failed_placement_is_counted(mgr: FakeManager) -> None:
+    from ovs_rdt.agent.counters import Counters
+    counters = Counters()
+    placer = PmdPlacer(mgr, counters)
+    placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0}))
+    assert counters.snapshot('errors') == {}
+    placer.sync({'rdt-pmd-l3-ways': '40'}, scan({200: 0}))   # bad value
+    mgr.free = 0                                  # and the platform is full
+    placer.sync({'rdt-pmd-l3-ways': '5'}, scan({200: 0}))
+    assert counters.snapshot('errors') == {(('source', 'placement'),): 2.0}
+
+
+def test_failed_removal_is_counted(mgr, tmp_path) -> None:
+    from ovs_rdt.agent.counters import Counters
+    from ovs_rdt.exceptions import ResctrlError
+
+    def refuse(name: str) -> None:
+        raise ResctrlError('/fake/' + name, 'rmdir', 16, None, 'busy')
+
+    mgr.release = refuse
+    mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
+    counters = Counters()
+    node = NodeReconciler(mgr, str(tmp_path), str(tmp_path), grace=0,
+                          clock=Clock(), counters=counters)
+    node.reconcile()
+    assert node.reconcile() == []
+    assert counters.snapshot('errors') == {(('source', 'reconcile'),): 1.0}
+
+
+def test_libvirt_status_files_name_domains(tmp_path) -> None:
+    from ovs_rdt.agent.reconcile import libvirt_domains
+    (tmp_path / 'vm1.xml').write_text(
+        "<domstatus><domain type='kvm'><name>vm1</name><uuid>%s</uuid>"
+        "</domain></domstatus>" % UUID.upper())
+    (tmp_path / 'notes.txt').write_text('<uuid>%s</uuid>' % UUID)
+    assert libvirt_domains(str(tmp_path)) == {UUID: 'vm1'}
+    assert libvirt_domains(str(tmp_path / 'missing')) == {}
+    assert libvirt_domains(None) == {}

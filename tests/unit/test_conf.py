@@ -92,6 +92,10 @@ def test_missing_named_files_are_errors(argv, message):
     ('pool:noisy', 'mb_percent = 101', 'mb_percent = 101 is above the maximum 100'),
     ('libvirt', 'on_failure = maybe', "on_failure = 'maybe' is not one of refuse, warn"),
     ('pool:hp', 'isolated = perhaps', "isolated = 'perhaps' is not a boolean"),
+    ('metrics', 'listen = 9468', r"\[metrics\] listen = '9468' is not HOST:PORT"),
+    ('metrics', 'listen = ::1:9468', "listen = '::1:9468' is not HOST:PORT"),
+    ('metrics', 'listen = host:0', "listen = 'host:0' is not HOST:PORT"),
+    ('metrics', 'listen = host:65536', "'host:65536' is not HOST:PORT"),
 ])
 def test_bad_values_name_option_and_value(tmp_path, section, line, message):
     text = SAMPLE + '\n[%s]\n%s\n' % (section, line)
@@ -99,6 +103,22 @@ def test_bad_values_name_option_and_value(tmp_path, section, line, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         conf.load(str(path))
+
+
+@pytest.mark.parametrize('raw,host,port', [
+    ('127.0.0.1:9468', '127.0.0.1', 9468), ('[::1]:9468', '::1', 9468),
+    ('localhost:1', 'localhost', 1), (' 0.0.0.0:65535 ', '0.0.0.0', 65535)])
+def test_metrics_listen(tmp_path, raw, host, port):
+    path = tmp_path / 'm.conf'
+    path.write_text('[metrics]\nlisten = %s\n' % raw)
+    light = conf.load(str(path))
+    heavy, _ = opts.load(['--config-file', str(path)], 'test')
+    assert light.metrics.listen == heavy.metrics.listen == raw.strip()
+    assert conf.parse_listen(light.metrics.listen) == (host, port)
+    path.write_text('[metrics]\nlisten =\n')
+    assert conf.load(str(path)).metrics.listen is None
+    assert opts.load(['--config-file', str(path)], 'test')[0] \
+        .metrics.listen is None
 
 
 def test_pool_without_section(tmp_path):

@@ -62,3 +62,20 @@ def test_members_of_a_real_process():
     assert len(me) == 1
     assert me[0]['kind'] == 'process' and me[0]['pid'] == os.getpid()
     assert '(pid %d, 1 threads)' % os.getpid() in members.summary(me[0])
+
+
+def test_members_named_as_the_metrics_labels_name_them():
+    vm = {'kind': 'vm', 'name': 'sut', 'uuid': 'AB-CD', 'pid': 5,
+          'tids': [5, 6], 'vcpu_tids': [6]}
+    ovs = {'kind': 'ovs-vswitchd', 'name': 'ovs-vswitchd', 'pid': 9,
+           'tids': [9, 10, 11], 'pmds': {1: 11, 0: 10}}
+    bare = {'kind': 'ovs-vswitchd', 'name': 'ovs-vswitchd', 'pid': 9,
+            'tids': [10], 'pmds': {0: 10}}
+    other = {'kind': 'process', 'name': 'memtester', 'pid': 7, 'tids': [7]}
+    assert members.names([vm, ovs, other]) == [
+        'vm=sut', 'pmd=0,1', 'ovs-vswitchd', 'memtester[7]']
+    assert members.names([bare]) == ['pmd=0']
+    assert members.vm_name('ovsrdt-vm-ab-cd', [other, vm]) == 'sut'
+    assert members.vm_name('ovsrdt-vm-ef', [vm]) == ''
+    assert members.vm_name('ovsrdt-pool-hp', [vm]) == ''
+    assert members.summary(vm) == 'vm=sut (vCPU TIDs 6, +1 QEMU threads)'

@@ -46,18 +46,19 @@ class Epochs:
         Series of groups no longer there are forgotten.
         """
         out: dict[Key, float | None] = {}
+        recreated = {g for g, ident in idents.items()
+                     if g in self._ident and self._ident[g] != ident}
+        for group in sorted(recreated):
+            LOG.info('resctrl group %s was re-created: its MBM counters '
+                     'start again from zero', group or '/')
         for key, value in values.items():
-            group = key[0]
-            known = key in self._last
-            if not known:
+            if key not in self._last:
                 reset = self._previous is not None
-            elif self._ident.get(group) != idents.get(group):
-                LOG.info('resctrl group %s was re-created: its MBM counters '
-                         'start again from zero', group or '/')
+            elif key[0] in recreated:
                 reset = True
             elif value < self._last[key]:
                 LOG.info('MBM counter %s of %s on domain %d went back from '
-                         '%d to %d: a reset', key[2], group or '/', key[1],
+                         '%d to %d: a reset', key[2], key[0] or '/', key[1],
                          self._last[key], value)
                 reset = True
             else:

@@ -13,7 +13,7 @@ from ovs_rdt.sampling import label_of
 POOL_PREFIX = pool_group('')
 #: A peak within this share of the group's current allocation filled it:
 #: the footprint may be larger than what the allocation let it show.
-FILLED = 0.95
+FILLED = 0.9
 
 
 def ways_for(peak: int, way_bytes: int) -> int:

@@ -61,7 +61,8 @@ class Scrape:
 
 def fake_qemu(name: str, uuid: str) -> subprocess.Popen:
     """A process that looks like libvirt's QEMU in /proc (argv[0], -name,
-    -uuid): what ``members`` and the metrics name VMs by."""
+    -uuid): what ``members`` and the metrics name VMs by.
+    """
     return subprocess.Popen(
         ['qemu-system-x86_64', '-c', 'import time; time.sleep(120)',
          '-name', 'guest=%s,debug-threads=on' % name, '-uuid', uuid],
@@ -184,7 +185,8 @@ def test_recreated_group_and_a_stuck_client(ovs: OvsTestbed,
                                             rdt_agent: Any) -> None:
     """A group re-created under the same name is a counter reset; a scraper
     that connects and never sends keeps neither the agent nor other
-    scrapers waiting."""
+    scrapers waiting.
+    """
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
     port = free_port()
     rdt_agent(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port)

@@ -14,8 +14,8 @@ import time
 import urllib.request
 from typing import Any, Iterator
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
+import pytest
 
 from ovs_rdt.model import PMD_GROUP, vm_group
 from ovs_rdt.resctrl import Resctrl
@@ -155,8 +155,8 @@ def test_scrape_a_running_agent(ovs: OvsTestbed, emulated_resctrl: Any,
     expected = WAY * 50 * (scrape.at - first.at)
     assert 0.7 * expected < grew < 1.3 * expected, (grew, expected)
     now = rc.read_mon(PMD_GROUP)[0]
-    assert now['mbm_total_bytes'] >= scrape.get(mbt, '_total',
-                                                 group=PMD_GROUP, domain='0')
+    assert now['mbm_total_bytes'] >= scrape.get(
+        mbt, '_total', group=PMD_GROUP, domain='0')
     local = scrape.get('ovs_rdt_mbm_local_bytes', '_total', group=PMD_GROUP,
                        domain='0')
     assert local == pytest.approx(0.8 * scrape.get(

@@ -8,9 +8,9 @@ import shutil
 import urllib.error
 import urllib.request
 
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+import pytest
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.metrics import Endpoint, Labeller, ResctrlCollector

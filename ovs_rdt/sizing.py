@@ -140,10 +140,11 @@ def render(report: dict) -> str:
     lines.append('To paste:')
     for name, item in rows:
         lines.append('')
-        head = '# %s: peak needs %d ways' % (name, item['ways'])
+        ways = '%d way%s' % (item['ways'], '' if item['ways'] == 1 else 's')
+        head = '# %s: its peak needs %s' % (name, ways)
         if name == '(together)':
-            head = '# %s sharing one pool: %d ways' % (
-                ', '.join(item['groups']), item['ways'])
+            head = '# %s sharing one pool: %s' % (', '.join(item['groups']),
+                                                  ways)
         if not item['fits']:
             head += ' (more than the cache has: the footprint does not fit)'
         if item['filled']:

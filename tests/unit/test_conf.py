@@ -112,8 +112,8 @@ def test_metrics_listen(tmp_path, raw, host, port):
     path = tmp_path / 'm.conf'
     path.write_text('[metrics]\nlisten = %s\n' % raw)
     light = conf.load(str(path))
-    heavy, _ = opts.load(['--config-file', str(path)], 'test')
-    assert light.metrics.listen == heavy.metrics.listen == raw.strip()
+    cli, _ = opts.load(['--config-file', str(path)], 'test')
+    assert light.metrics.listen == cli.metrics.listen == raw.strip()
     assert conf.parse_listen(light.metrics.listen) == (host, port)
     path.write_text('[metrics]\nlisten =\n')
     assert conf.load(str(path)).metrics.listen is None

@@ -112,6 +112,11 @@ class ResctrlCollector:
         self._error: str | None = None
         counters.inc('errors', 0, source='metrics')
 
+    def use(self, rc: Resctrl, labeller: Labeller) -> None:
+        """Read through ``rc`` from the next scrape on (SIGHUP)."""
+        with self._lock:
+            self.rc, self.labeller = rc, labeller
+
     def describe(self) -> list[Metric]:
         return list(self._families().values())
 
@@ -225,9 +230,7 @@ class Endpoint:
         if self.collector is None:
             self.collector = ResctrlCollector(rc, self.counters, labeller)
         else:
-            with self.collector._lock:
-                self.collector.rc = rc
-                self.collector.labeller = labeller
+            self.collector.use(rc, labeller)
         listen = settings.metrics.listen
         if listen != self.listen or self._server is None:
             self.stop()

@@ -47,7 +47,8 @@ def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
         ident, mon = after[name]
         then = before.get(name)
         for dom, vals in sorted(mon.items()):
-            # A re-created group (new inode) counts from zero again.
+            # A re-created group (new inode): its counters started again,
+            # no rate for this interval.
             prev = then[1].get(dom, {}) if then and then[0] == ident else {}
 
             def rate(feature: str) -> float | None:

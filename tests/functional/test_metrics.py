@@ -7,6 +7,7 @@ that does not fit x 50 per second."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -189,7 +190,7 @@ def test_recreated_group_and_a_stuck_client(ovs: OvsTestbed,
     """
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
     port = free_port()
-    rdt_agent(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port)
+    agent = rdt_agent(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port)
     wait_status(ovs, 'ok: no rdt-* keys set')
     stuck = socket.create_connection(('127.0.0.1', port))
 
@@ -218,3 +219,21 @@ def test_recreated_group_and_a_stuck_client(ovs: OvsTestbed,
     finally:
         stuck.close()
         os.rmdir(rc.path('COS3'))
+    # SIGHUP with another [metrics] listen: the endpoint moves.
+    moved = free_port()
+    with open(agent.config_file) as fh:
+        text = fh.read()
+    with open(agent.config_file, 'w') as fh:
+        fh.write(text.replace(':%d' % port, ':%d' % moved))
+    agent.signal(signal.SIGHUP)
+    assert wait_for(lambda: up(moved), what='the moved endpoint',
+                    timeout=10, step=0.1)
+    assert not up(port)
+
+
+def up(port: int) -> bool:
+    try:
+        Scrape(port)
+    except OSError:
+        return False
+    return True

@@ -40,7 +40,8 @@ def test_the_emulator_imports_nothing_of_the_core_it_emulates() -> None:
 
 @pytest.mark.parametrize('module', ['ovs_rdt/bitmask.py', 'ovs_rdt/allocator.py',
                                     'ovs_rdt/capacity.py', 'ovs_rdt/model.py',
-                                    'ovs_rdt/ways.py'])
+                                    'ovs_rdt/ways.py', 'ovs_rdt/sizing.py',
+                                    'ovs_rdt/mbm.py'])
 def test_pure_logic_imports_no_libvirt_ovs_or_oslo(module: str) -> None:
     mods = imports('ovs_rdt')[module]
     heavy = {m for m in mods if m.split('.')[0] in

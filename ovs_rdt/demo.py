@@ -45,6 +45,9 @@ isolated = true
 # CLOS 1 of Table 4: the noisy neighbours.
 l3_cbm = 2
 
+[metrics]
+listen = {metrics}
+
 [ovs]
 connection = {connection}
 vswitchd_pidfile = {vswitchd_pidfile}
@@ -98,6 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         % WORKDIR)
     parser.add_argument('--top-seconds', type=int, default=3,
                         help='seconds of "ovs-rdt top" to show (default 3)')
+    parser.add_argument('--metrics-listen', default='127.0.0.1:9468',
+                        metavar='HOST:PORT',
+                        help='where the demo\'s ovs-rdt-agent serves '
+                        'Prometheus metrics (default 127.0.0.1:9468)')
     parser.add_argument('--start-timeout', type=float, default=START_TIMEOUT,
                         help='seconds to wait for each daemon to answer '
                         '(default %.0f: a cold libvirtd probes QEMU first)'
@@ -275,7 +282,7 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     from ovs_rdt.cmd.common import manager_from, resctrl_from
     from ovs_rdt.sandbox import wait_for
 
-    progress = Progress(9)
+    progress = Progress(10)
     root, sysfs = progress.step(
         'mounting the emulated resctrl (%s)' % args.profile,
         lambda: box.mount_emulator(args.profile))
@@ -283,6 +290,7 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     with open(config_file, 'w') as fh:
         fh.write(CONFIG.format(workdir=args.workdir, root=root, sysfs=sysfs,
                                connection=box.ovs.connection,
+                               metrics=args.metrics_listen,
                                vswitchd_pidfile=box.ovs.vswitchd_pidfile))
     settings = conf.load(config_file, missing_ok=False)
     progress.step('ovs-rdt apply: pools hp=0x7f0 (isolated), noisy=0x2, '
@@ -335,3 +343,29 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         top.run(settings, ns)
 
     progress.step('%d s of ovs-rdt top' % args.top_seconds, show_top)
+
+    def show_metrics() -> None:
+        url = 'http://%s/metrics' % args.metrics_listen
+        text = wait_for(lambda: _scrape(url), args.start_timeout,
+                        'the agent\'s metrics at ' + url)
+        families: dict[str, set[str]] = {}
+        for line in text.splitlines():
+            if line.startswith('ovs_rdt_') and 'group="' in line:
+                name = line.split('{', 1)[0]
+                group = line.split('group="', 1)[1].split('"', 1)[0]
+                families.setdefault(name, set()).add(group)
+        print('\ncurl %s (Prometheus; doc/metrics.md):' % url)
+        for name in sorted(families):
+            print('  %-36s %d groups' % (name, len(families[name])))
+
+    progress.step('the agent\'s Prometheus metrics', show_metrics)
+
+
+def _scrape(url: str) -> str | None:
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.read().decode('utf-8', 'replace')
+    except (OSError, urllib.error.URLError):
+        return None

@@ -79,6 +79,40 @@ def vswitchd_threads() -> tuple[set[int], set[int]]:
     return pmds, others
 
 
+#: The contract's metrics and the groups each must be served for.
+METRICS = ('ovs_rdt_llc_occupancy_bytes', 'ovs_rdt_mbm_total_bytes',
+           'ovs_rdt_mbm_local_bytes', 'ovs_rdt_l3_ways', 'ovs_rdt_l3_cbm',
+           'ovs_rdt_group_tasks')
+
+
+def check_metrics(dedicated: str) -> None:
+    """curl 127.0.0.1:9468/metrics on the demo node.
+
+    Every contract metric for every group, parsed with prometheus_client's
+    own parser.
+    """
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen('http://127.0.0.1:9468/metrics',
+                                timeout=10) as resp:
+        text = resp.read().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    groups = {'default', 'ovsrdt-pool-hp', 'ovsrdt-pool-noisy', dedicated}
+    for name in METRICS:
+        fam = families[name]
+        seen = {s.labels['group'] for s in fam.samples}
+        assert seen == groups, (name, seen)
+    assert families['ovs_rdt_mbm_total_bytes'].type == 'counter'
+    assert families['ovs_rdt_llc_occupancy_bytes'].type == 'gauge'
+    for name in ('ovs_rdt_policy_decisions', 'ovs_rdt_errors'):
+        assert families[name].type == 'counter'
+    hp_cbm = [s.value for s in families['ovs_rdt_l3_cbm'].samples
+              if s.labels['group'] == 'ovsrdt-pool-hp']
+    assert hp_cbm == [0x7f0, 0x7f0]
+
+
 def test_demo_reproduces_table4_and_leaves_nothing_behind():
     before = host.snapshot(MARKERS)
     result = demo('--keep')
@@ -105,6 +139,7 @@ def test_demo_reproduces_table4_and_leaves_nothing_behind():
         for name in ('ovsrdt-demo-noisy1', 'ovsrdt-demo-noisy2'):
             tids, vcpus = qemu_threads(name)
             assert vcpus and vcpus <= noisy and not tids & hp
+        check_metrics(dedicated[0])
         _, ded_vcpus = qemu_threads('ovsrdt-demo-dedicated')
         ded = {int(t) for t in read(dedicated[0], 'tasks').split()}
         assert ded_vcpus <= ded and not ded & (hp | noisy)
@@ -123,7 +158,7 @@ def test_ctrl_c_mid_demo_tears_everything_down():
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if line.startswith('[7/9]'):   # guests being defined and started
+        if line.startswith('[7/10]'):   # guests being defined and started
             break
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
@@ -151,7 +186,7 @@ def test_libvirtd_that_never_comes_up_fails_in_one_line_and_cleans_up(
     err = result.stderr
     assert result.returncode == 1, result.stdout + err
     assert 'Traceback' not in err + result.stdout
-    assert '[6/9]' in result.stdout and 'FAILED' in result.stdout
+    assert '[6/10]' in result.stdout and 'FAILED' in result.stdout
     lines = [ln for ln in err.splitlines() if ln.startswith('ovs-rdt demo:')]
     assert len(lines) == 1, err
     assert 'libvirtd exited with status 1' in lines[0]

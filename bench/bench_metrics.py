@@ -39,7 +39,7 @@ sys.path.insert(0, REPO)
 
 from ovs_rdt.agent.service import BURST  # noqa: E402
 from ovs_rdt.model import PMD_GROUP, pool_group, vm_group  # noqa: E402
-from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
+from ovs_rdt.sandbox.emulator import copy_tree, MountedEmulator  # noqa: E402
 from tests.functional.fixtures.ovs import AgentProcess  # noqa: E402
 from tests.functional.fixtures.ovs import OvsTestbed  # noqa: E402
 from tests.functional.fixtures.ovs import wait_for  # noqa: E402
@@ -69,25 +69,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
-
-
-def copy_tree(src: str, dst: str) -> None:
-    """A plain-file copy of a resctrl tree.
-
-    By read(2), not shutil.copytree: resctrl files (kernfs and the
-    emulator alike) say size 0, and sendfile() copies nothing of them.
-    """
-    for dirpath, _dirs, files in os.walk(src):
-        target = os.path.join(dst, os.path.relpath(dirpath, src))
-        os.makedirs(target, exist_ok=True)
-        for name in files:
-            try:
-                with open(os.path.join(dirpath, name), 'rb') as fh:
-                    data = fh.read()
-            except OSError:
-                continue        # e.g. a write-only file
-            with open(os.path.join(target, name), 'wb') as fh:
-                fh.write(data)
 
 
 def populate(root: str, sleepers: list[subprocess.Popen]) -> None:

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 from ovs_rdt.emulator.profiles import DEFAULT_PROFILE  # noqa: E402
 from ovs_rdt.resctrl import Resctrl  # noqa: E402
-from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
+from ovs_rdt.sandbox.emulator import copy_tree, MountedEmulator  # noqa: E402
 
 
 def p50(root: str, sysfs: str, runs: int = 50) -> float:
@@ -40,7 +40,7 @@ def main() -> int:
     try:
         for name in ('ovsrdt-pool-hp', 'ovsrdt-pool-noisy', 'ovsrdt-vm-x'):
             os.mkdir(os.path.join(mnt, name))
-        shutil.copytree(mnt, copy, ignore_dangling_symlinks=True)
+        copy_tree(mnt, copy)
         fuse = p50(mnt, sysfs)
         plain = p50(copy, sysfs)
     finally:

@@ -117,3 +117,22 @@ class MountedEmulator:
             problems.append('emulator daemon %d did not exit after unmount'
                             % self.pid)
         return problems
+
+
+def copy_tree(src: str, dst: str) -> None:
+    """A plain-file copy of a resctrl tree.
+
+    By read(2), not shutil.copytree: resctrl files (kernfs and the
+    emulator alike) say size 0, and sendfile() copies nothing of them.
+    """
+    for dirpath, _dirs, files in os.walk(src):
+        target = os.path.join(dst, os.path.relpath(dirpath, src))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            try:
+                with open(os.path.join(dirpath, name), 'rb') as fh:
+                    data = fh.read()
+            except OSError:
+                continue        # e.g. a write-only file
+            with open(os.path.join(target, name), 'wb') as fh:
+                fh.write(data)

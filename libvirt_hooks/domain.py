@@ -14,15 +14,22 @@ nesting depth are bounded.  Only the few things the hook needs are kept:
   percent>``,
 * Nova's ``<nova:flavor name>`` and its ``<nova:extraSpecs>``.
 
-Every fault raises :class:`AnnotationError` with one line naming the
-element or key and the value at fault.  :func:`resolve` then picks what the
-VM asks for: the annotation wins over the flavor's extra specs, which win
-over the ``[flavors]`` section of the configuration (for Nova releases that
-do not copy extra specs into the XML).
+Every fault raises :class:`AnnotationError` (or, for a value,
+:class:`InvalidValue`) with one line naming the element or key and the
+value at fault.  The values are checked by the rules every surface shares
+(:mod:`ovs_rdt.inputs`).  :func:`resolve` then picks what the VM asks for:
+the annotation wins over the flavor's extra specs, which win over the
+``[flavors]`` section of the configuration (for Nova releases that do not
+copy extra specs into the XML).
 """
 from __future__ import annotations
 
-from ovs_rdt.exceptions import AnnotationError, ConfigError
+from ovs_rdt.exceptions import AnnotationError, ConfigError, InvalidValue
+from ovs_rdt.inputs import refuse, show, uuids
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (start-up cost)
+    from ovs_rdt.inputs.request import CacheRequest
 
 RDT_NS = 'urn:ovs-rdt:libvirt:1'
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
@@ -37,161 +44,25 @@ MAX_DEPTH = 256
 #: Largest text kept for one element.
 MAX_TEXT = 4096
 #: Bounds of the values we accept before looking at the platform.
-MAX_WAYS = 64
 MAX_VCPUS = 16384
-MAX_CPU_ID = 65535
 MAX_NAME = 1024
 
 _SEP = ' '          # "{uri} {local}": a space is never part of a name or URI
 _RDT = RDT_NS + _SEP
 _XML_NS = 'http://www.w3.org/XML/1998/namespace'
-_HEX = frozenset('0123456789abcdef')
 
-# Our annotation: element -> (attribute, what it means).
-_RDT_CHILDREN = {'l3': 'ways', 'pool': 'name', 'mb': 'percent'}
-# Flavor extra-spec keys -> annotation field.
-EXTRA_SPECS = {'rdt:l3_ways': 'l3_ways', 'rdt:pool': 'pool',
-               'rdt:mb_percent': 'mb_percent'}
-
-
-def show(value: str, limit: int = 48) -> str:
-    """A value fit for a one-line message: escaped and bounded."""
-    out = []
-    for char in value[:limit]:
-        if char == '"' or char == '\\':
-            out.append('\\' + char)
-        elif char.isprintable():
-            out.append(char)
-        else:
-            code = ord(char)
-            out.append('\\x%02x' % code if code < 0x100 else
-                       '\\u%04x' % code if code < 0x10000 else
-                       '\\U%08x' % code)
-    return ''.join(out) + ('...' if len(value) > limit else '')
-
-
-def parse_int(raw: str, label: str, what: str, low: int, high: int) -> int:
-    """A bounded decimal integer; the message names ``label``."""
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 9:
-        raise AnnotationError('%s: %s must be a whole number from %d to %d'
-                              % (label, what, low, high))
-    value = int(text)
-    if value < low:
-        raise AnnotationError('%s: %s must be at least %d' % (label, what, low))
-    if value > high:
-        raise AnnotationError('%s: %s must be at most %d' % (label, what, high))
-    return value
-
-
-def parse_cpuset(raw: str, label: str) -> frozenset[int]:
-    """libvirt's cpuset syntax: ``0-3,8,^2`` (``^`` excludes)."""
-    return _bits_to_set(_cpuset_bits(raw, label))
-
-
-def _cpuset_bits(raw: str, label: str) -> int:
-    """A cpuset as a bit mask, read as libvirt's virBitmapParse does.
-
-    Parts apply in order (``^2,0-3`` holds 2: the exclusion comes first),
-    and a bit mask keeps the cost proportional to the text, never to the
-    CPU ids (``0-65535`` on each of thousands of ``<vcpupin>``).
-    """
-    bits = 0
-    for part in raw.split(','):
-        part = part.strip()
-        if not part:
-            continue
-        neg = part.startswith('^')
-        if neg:
-            part = part[1:].strip()
-        lo_s, dash, hi_s = part.partition('-')
-        try:
-            lo = _cpu_id(lo_s)
-            hi = _cpu_id(hi_s) if dash else lo
-        except ValueError:
-            raise AnnotationError('%s: %r is not a CPU id or range'
-                                  % (label, show(part))) from None
-        if hi < lo:
-            raise AnnotationError('%s: range %r runs backwards'
-                                  % (label, show(part)))
-        mask = ((1 << (hi - lo + 1)) - 1) << lo
-        bits = bits & ~mask if neg else bits | mask
-    if not bits:
-        raise AnnotationError('%s: the CPU set is empty' % label)
-    return bits
-
-
-def _bits_to_set(bits: int) -> frozenset[int]:
-    text = bin(bits)[:1:-1]          # bit 0 first, without "0b"
-    return frozenset(i for i, c in enumerate(text) if c == '1')
-
-
-def _cpu_id(text: str) -> int:
-    text = text.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 6:
-        raise ValueError(text)
-    value = int(text)
-    if value > MAX_CPU_ID:
-        raise ValueError(text)
-    return value
-
-
-def check_uuid(raw: str) -> str:
-    """The canonical (lower-case, dashed) form of a domain UUID."""
-    text = raw.strip().lower()
-    if len(text) == 32 and set(text) <= _HEX:
-        text = '-'.join((text[:8], text[8:12], text[12:16], text[16:20],
-                         text[20:]))
-    parts = text.split('-')
-    if ([len(p) for p in parts] != [8, 4, 4, 4, 12]
-            or not set(text.replace('-', '')) <= _HEX):
-        raise AnnotationError('<uuid>%s</uuid> is not a UUID' % show(raw))
-    return text
+# Our annotation: element -> (attribute, the request field it holds).
+_RDT_CHILDREN = {'l3': ('ways', 'l3_ways'), 'pool': ('name', 'pool'),
+                 'mb': ('percent', 'mb_percent')}
 
 
 def check_name(raw: str) -> str:
     """A domain name usable in ``<qemu_run_dir>/<name>.pid``."""
     if (not raw or raw in ('.', '..') or '/' in raw or '\0' in raw
             or len(raw) > MAX_NAME):
-        raise AnnotationError('<name>%s</name> is not a valid domain name'
-                              % show(raw))
+        raise refuse('<name>', raw, 'is not a valid domain name',
+                     AnnotationError)
     return raw
-
-
-class Spec:
-    """What a VM asks for, after validation, with where it came from.
-
-    Exactly one of ``l3_ways`` (a dedicated CLOS) and ``pool`` (a shared
-    pool) is set; ``mb_percent`` only with ``l3_ways``.  ``labels`` maps a
-    field to how the operator wrote it, for messages.
-    """
-
-    __slots__ = ('l3_ways', 'pool', 'mb_percent', 'source', 'labels')
-
-    def __init__(self, source: str, l3_ways: int | None = None,
-                 pool: str | None = None, mb_percent: int | None = None,
-                 labels: dict[str, str] | None = None) -> None:
-        self.source = source
-        self.l3_ways = l3_ways
-        self.pool = pool
-        self.mb_percent = mb_percent
-        self.labels = labels or {}
-
-    def label(self, field: str) -> str:
-        return self.labels.get(field, field)
-
-    def __repr__(self) -> str:
-        return 'Spec(%s: l3_ways=%r, pool=%r, mb_percent=%r)' % (
-            self.source, self.l3_ways, self.pool, self.mb_percent)
-
-    def describe(self) -> str:
-        if self.pool is not None:
-            what = 'pool %s' % self.pool
-        else:
-            what = '%d L3 ways' % (self.l3_ways or 0)
-        if self.mb_percent is not None:
-            what += ', memory bandwidth %d%%' % self.mb_percent
-        return '%s (from %s)' % (what, self.source)
 
 
 class Domain:
@@ -224,11 +95,11 @@ class Domain:
 
     # -- vCPU placement ---------------------------------------------------
     def vcpu_count(self) -> int:
+        from ovs_rdt.inputs import integers
+
         if self.vcpus_raw is None:
             return 1
-        return parse_int(self.vcpus_raw, '<vcpu>%s</vcpu>'
-                         % show(self.vcpus_raw), 'the vCPU count', 1,
-                         MAX_VCPUS)
+        return integers.parse(self.vcpus_raw, '<vcpu>', 1, MAX_VCPUS)
 
     def vcpu_cpus(self) -> frozenset[int] | None:
         """Host CPUs the vCPUs may run on; None means any CPU.
@@ -236,24 +107,24 @@ class Domain:
         A ``<vcpupin>`` decides for its vCPU; the others follow ``<vcpu
         cpuset>`` (ignored with ``placement='auto'``, where numad decides).
         """
+        from ovs_rdt.inputs import cpulists, integers
+
         count = self.vcpu_count()
         pins: dict[int, tuple[str, str]] = {}
         for vcpu_s, cpuset in self.vcpupins_raw:
-            label = '<vcpupin vcpu="%s" cpuset="%s">' % (
-                show(vcpu_s), show(cpuset))
-            vcpu = parse_int(vcpu_s, label, 'vcpu', 0, MAX_VCPUS)
+            vcpu = integers.parse(vcpu_s, '<vcpupin vcpu>', 0, MAX_VCPUS)
             if vcpu < count:
-                pins[vcpu] = (cpuset, label)
+                pins[vcpu] = (cpuset, '<vcpupin vcpu="%s" cpuset>'
+                              % show(vcpu_s))
         bits = 0
         if len(pins) < count:        # some vCPU follows <vcpu cpuset>
             if (self.vcpu_cpuset_raw is None
                     or self.vcpu_placement == 'auto'):
                 return None
-            bits = _cpuset_bits(self.vcpu_cpuset_raw, '<vcpu cpuset="%s">'
-                                % show(self.vcpu_cpuset_raw))
+            bits = cpulists.parse_bits(self.vcpu_cpuset_raw, '<vcpu cpuset>')
         for cpuset, label in dict(pins.values()).items():  # distinct sets
-            bits |= _cpuset_bits(cpuset, label)
-        return _bits_to_set(bits)
+            bits |= cpulists.parse_bits(cpuset, label)
+        return cpulists.to_set(bits)
 
 
 class _Parser:
@@ -394,7 +265,7 @@ class _Parser:
         if local in self.seen_rdt:
             raise AnnotationError('<rdt:%s> appears twice in <rdt:rdt>' % local)
         self.seen_rdt.add(local)
-        wanted = _RDT_CHILDREN[local]
+        wanted = _RDT_CHILDREN[local][0]
         for attr, value in attrs.items():
             if attr != wanted:
                 raise AnnotationError(
@@ -463,7 +334,7 @@ class _Parser:
                 if name.startswith('rdt:') and name in dom.extra_specs:
                     raise AnnotationError('flavor extra spec %s is given twice'
                                           % show(name))
-                dom.extra_specs[name] = text.strip()
+                dom.extra_specs[name] = text   # verbatim, as Nova has it
                 self.spec_name = None
         if self.in_rdt and depth == 2:
             self.in_rdt = False
@@ -515,87 +386,25 @@ def parse(data: bytes) -> Domain:
                               + ' (line %d, column %d)'
                               % (exc.lineno, exc.offset)) from None
     dom = handler.dom
-    dom.uuid = check_uuid(dom.uuid) if dom.uuid else ''
     if not dom.uuid:
         raise AnnotationError('the domain XML has no <uuid>')
+    dom.uuid = uuids.parse(dom.uuid, '<uuid>')
     dom.name = check_name(dom.name)
     return dom
 
 
 # -- what the VM asks for ---------------------------------------------------
-def _annotation_spec(values: dict[str, str]) -> Spec | None:
+def _annotation_spec(values: dict[str, str]) -> CacheRequest | None:
+    from ovs_rdt.inputs import request
+
     if not values:
         return None   # an empty <rdt:rdt/>: explicitly nothing
-    labels = {}
-    spec = Spec('the <rdt:rdt> annotation')
-    if 'l3' in values:
-        labels['l3_ways'] = '<rdt:l3 ways="%s">' % show(values['l3'])
-        spec.l3_ways = parse_int(values['l3'], labels['l3_ways'], 'ways', 1,
-                                 MAX_WAYS)
-    if 'pool' in values:
-        labels['pool'] = '<rdt:pool name="%s">' % show(values['pool'])
-        spec.pool = _pool_name(values['pool'], labels['pool'])
-    if 'mb' in values:
-        labels['mb_percent'] = '<rdt:mb percent="%s">' % show(values['mb'])
-        spec.mb_percent = parse_int(values['mb'], labels['mb_percent'],
-                                    'percent', 1, 100)
-    spec.labels = labels
-    _check_combination(spec, '<rdt:l3 ways="N">')
-    return spec
-
-
-def _pool_name(raw: str, label: str) -> str:
-    name = raw.strip()
-    if not name:
-        raise AnnotationError('%s: the pool name is empty' % label)
-    return name
-
-
-def _check_combination(spec: Spec, l3: str) -> None:
-    if spec.l3_ways is not None and spec.pool is not None:
-        raise AnnotationError('%s and %s exclude each other (in %s): ask for '
-                              'a dedicated CLOS or a shared pool, not both'
-                              % (spec.label('l3_ways'), spec.label('pool'),
-                                 spec.source))
-    if spec.mb_percent is not None and spec.pool is not None:
-        raise AnnotationError(
-            '%s cannot be combined with %s (in %s): a pool\'s bandwidth cap is '
-            '[pool:%s] mb_percent' % (spec.label('mb_percent'),
-                                      spec.label('pool'), spec.source,
-                                      spec.pool))
-    if spec.mb_percent is not None and spec.l3_ways is None:
-        raise AnnotationError('%s needs %s too (in %s): a bandwidth cap '
-                              'applies to a dedicated CLOS'
-                              % (spec.label('mb_percent'), l3, spec.source))
-
-
-def spec_from_pairs(pairs: dict[str, str], source: str,
-                    label_fmt: str) -> Spec | None:
-    """A Spec from ``rdt:`` extra-spec keys (other keys are ignored).
-
-    ``label_fmt`` % (key, value) names one key in messages.
-    """
-    values = {k: v for k, v in pairs.items() if k.startswith('rdt:')}
-    if not values:
-        return None
-    spec = Spec(source)
-    labels = {}
-    for key, raw in values.items():
-        field = EXTRA_SPECS.get(key)
-        label = label_fmt % (show(key), show(raw))
-        if field is None:
-            raise AnnotationError('%s: unknown ovs-rdt key "%s" (known: %s)'
-                                  % (label, show(key), ', '.join(EXTRA_SPECS)))
-        labels[field] = label
-        if field == 'l3_ways':
-            spec.l3_ways = parse_int(raw, label, 'the way count', 1, MAX_WAYS)
-        elif field == 'pool':
-            spec.pool = _pool_name(raw, label)
-        else:
-            spec.mb_percent = parse_int(raw, label, 'the percentage', 1, 100)
-    spec.labels = labels
-    _check_combination(spec, 'rdt:l3_ways')
-    return spec
+    raw = {field: values[element]
+           for element, (_attr, field) in _RDT_CHILDREN.items()
+           if element in values}
+    labels = {field: '<rdt:%s %s>' % (element, attr)
+              for element, (attr, field) in _RDT_CHILDREN.items()}
+    return request.parse(raw, labels, 'the <rdt:rdt> annotation')
 
 
 def parse_flavor_mapping(flavor: str, raw: str) -> dict[str, str]:
@@ -620,21 +429,23 @@ def parse_flavor_mapping(flavor: str, raw: str) -> dict[str, str]:
     return out
 
 
-def resolve(dom: Domain, settings: object | None) -> Spec | None:
+def resolve(dom: Domain, settings: object | None) -> CacheRequest | None:
     """What the VM asks for, validated against the settings; None: nothing.
 
     The annotation wins (an empty ``<rdt:rdt/>`` means "nothing", whatever
     the flavor says), then the flavor's ``rdt:`` extra specs, then the
     ``[flavors]`` entry for the flavor's name.
     """
-    spec: Spec | None
+    from ovs_rdt.inputs import request
+
+    spec: CacheRequest | None
     if dom.annotation is not None:
         spec = _annotation_spec(dom.annotation)
     elif dom.extra_specs and any(k.startswith('rdt:') for k in dom.extra_specs):
-        flavor = dom.flavor_name or '?'
-        spec = spec_from_pairs(dom.extra_specs,
-                               'flavor %s extra specs' % show(flavor),
-                               'flavor extra spec %s="%s"')
+        flavor = show(dom.flavor_name or '?')
+        spec = request.from_extra_specs(
+            dom.extra_specs, 'flavor %s extra spec ' % flavor,
+            source='flavor %s extra specs' % flavor)
     elif dom.flavor_name is not None and settings is not None:
         flavors: dict[str, str] = getattr(settings, 'flavors', {})
         raw = flavors.get(dom.flavor_name)
@@ -643,8 +454,8 @@ def resolve(dom: Domain, settings: object | None) -> Spec | None:
         source = '[flavors] %s' % show(dom.flavor_name)
         try:
             pairs = parse_flavor_mapping(dom.flavor_name, raw)
-            spec = spec_from_pairs(pairs, source, source + ' %s=%s')
-        except AnnotationError as exc:
+            spec = request.from_extra_specs(pairs, source + ' ', source=source)
+        except InvalidValue as exc:
             raise ConfigError(str(exc)) from None
         if spec is None:
             return None
@@ -660,11 +471,6 @@ def resolve(dom: Domain, settings: object | None) -> Spec | None:
             'ovs-rdt: keep one or the other'
             % (tag, show(vcpus), spec.describe()))
     if spec is not None and spec.pool is not None and settings is not None:
-        pools = getattr(settings, 'pools', {})
-        if spec.pool not in pools:
-            configured = ', '.join(sorted(pools)) or 'none'
-            raise AnnotationError(
-                '%s: no pool named "%s" is configured on this host '
-                '(configured: %s; see [allocation] pools)'
-                % (spec.label('pool'), show(spec.pool), configured))
+        request.configured_pool(spec.pool, getattr(settings, 'pools', {}),
+                                spec.label(request.POOL))
     return spec

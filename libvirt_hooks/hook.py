@@ -36,8 +36,9 @@ TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
-    from libvirt_hooks.domain import Domain, Spec
+    from libvirt_hooks.domain import Domain
     from ovs_rdt.allocator import Plan
+    from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
     from ovs_rdt.model import Request
     from ovs_rdt.resctrl import Resctrl
@@ -119,7 +120,7 @@ class Hook:
 
     def __init__(self, config_file: str | None, name: str, op: str,
                  subop: str) -> None:
-        from libvirt_hooks.domain import show
+        from ovs_rdt.inputs import show
 
         self.config_file = config_file
         self.op = op
@@ -166,8 +167,8 @@ class Hook:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
 
     # -- what the VM asks for -----------------------------------------------
-    def resolve(self, dom: Domain) -> Spec | None:
-        """The validated Spec, or None when the VM asks for nothing."""
+    def resolve(self, dom: Domain) -> CacheRequest | None:
+        """The validated request, or None when the VM asks for nothing."""
         from libvirt_hooks import domain
         from ovs_rdt.exceptions import ConfigError
 
@@ -188,28 +189,17 @@ class Hook:
             raise
         return domain.resolve(dom, settings)
 
-    def request(self, dom: Domain, spec: Spec) -> Request:
+    def request(self, dom: Domain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS VM."""
-        from ovs_rdt.exceptions import AnnotationError
+        from ovs_rdt.inputs import request
         from ovs_rdt.model import Request, vm_group
 
         ways = spec.l3_ways
         if ways is None:
             raise AssertionError('request() needs a dedicated-CLOS spec')
         platform = self.rc.platform()
-        if ways > platform.cbm_len:
-            raise AnnotationError('%s: this host\'s L3 cache has only %d ways '
-                                  'per cache domain'
-                                  % (spec.label('l3_ways'), platform.cbm_len))
-        if spec.mb_percent is not None:
-            if platform.mb is None:
-                raise AnnotationError(
-                    '%s: this host has no memory bandwidth allocation (no '
-                    'info/MB in resctrl)' % spec.label('mb_percent'))
-            if spec.mb_percent < platform.mb.min_bandwidth:
-                raise AnnotationError(
-                    '%s: this host\'s minimum memory bandwidth is %d%%'
-                    % (spec.label('mb_percent'), platform.mb.min_bandwidth))
+        request.check_host(spec, None, platform.cbm_len,
+                           platform.mb.min_bandwidth if platform.mb else None)
         cpus = dom.vcpu_cpus()
         known = platform.cpu_domains if cpus is not None else {}
         if cpus is None or not known or not all(c in known for c in cpus):
@@ -223,11 +213,11 @@ class Hook:
                        ways={d: ways for d in sorted(domains)},
                        exclusive=True, mb_percent=spec.mb_percent)
 
-    def group_of(self, dom: Domain, spec: Spec) -> str:
+    def group_of(self, dom: Domain, spec: CacheRequest) -> str:
         from ovs_rdt.model import pool_group, vm_group
         return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
 
-    def ensure_group(self, dom: Domain, spec: Spec) -> Plan | None:
+    def ensure_group(self, dom: Domain, spec: CacheRequest) -> Plan | None:
         """Reserve what the VM asks for; returns the plan, None if no change.
 
         A dedicated group is created or resized; for a pool VM, the pool's
@@ -265,7 +255,7 @@ class Hook:
         return 0
 
     def started(self, dom: Domain) -> int:
-        from libvirt_hooks.domain import show
+        from ovs_rdt.inputs import show
         from ovs_rdt import procfs
 
         spec = self.resolve(dom)
@@ -287,7 +277,7 @@ class Hook:
             raise Refusal('no running QEMU for the domain: %s is missing or '
                           'names no live process' % pidfile)
         guest = procfs.qemu_guest(pid)
-        if guest is None or guest[1].lower() != dom.uuid:
+        if guest is None or guest[1] != dom.uuid:
             raise Refusal('process %d (from %s) is not the QEMU of domain '
                           'uuid %s (it runs %s)'
                           % (pid, pidfile, dom.uuid,
@@ -374,7 +364,7 @@ class Hook:
             self.log('error', 'could not remove %s: %s' % (group, exc))
 
     def fail(self, strict: bool, dom_name: str, message: str) -> int:
-        from libvirt_hooks.domain import show
+        from ovs_rdt.inputs import show
 
         if not strict:
             self.log('error', message)

@@ -47,9 +47,10 @@ from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 from nova.virt import hardware
 
-from nova_plugin import opts, specs
+from nova_plugin import opts
 from ovs_rdt import capacity
-from ovs_rdt.exceptions import AnnotationError
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import integers, request
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -92,8 +93,8 @@ class _Pass:
         self.warned = False
         flavor = spec_obj.flavor
         try:
-            spec = specs.parse(_extra_specs(flavor))
-        except AnnotationError as exc:
+            spec = request.from_extra_specs(_extra_specs(flavor))
+        except InvalidValue as exc:
             self.error = 'flavor %s: %s' % (_name(flavor), exc)
             return
         if spec is None or (spec.l3_ways is None and spec.pool is None):
@@ -352,8 +353,8 @@ def _holding_of(inst: Any) -> capacity.Holding | None:
     """What an instance with a loaded flavor holds; malformed specs: nothing."""
     flavor = inst.flavor
     try:
-        spec = specs.parse(_extra_specs(flavor), strict=False)
-    except AnnotationError as exc:
+        spec = request.from_extra_specs(_extra_specs(flavor), strict=False)
+    except InvalidValue as exc:
         LOG.warning('Instance %(uuid)s counted as holding no cache ways: its '
                     'flavor %(flavor)s has invalid extra specs: %(error)s',
                     {'uuid': inst.uuid, 'flavor': _name(flavor),
@@ -463,9 +464,9 @@ def _capacity(aggregates: tuple, defaults: tuple) -> capacity.HostCapacity | Non
 def _parse(key: str, value: str) -> Any:
     if key == 'rdt_pools':
         return frozenset(p.strip() for p in value.split(',') if p.strip())
-    text = value.strip()
-    if text.isascii() and text.isdigit() and len(text) < 10:
-        return int(text)
+    number = integers.whole(value)
+    if number is not None and number <= integers.MAX:
+        return number
     LOG.warning('Ignoring aggregate metadata %(key)s=%(value)r: not a whole '
                 'number', {'key': key, 'value': value})
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from nova_plugin import specs
+from ovs_rdt.inputs.request import MAX_WAYS
 
 GROUP = 'ovs_rdt'
 
@@ -24,13 +24,13 @@ ovs_rdt_group = cfg.OptGroup(
 
 OPTS = [
     cfg.IntOpt(
-        'rdt_l3_ways', min=1, max=specs.L3_WAYS_MAX,
+        'rdt_l3_ways', min=1, max=MAX_WAYS,
         help='Ways of one L3 cache domain (socket): the length of the L3 '
              'capacity bitmask, /sys/fs/resctrl/info/L3/cbm_mask (11 for '
              '"7ff"). Unset: hosts without the rdt_l3_ways aggregate metadata '
              'have no cache capacity.'),
     cfg.IntOpt(
-        'rdt_system_ways', default=2, min=0, max=specs.L3_WAYS_MAX,
+        'rdt_system_ways', default=2, min=0, max=MAX_WAYS,
         help='Ways of each L3 cache domain kept out of VM allocations: the '
              'default resctrl group\'s minimum ([allocation] system_min_ways '
              'in ovs-rdt.conf), the OvS PMD group (rdt-pmd-l3-ways), the '

@@ -2,44 +2,39 @@
 
 Loaded by Nova's API through the ``nova.api.extra_spec_validators`` entry
 point ``rdt``, like Nova's own ``nova.api.validation.extra_specs`` modules.
-Registering a validator whose name has the ``rdt:`` prefix makes ``rdt`` a
-known namespace, so Nova also refuses unknown keys in it (typos such as
-``rdt:l3_way``).  Whether ``rdt:l3_ways`` and ``rdt:pool`` are combined
-cannot be checked here (Nova validates one key at a time); the scheduler
-filter refuses such flavors.
+Each value is checked by the rule the scheduler filter and the libvirt hook
+apply (:mod:`ovs_rdt.inputs.request`), not by Nova's ``int()``-based one
+(which takes ``+3``, ``0_3`` and ``٣``), and refused with the same message
+(``rdt:l3_ways: '٣' is not a whole number``).  ``rdt:{key}`` catches every
+other key of the namespace, so typos such as ``rdt:l3_way`` are refused
+with the message the filter and the hook give too.  Whether
+``rdt:l3_ways`` and ``rdt:pool`` are combined cannot be checked here (Nova
+validates one key at a time); the scheduler filter refuses such flavors.
 """
 from __future__ import annotations
-
-from typing import Any
 
 from nova.api.validation.extra_specs import base
 from nova import exception
 
-from nova_plugin import specs
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import names, request
+
+_PREFIX = request.EXTRA_SPEC_PREFIX
 
 
-class WholeNumberValidator(base.ExtraSpecValidator):
-    """Nova's integer validator, without what ``int()`` also accepts.
+class RDTValidator(base.ExtraSpecValidator):
+    """Nova's validator, deciding by ovs-rdt's rule for the key."""
 
-    ``int()`` takes ``+3``, ``0_3`` and non-ASCII digits (``٣``); the
-    scheduler filter and the libvirt hook refuse them
-    (:func:`nova_plugin.specs.parse`), so such a flavor would pass the API
-    and then fit no host.
-    """
-
-    def _validate_int(self, value: Any) -> None:
-        text = str(value).strip()
-        digits = text[1:] if text.startswith('-') else text  # "less than"
-        if not (digits.isascii() and digits.isdigit()) or len(digits) > 9:
-            raise exception.ValidationError(
-                f"Validation failed; '{value}' is not a valid integer value."
-            )
-        super()._validate_int(value)
+    def validate(self, name: str, value: str) -> None:
+        try:
+            request.check_extra_spec(name, str(value))
+        except InvalidValue as exc:
+            raise exception.ValidationError(detail=str(exc)) from None
 
 
 EXTRA_SPEC_VALIDATORS = [
-    WholeNumberValidator(
-        name=specs.L3_WAYS,
+    RDTValidator(
+        name=_PREFIX + request.L3_WAYS,
         description=(
             'Give the instance a dedicated class of service (resctrl group) '
             'holding this many isolated L3 cache ways on each cache domain '
@@ -50,13 +45,13 @@ EXTRA_SPEC_VALIDATORS = [
         ),
         value={
             'type': int,
-            'description': 'Cache ways per domain',
-            'min': specs.L3_WAYS_MIN,
-            'max': specs.L3_WAYS_MAX,
+            'description': 'Cache ways per domain (ASCII digits only)',
+            'min': 1,
+            'max': request.MAX_WAYS,
         },
     ),
-    base.ExtraSpecValidator(
-        name=specs.POOL,
+    RDTValidator(
+        name=_PREFIX + request.POOL,
         description=(
             'Put the instance in the shared ovs-rdt pool of this name (a '
             '``[pool:NAME]`` section of the node\'s ovs-rdt.conf). Excludes '
@@ -64,22 +59,30 @@ EXTRA_SPEC_VALIDATORS = [
         ),
         value={
             'type': str,
-            'description': 'A pool name',
-            'pattern': specs.POOL_PATTERN,
+            'description': 'A pool name: %s' % names.POOL_RULE,
+            'pattern': names.POOL_PATTERN,
         },
     ),
-    WholeNumberValidator(
-        name=specs.MB_PERCENT,
+    RDTValidator(
+        name=_PREFIX + request.MB_PERCENT,
         description=(
             'Cap the memory bandwidth of the instance\'s dedicated class of '
             'service (Intel MBA), in percent. Needs ``rdt:l3_ways``.'
         ),
         value={
             'type': int,
-            'description': 'Percent of the memory bandwidth',
-            'min': specs.MB_PERCENT_MIN,
-            'max': specs.MB_PERCENT_MAX,
+            'description': 'Percent of the memory bandwidth (ASCII digits '
+                           'only)',
+            'min': 1,
+            'max': 100,
         },
+    ),
+    RDTValidator(
+        name=_PREFIX + '{key}',
+        description='Any other ``rdt:`` key is refused (a typo).',
+        value={'type': str, 'description': 'Refused'},
+        parameters=[{'name': 'key', 'pattern': r'.+',
+                     'description': 'any key but the ones above'}],
     ),
 ]
 

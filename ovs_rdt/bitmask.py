@@ -28,21 +28,6 @@ class CBM:
 
     # -- construction -----------------------------------------------------
     @classmethod
-    def parse(cls, text: str, width: int, field: str = 'mask') -> 'CBM':
-        """Parse ``7f0`` or ``0x7f0``; errors name ``field`` and the text."""
-        raw = text.strip().lower()
-        if raw.startswith('0x'):
-            raw = raw[2:]
-        if not raw or any(c not in '0123456789abcdef' for c in raw):
-            raise InvalidMask('%s %r is not a hexadecimal capacity bitmask'
-                              % (field, text))
-        value = int(raw, 16)
-        if value >> width:
-            raise InvalidMask('%s %r has bits beyond the %d-bit capacity mask %x'
-                              % (field, text, width, (1 << width) - 1))
-        return cls(value, width)
-
-    @classmethod
     def span(cls, low: int, count: int, width: int) -> 'CBM':
         """``count`` contiguous ways starting at bit ``low``."""
         if count < 0 or low < 0 or low + count > width:

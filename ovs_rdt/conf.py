@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 
-from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.exceptions import ConfigError, InvalidValue
+from ovs_rdt.inputs import integers, names
+from ovs_rdt.inputs.request import MAX_WAYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~10 ms at every VM start
@@ -61,7 +63,7 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
     'pool': [
         ('l3_ways', 'int', None,
          'Number of L3 ways the pool gets on every cache domain. Exclusive '
-         'of l3_cbm.', {'min': 1}),
+         'of l3_cbm.', {'min': 1, 'max': MAX_WAYS}),
         ('l3_cbm', 'str', None,
          'An explicit capacity bitmask instead of l3_ways: one hex mask for '
          'every domain ("7f0") or per domain ("0=7f0;1=3f").', {}),
@@ -114,8 +116,6 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
 }
 
 POOL_GROUP_PREFIX = 'pool:'
-POOL_NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
-                            'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.')
 #: Sections whose keys are free-form (flavor names).
 FREE_SECTIONS = ('flavors',)
 
@@ -179,7 +179,6 @@ def convert(section: str, name: str, type_: str, raw: str | None,
     if raw is None:
         return default
     where = '[%s] %s' % (section, name)
-    value: Any
     if type_ == 'str':
         return raw
     if type_ == 'bool':
@@ -203,17 +202,10 @@ def convert(section: str, name: str, type_: str, raw: str | None,
         return raw.strip()
     if type_ == 'int':
         try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ConfigError('%s = %r is not an integer' % (where, raw)) \
-                from None
-        if 'min' in extra and value < extra['min']:
-            raise ConfigError('%s = %d is below the minimum %d'
-                              % (where, value, extra['min']))
-        if 'max' in extra and value > extra['max']:
-            raise ConfigError('%s = %d is above the maximum %d'
-                              % (where, value, extra['max']))
-        return value
+            return integers.parse(raw, where, extra.get('min', 0),
+                                  extra.get('max', integers.MAX))
+        except InvalidValue as exc:
+            raise ConfigError(str(exc)) from None
     raise AssertionError('unknown option type %s' % type_)
 
 
@@ -245,10 +237,10 @@ def from_lookup(get: Any, has_section: Any,
                          for n, t, d, _h, x in opts}
     pools: dict[str, dict[str, Any]] = {}
     for pool in sections['allocation']['pools']:
-        if not pool or len(pool) > 64 or not set(pool) <= POOL_NAME_CHARS:
-            raise ConfigError('[allocation] pools: %r is not a valid pool name '
-                              '(letters, digits, "-", "_" and "." only)'
-                              % pool)
+        try:
+            names.pool_name(pool, '[allocation] pools')
+        except InvalidValue as exc:
+            raise ConfigError(str(exc)) from None
         grp = POOL_GROUP_PREFIX + pool
         if not has_section(grp):
             raise ConfigError('[allocation] pools names %r but there is no '

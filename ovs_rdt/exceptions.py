@@ -14,7 +14,16 @@ class ConfigError(RDTError):
     """A configuration value is invalid (names the option and the value)."""
 
 
-class AnnotationError(RDTError):
+class InvalidValue(RDTError):
+    """A value an operator gave is refused by its rule (:mod:`ovs_rdt.inputs`).
+
+    The message has one shape on every surface: ``FIELD: 'VALUE' why``,
+    FIELD being how that surface names it (``rdt:l3_ways``, ``<rdt:l3
+    ways>``, ``other_config:rdt-pmd-l3-ways``, ``[pool:hp] l3_ways``).
+    """
+
+
+class AnnotationError(InvalidValue):
     """A domain XML annotation, flavor extra spec or OvS knob is invalid."""
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from ovs_rdt import allocator
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
-from ovs_rdt.exceptions import ConfigError, InvalidMask, RDTError
+from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
+from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
+from ovs_rdt.inputs import masks
 from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.model import pool_group, Request
 from ovs_rdt.resctrl import Resctrl, parse_schemata
@@ -51,39 +53,20 @@ POOL_PREFIX = pool_group('')
 
 def parse_domain_masks(text: str, platform: Platform,
                        field: str) -> dict[int, CBM]:
-    """``7f0`` (every domain) or ``0=7f0;1=3f`` (per domain)."""
-    text = text.strip()
-    if '=' not in text:
-        mask = _parse_mask(text, platform, field)
-        return {d: mask for d in platform.domains}
-    out: dict[int, CBM] = {}
-    for item in text.replace(',', ';').split(';'):
-        if not item.strip():
-            continue
-        dom_s, _, mask_s = item.partition('=')
-        try:
-            dom = int(dom_s.strip())
-        except ValueError:
-            raise ConfigError('%s: %r is not a cache domain id in %r'
-                              % (field, dom_s.strip(), text)) from None
-        if dom not in platform.domains:
-            raise ConfigError('%s: cache domain %d does not exist (this '
-                              'platform has %s)' % (field, dom,
-                                                    list(platform.domains)))
-        if dom in out:
-            raise ConfigError('%s: cache domain %d is given twice in %r'
-                              % (field, dom, text))
-        out[dom] = _parse_mask(mask_s, platform, field)
-    return out
+    """``7f0`` (every domain) or ``0=7f0;1=3f`` (per domain).
 
-
-def _parse_mask(text: str, platform: Platform, field: str) -> CBM:
+    Checked against the platform; ConfigError names ``field``.
+    """
     try:
-        mask = CBM.parse(text, platform.cbm_len, field)
-        allocator.validate_mask(platform, mask, field)
-    except InvalidMask as exc:
+        values = masks.domain_masks(text, field, platform.domains,
+                                    platform.cbm_len)
+        out = {dom: CBM(value, platform.cbm_len)
+               for dom, value in values.items()}
+        for mask in out.values():
+            allocator.validate_mask(platform, mask, field)
+    except (InvalidMask, InvalidValue) as exc:
         raise ConfigError(str(exc)) from None
-    return mask
+    return out
 
 
 class CacheManager:

@@ -71,22 +71,37 @@ def affinity(tid: int) -> frozenset[int]:
         return frozenset()
 
 
-def qemu_guest(pid: int, proc: str = PROC) -> tuple[str, str] | None:
-    """``(name, uuid)`` of a QEMU process started by libvirt, else None."""
-    args = cmdline(pid, proc)
-    if not args or 'qemu' not in os.path.basename(args[0]):
-        return None
-    name = uuid = ''
-    for i, arg in enumerate(args[:-1]):
-        if arg == '-name':
-            for part in args[i + 1].split(','):
+def guest_of_cmdline(args: list[str]) -> tuple[str, str] | None:
+    """``(name, uuid)`` of a guest's QEMU from its command line, else None.
+
+    The one rule for what a QEMU process is: its command line gives the
+    guest's UUID, ``-uuid U`` (``--uuid U`` and ``-uuid=U`` too; the last
+    one counts, as for QEMU).  Whatever argv[0] says: libvirt runs what the
+    domain's ``<emulator>`` names, e.g. ``/usr/bin/kvm``, a symlink to
+    ``qemu-system-x86_64``.  The name is ``-name guest=N,...`` (or ``-name
+    N``), else the UUID.
+    """
+    from ovs_rdt.inputs import uuids
+
+    name = uuid = None
+    for i, arg in enumerate(args):
+        value = args[i + 1] if i + 1 < len(args) else None
+        if arg in ('-uuid', '--uuid') and value is not None:
+            uuid = uuids.canonical(value)
+        elif arg.startswith(('-uuid=', '--uuid=')):
+            uuid = uuids.canonical(arg.split('=', 1)[1])
+        elif arg in ('-name', '--name') and value is not None:
+            for part in value.split(','):
                 if part.startswith('guest='):
                     name = part[len('guest='):]
                 elif '=' not in part and not name:
                     name = part
-        elif arg == '-uuid':
-            uuid = args[i + 1]
-    return (name, uuid) if name else None
+    return (name or uuid, uuid) if uuid else None
+
+
+def qemu_guest(pid: int, proc: str = PROC) -> tuple[str, str] | None:
+    """``(name, uuid)`` if ``pid`` is a guest's QEMU (:func:`guest_of_cmdline`)."""
+    return guest_of_cmdline(cmdline(pid, proc))
 
 
 def is_vcpu_thread(comm: str) -> bool:

@@ -88,8 +88,8 @@ def _member_text(row: dict) -> str:
 
 
 def _cpus(cpus: list[int]) -> str:
-    from ovs_rdt.resctrl import format_cpu_list
-    return format_cpu_list(cpus)
+    from ovs_rdt.inputs import cpulists
+    return cpulists.to_text(cpus)
 
 
 def render(report: dict, colour: bool = False) -> str:

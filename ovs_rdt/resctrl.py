@@ -1,8 +1,8 @@
 """The resctrl filesystem layer: plain file I/O below an injectable root.
 
 * Reads capabilities from ``info/`` and groups from their directories.
-* Creates and removes only ``ovsrdt-`` groups; writes schemata, mode,
-  tasks and cpus_list of our groups, and schemata/tasks of the root.
+* Creates and removes only ``ovsrdt-`` groups; writes schemata, mode and
+  tasks of our groups, and schemata/tasks of the root.
 * Every failed write raises :class:`ResctrlError` with the file, the value
   and the kernel's ``info/last_cmd_status``.
 * ``lock()`` is the kernel's documented convention: ``flock`` on the
@@ -19,6 +19,7 @@ import time
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
+from ovs_rdt.inputs import cpulists
 from ovs_rdt.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 
 TYPE_CHECKING = False
@@ -27,38 +28,6 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
 
 _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
                         'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:')
-
-
-def parse_cpu_list(text: str) -> frozenset[int]:
-    """``0-3,8`` -> {0, 1, 2, 3, 8}."""
-    cpus: set[int] = set()
-    for part in text.strip().split(','):
-        part = part.strip()
-        if not part:
-            continue
-        if '-' in part:
-            lo, hi = part.split('-', 1)
-            cpus.update(range(int(lo), int(hi) + 1))
-        else:
-            cpus.add(int(part))
-    return frozenset(cpus)
-
-
-def format_cpu_list(cpus: Iterable[int]) -> str:
-    """{0, 1, 2, 3, 8} -> ``0-3,8``."""
-    out: list[str] = []
-    run: list[int] = []
-    for cpu in sorted(set(cpus)):
-        if run and cpu == run[-1] + 1:
-            run.append(cpu)
-            continue
-        if run:
-            out.append(str(run[0]) if len(run) == 1 else
-                       '%d-%d' % (run[0], run[-1]))
-        run = [cpu]
-    if run:
-        out.append(str(run[0]) if len(run) == 1 else '%d-%d' % (run[0], run[-1]))
-    return ','.join(out)
 
 
 def parse_schemata(text: str, width: int) -> tuple[dict[int, CBM],
@@ -317,7 +286,8 @@ class Resctrl:
             mode = MODE_SHAREABLE
         tasks = self.tasks(name) if with_tasks else []
         try:
-            cpus = parse_cpu_list(self.read(self.path(name, 'cpus_list')))
+            cpus = cpulists.parse(self.read(self.path(name, 'cpus_list')),
+                                  self.path(name, 'cpus_list'))
         except FileNotFoundError:
             cpus = frozenset()
         return Group(name, l3, mb, mode, tasks, cpus)
@@ -378,11 +348,6 @@ class Resctrl:
     def write_mode(self, name: str, mode: str) -> None:
         self._owned(name, 'set the mode of')
         self.write(self.path(name, 'mode'), mode + '\n')
-
-    def write_cpus_list(self, name: str, cpus: Iterable[int]) -> None:
-        if name != ROOT:
-            self._owned(name, 'assign CPUs to')
-        self.write(self.path(name, 'cpus_list'), format_cpu_list(cpus) + '\n')
 
     def add_tasks(self, name: str, tids: Iterable[int]) -> list[int]:
         """Move TIDs into ``name`` one per write; returns those that exited."""

@@ -2,14 +2,18 @@
 
 :func:`parse` turns the keys into a :class:`Placement` (where PMD threads
 and ovs-vswitchd's other threads belong, and what the PMD group holds) or
-raises :class:`~ovs_rdt.exceptions.AnnotationError` with one specific,
-operator-ready message per fault.  No I/O, no ovsdbapp.
+raises :class:`~ovs_rdt.exceptions.InvalidValue` with one specific,
+operator-ready message per fault, by the rules every surface shares
+(:mod:`ovs_rdt.inputs.request`): ``other_config:rdt-pmd-l3-ways`` is
+checked exactly as ``rdt:l3_ways`` and ``<rdt:l3 ways>`` are.  No I/O, no
+ovsdbapp.
 """
 from __future__ import annotations
 
 from typing import Collection, Mapping
 
-from ovs_rdt.exceptions import AnnotationError
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import cpulists, names, refuse, request
 from ovs_rdt.model import PMD_GROUP, ROOT, pool_group
 
 KEY_WAYS = 'rdt-pmd-l3-ways'
@@ -19,6 +23,11 @@ KEY_MB = 'rdt-pmd-mb-percent'
 KEY_CPU_MASK = 'pmd-cpu-mask'
 #: Every other_config key the agent reads.
 KEYS = (KEY_WAYS, KEY_POOL, KEY_VSWITCHD, KEY_MB, KEY_CPU_MASK)
+#: The keys of the request, and its fields.
+REQUEST_KEYS = {KEY_WAYS: request.L3_WAYS, KEY_POOL: request.POOL,
+                KEY_MB: request.MB_PERCENT}
+#: How messages name a key.
+FIELD = 'other_config:%s'
 
 VSWITCHD_PMD = 'pmd'
 VSWITCHD_DEFAULT = 'default'
@@ -89,81 +98,29 @@ def relevant(other_config: Mapping[str, str]) -> dict[str, str]:
     return {k: other_config[k] for k in KEYS if k in other_config}
 
 
-def _int(key: str, raw: str, low: int, high: int | None, hint: str) -> int:
-    try:
-        value = int(raw.strip(), 10)
-    except ValueError:
-        raise AnnotationError('%s=%r is not a whole number%s'
-                              % (key, raw, hint)) from None
-    if value < low:
-        raise AnnotationError('%s=%d must be at least %d%s'
-                              % (key, value, low, hint))
-    if high is not None and value > high:
-        raise AnnotationError('%s=%d must be at most %d%s'
-                              % (key, value, high, hint))
-    return value
-
-
-def _pool(key: str, raw: str, pools: Collection[str],
-          prefix: str = '') -> str:
-    configured = ', '.join(sorted(pools)) or 'none'
-    name = raw.strip()
-    if not name:
-        raise AnnotationError('%s=%s names no pool: name one of [allocation] '
-                              'pools (configured: %s)'
-                              % (key, prefix, configured))
-    if name not in pools:
-        raise AnnotationError('%s=%s%s: no such pool (configured: %s; pools '
-                              'are declared in [allocation] pools and '
-                              '[pool:NAME])' % (key, prefix, name, configured))
-    return name
-
-
 def parse(other_config: Mapping[str, str], pools: Collection[str],
-          cbm_len: int | None = None, has_mba: bool = True) -> Placement:
-    """The placement the keys ask for; AnnotationError names the fault.
+          cbm_len: int | None = None, mb_min: int | None = 1) -> Placement:
+    """The placement the keys ask for; InvalidValue names the fault.
 
     ``pools`` are the configured pool names, ``cbm_len`` the ways of the
-    platform's L3 (None: unchecked), ``has_mba`` whether it has MBA.
+    platform's L3 (None: unchecked), ``mb_min`` the platform's minimum
+    memory bandwidth in percent (None: it has no MBA).
     """
-    ways = pool = mb = None
-    raw_ways = other_config.get(KEY_WAYS)
-    raw_pool = other_config.get(KEY_POOL)
-    if raw_ways is not None and raw_pool is not None:
-        raise AnnotationError('%s=%s and %s=%s are both set: choose one (a '
-                              'dedicated group or a shared pool)'
-                              % (KEY_WAYS, raw_ways, KEY_POOL, raw_pool))
-    if raw_ways is not None:
-        ways = _int(KEY_WAYS, raw_ways, 1, None,
-                    ' (the number of L3 cache ways for the PMD threads)')
-        if cbm_len is not None and ways > cbm_len:
-            raise AnnotationError('%s=%d is more than the %d ways of this '
-                                  'platform\'s L3 cache'
-                                  % (KEY_WAYS, ways, cbm_len))
-    if raw_pool is not None:
-        pool = _pool(KEY_POOL, raw_pool, pools)
-    raw_mb = other_config.get(KEY_MB)
-    if raw_mb is not None:
-        mb = _int(KEY_MB, raw_mb, 1, 100, ' (a percentage, 1-100)')
-        if pool is not None:
-            raise AnnotationError('%s=%d cannot cap a shared pool: set '
-                                  'mb_percent in [pool:%s] instead'
-                                  % (KEY_MB, mb, pool))
-        if ways is None:
-            raise AnnotationError('%s=%d needs %s (it caps the dedicated PMD '
-                                  'group)' % (KEY_MB, mb, KEY_WAYS))
-        if not has_mba:
-            raise AnnotationError('%s=%d: this platform has no memory '
-                                  'bandwidth allocation (no info/MB in '
-                                  'resctrl)' % (KEY_MB, mb))
-    vswitchd = other_config.get(KEY_VSWITCHD, VSWITCHD_PMD).strip()
+    raw = {field: other_config[key] for key, field in REQUEST_KEYS.items()
+           if key in other_config}
+    req = request.parse(raw, {field: FIELD % key
+                              for key, field in REQUEST_KEYS.items()},
+                        'OvS other_config')
+    request.check_host(req, pools, cbm_len, mb_min)
+    vswitchd = other_config.get(KEY_VSWITCHD, VSWITCHD_PMD)
+    field = FIELD % KEY_VSWITCHD
     if vswitchd.startswith(VSWITCHD_POOL):
-        vswitchd = VSWITCHD_POOL + _pool(
-            KEY_VSWITCHD, vswitchd[len(VSWITCHD_POOL):], pools, VSWITCHD_POOL)
+        name = names.pool_name(vswitchd[len(VSWITCHD_POOL):], field)
+        request.configured_pool(name, pools, field, vswitchd)
     elif vswitchd not in (VSWITCHD_PMD, VSWITCHD_DEFAULT):
-        raise AnnotationError('%s=%r is not one of pmd, default, pool:<name>'
-                              % (KEY_VSWITCHD, vswitchd))
-    return Placement(ways, pool, mb, vswitchd)
+        raise refuse(field, vswitchd, 'is not one of pmd, default, '
+                     'pool:<name>')
+    return Placement(req.l3_ways, req.pool, req.mb_percent, vswitchd)
 
 
 def parse_cpu_mask(text: str | None) -> frozenset[int]:
@@ -173,11 +130,7 @@ def parse_cpu_mask(text: str | None) -> frozenset[int]:
     """
     if not text:
         return frozenset()
-    raw = text.strip().lower()
-    if raw.startswith('0x'):
-        raw = raw[2:]
     try:
-        value = int(raw, 16)
-    except ValueError:
+        return cpulists.from_mask(text, FIELD % KEY_CPU_MASK)
+    except InvalidValue:
         return frozenset()
-    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)

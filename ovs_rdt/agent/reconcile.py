@@ -5,12 +5,12 @@ say.  It remembers the last placement that applied cleanly: a bad value,
 or one the platform cannot meet, leaves that placement in force (new PMD
 threads still follow it) and turns the status into ``error: ...``.
 
-:class:`NodeReconciler` is the node's janitor: it adopts the ``ovsrdt-``
-groups it finds and removes ``ovsrdt-vm-<uuid>`` groups whose QEMU is gone
-(no process with ``-uuid <uuid>``, no libvirt status file naming it) and
-which hold no task, once seen so for :data:`ORPHAN_GRACE` seconds (the
-libvirt hook creates the group at ``prepare``, QEMU comes later).  Pool and
-PMD groups are never its business.  No ovsdbapp, no oslo here.
+:class:`NodeReconciler` is the node's janitor: it removes
+``ovsrdt-vm-<uuid>`` groups whose QEMU is gone (no process with ``-uuid
+<uuid>``, no libvirt status file naming it) and which hold no task, once
+seen so for :data:`ORPHAN_GRACE` seconds (the libvirt hook creates the
+group at ``prepare``, QEMU comes later).  Pool and PMD groups are never its
+business.  No ovsdbapp, no oslo here.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import knobs as knobs_mod
 from ovs_rdt.agent.pmd import Scan
 from ovs_rdt.bitmask import CBM
-from ovs_rdt.exceptions import AnnotationError, RDTError
+from ovs_rdt.exceptions import RDTError
+from ovs_rdt.inputs import uuids
 from ovs_rdt.members import pmd_label
 from ovs_rdt.model import PMD_GROUP, ROOT, Platform, Request, pool_group
 from ovs_rdt.model import vm_group
@@ -87,10 +88,11 @@ class PmdPlacer:
             self._pid = scan.pid
         if fresh:
             try:
-                want = knobs_mod.parse(raw, list(self.manager.settings.pools),
-                                       platform.cbm_len, platform.mb is not None)
+                want = knobs_mod.parse(
+                    raw, list(self.manager.settings.pools), platform.cbm_len,
+                    platform.mb.min_bandwidth if platform.mb else None)
                 self._apply(want, raw, scan, platform, force)
-            except (AnnotationError, RDTError) as exc:
+            except RDTError as exc:
                 self._fail(exc, new=True)
             else:
                 if want != self.good:
@@ -278,35 +280,16 @@ class PmdPlacer:
 #: starting VM's group gives its reserved ways away.
 ORPHAN_GRACE = 600.0
 
-_UUID_CHARS = frozenset('0123456789abcdef')
 _LIBVIRT_UUID = re.compile(rb'<uuid>\s*([0-9A-Fa-f-]{32,36})\s*</uuid>')
 
 
-def is_uuid(text: str) -> bool:
-    """The canonical form the hook names groups with (lower case, dashed)."""
-    parts = text.split('-')
-    return [len(p) for p in parts] == [8, 4, 4, 4, 12] and \
-        set(text.replace('-', '')) <= _UUID_CHARS
-
-
-def cmdline_uuids(args: list[str]) -> set[str]:
-    """The values of ``-uuid X``/``--uuid X``/``-uuid=X`` (lower case)."""
-    out = set()
-    for i, arg in enumerate(args):
-        if arg in ('-uuid', '--uuid'):
-            if i + 1 < len(args):
-                out.add(args[i + 1].strip().lower())
-        elif arg.startswith(('-uuid=', '--uuid=')):
-            out.add(arg.split('=', 1)[1].strip().lower())
-    return out
-
-
 def running_vm_uuids(proc: str = procfs.PROC) -> set[str]:
-    """UUIDs (lower case) in the command line of any process on the node.
+    """UUIDs of the guests whose QEMU runs on the node.
 
-    Any process, not only those whose argv[0] says "qemu" (an emulator
-    reached through a symlink such as ``/usr/bin/kvm`` does not): a false
-    positive only keeps a group a while longer.
+    By :func:`ovs_rdt.procfs.guest_of_cmdline`, the rule the libvirt hook
+    uses too: any process whose command line gives ``-uuid``, whatever its
+    argv[0] (an emulator reached through a symlink such as
+    ``/usr/bin/kvm``); a false positive only keeps a group a while longer.
     """
     out: set[str] = set()
     try:
@@ -315,12 +298,14 @@ def running_vm_uuids(proc: str = procfs.PROC) -> set[str]:
         return out
     for entry in entries:
         if entry.isdigit():
-            out |= cmdline_uuids(procfs.cmdline(int(entry), proc))
+            guest = procfs.qemu_guest(int(entry), proc)
+            if guest is not None:
+                out.add(guest[1])
     return out
 
 
 def libvirt_domains(run_dir: str | None) -> dict[str, str]:
-    """UUID (lower case) -> domain name, from libvirt's status files.
+    """UUID (canonical) -> domain name, from libvirt's status files.
 
     libvirt keeps one per domain it runs (``<run_dir>/<name>.xml``; or is
     starting, from just before QEMU runs), whatever QEMU's command line
@@ -340,7 +325,9 @@ def libvirt_domains(run_dir: str | None) -> dict[str, str]:
         except OSError:
             continue
         for match in _LIBVIRT_UUID.findall(data):
-            out[match.decode('ascii').lower()] = name[:-len('.xml')]
+            uuid = uuids.canonical(match.decode('ascii'))
+            if uuid is not None:
+                out[uuid] = name[:-len('.xml')]
     return out
 
 
@@ -363,7 +350,7 @@ def sees_all_tasks(proc: str = procfs.PROC) -> bool:
 
 
 class NodeReconciler:
-    """Adopts our groups and removes VM groups left behind by dead QEMUs."""
+    """Removes VM groups left behind by dead QEMUs."""
 
     def __init__(self, manager: Any, proc: str = procfs.PROC,
                  run_dir: str | None = None, grace: float | None = None,
@@ -381,11 +368,12 @@ class NodeReconciler:
         self._suspects: dict[str, float] = {}
         self._blind_logged = False
 
-    def adopt(self) -> list[str]:
+    def log_own_groups(self) -> list[str]:
+        """The ``ovsrdt-`` groups there are, logged (at start and reload)."""
         names = [n for n in self.manager.resctrl.group_names()
                  if n.startswith(GROUP_PREFIX)]
         if names:
-            LOG.info('adopting existing groups: %s', ', '.join(names))
+            LOG.info('ovsrdt- groups found: %s', ', '.join(names))
         return names
 
     def _run_dir(self) -> str | None:
@@ -400,7 +388,8 @@ class NodeReconciler:
     def _orphaned(self, name: str, live: set[str] | None = None) -> bool:
         """No task in it (and, given ``live``, no VM with its UUID)."""
         uuid = name[len(VM_PREFIX):]
-        if not is_uuid(uuid) or (live is not None and uuid in live):
+        if not uuids.is_canonical(uuid) or (live is not None
+                                            and uuid in live):
             return False     # not a name the hook gives, or its VM runs
         try:
             return not self.manager.resctrl.tasks(name)

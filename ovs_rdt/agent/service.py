@@ -92,7 +92,7 @@ class Agent:
         """The configured pools and default group (retried until done)."""
         try:
             self.manager.apply()
-            self.node.adopt()
+            self.node.log_own_groups()
         except (RDTError, OSError) as exc:
             self._log_error('cannot apply the configured pools (retrying '
                             'every [ovs] rescan_interval): %s' % describe(exc),

@@ -223,8 +223,8 @@ class PrivateOvs:
 
     @staticmethod
     def mask_cores(mask: str) -> set[int]:
-        value = int(mask, 16)
-        return {i for i in range(value.bit_length()) if value >> i & 1}
+        from ovs_rdt.inputs import cpulists
+        return set(cpulists.from_mask(mask, 'pmd-cpu-mask'))
 
 
 def missing() -> str | None:

@@ -189,9 +189,10 @@ def test_leftover_group_released_on_start(mgr: FakeManager) -> None:
 
 
 @pytest.mark.parametrize('bad, words', [
-    ({'rdt-pmd-l3-ways': 'abc'}, "rdt-pmd-l3-ways='abc'"),
-    ({'rdt-pmd-l3-ways': '4', 'rdt-pmd-pool': 'hp'}, 'both set'),
-    ({'rdt-pmd-pool': 'gold'}, 'no such pool'),
+    ({'rdt-pmd-l3-ways': 'abc'}, "other_config:rdt-pmd-l3-ways: 'abc' is not "
+     'a whole number'),
+    ({'rdt-pmd-l3-ways': '4', 'rdt-pmd-pool': 'hp'}, 'exclude each other'),
+    ({'rdt-pmd-pool': 'gold'}, 'names no pool configured'),
     ({'rdt-pmd-l3-ways': '10'}, 'only 9 are free'),
 ])
 def test_bad_value_keeps_last_good_state(mgr: FakeManager, bad: dict,
@@ -214,7 +215,7 @@ def test_bad_value_keeps_last_good_state(mgr: FakeManager, bad: dict,
 def test_first_value_bad(mgr: FakeManager) -> None:
     placer = PmdPlacer(mgr)
     assert placer.sync({'rdt-vswitchd': 'x'}, scan({200: 0})).startswith(
-        "error: rdt-vswitchd='x'")
+        "error: other_config:rdt-vswitchd: 'x' is not one of")
     assert mgr.calls == []
 
 
@@ -285,7 +286,7 @@ def test_reconciler_removes_orphans_after_two_passes(mgr, tmp_path) -> None:
     for uuid, tasks in ((live, set()), (dead, set()), (busy, {55})):
         mgr.resctrl.members['ovsrdt-vm-' + uuid] = set(tasks)
     node = reconciler(mgr, tmp_path)
-    assert sorted(node.adopt()) == sorted(
+    assert sorted(node.log_own_groups()) == sorted(
         [HP] + ['ovsrdt-vm-' + u for u in (live, dead, busy)])
     assert node.reconcile() == []          # first sighting: a suspect
     assert node.reconcile() == ['ovsrdt-vm-' + dead]
@@ -439,7 +440,7 @@ def test_transient_failure_clears_with_the_next_success(mgr) -> None:
     assert mgr.resctrl.where(201) == PMD_GROUP
     # A bad key stays an error while good placements go on.
     status = placer.sync({'rdt-pmd-l3-ways': 'x'}, scan({200: 0, 201: 1}))
-    assert status.startswith("error: rdt-pmd-l3-ways='x'")
+    assert status.startswith("error: other_config:rdt-pmd-l3-ways: 'x' is not")
     assert placer.sync({'rdt-pmd-l3-ways': 'x'},
                        scan({200: 0, 201: 1, 202: 1})) == status
     assert mgr.resctrl.where(202) == PMD_GROUP

@@ -119,7 +119,8 @@ def test_bad_knob_reported_not_fatal(agent: service.Agent) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     assert run_with(agent, script) == 0
-    assert "rdt-pmd-l3-ways='abc'" in FakeOvsdb.instances[0].statuses[-1]
+    assert "other_config:rdt-pmd-l3-ways: 'abc' is not a whole number" in \
+        FakeOvsdb.instances[0].statuses[-1]
 
 
 def test_unexpected_exception_is_contained(agent: service.Agent,

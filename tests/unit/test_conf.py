@@ -87,9 +87,15 @@ def test_missing_named_files_are_errors(argv, message):
 
 
 @pytest.mark.parametrize('section,line,message', [
-    ('pool:hp', 'l3_ways = abc', r"\[pool:hp\] l3_ways = 'abc' is not an integer"),
-    ('pool:hp', 'l3_ways = 0', r'\[pool:hp\] l3_ways = 0 is below the minimum 1'),
-    ('pool:noisy', 'mb_percent = 101', 'mb_percent = 101 is above the maximum 100'),
+    ('pool:hp', 'l3_ways = abc',
+     r"\[pool:hp\] l3_ways: 'abc' is not a whole number"),
+    ('pool:hp', 'l3_ways = 0', r"\[pool:hp\] l3_ways: '0' must be from 1 to 64"),
+    ('pool:hp', 'l3_ways = 65', r"l3_ways: '65' must be from 1 to 64"),
+    ('pool:hp', 'l3_ways = "\u0663"', r"l3_ways: '\u0663' is not a whole number"),
+    ('resctrl', 'lock_timeout = +3', r"\[resctrl\] lock_timeout: '\+3' is not a "
+     'whole number'),
+    ('pool:noisy', 'mb_percent = 101',
+     r"\[pool:noisy\] mb_percent: '101' must be from 1 to 100"),
     ('libvirt', 'on_failure = maybe', "on_failure = 'maybe' is not one of refuse, warn"),
     ('pool:hp', 'isolated = perhaps', "isolated = 'perhaps' is not a boolean"),
     ('metrics', 'listen = 9468', r"\[metrics\] listen = '9468' is not HOST:PORT"),
@@ -178,7 +184,7 @@ def test_ini_syntax_errors_name_file_and_line(tmp_path, text, message):
      r"unknown option 'l3_way' in \[pool:hp\] \(known: l3_ways, l3_cbm"),
     ('[resctrl]\nrot = /x\n', r"unknown option 'rot' in \[resctrl\]"),
     ('[allocation]\npools = h p\n[pool:h p]\nl3_ways = 1\n',
-     r"\[allocation\] pools: 'h p' is not a valid pool name"),
+     r"\[allocation\] pools: 'h p' is not a pool name \(a letter or digit"),
 ])
 def test_typos_are_refused_by_hook_and_commands(tmp_path, text, message):
     path = tmp_path / 'c.conf'

@@ -3,7 +3,7 @@ import pytest
 
 from libvirt_hooks import domain
 from ovs_rdt.conf import Settings
-from ovs_rdt.exceptions import AnnotationError, ConfigError
+from ovs_rdt.exceptions import AnnotationError, ConfigError, InvalidValue
 
 UUID = '0b0580e0-4511-437a-855b-3e988e147bd5'
 NOVA = 'http://openstack.org/xmlns/libvirt/nova/1.1'
@@ -47,7 +47,7 @@ def spec_of(data, settings=SETTINGS):
 
 
 def error_of(data, settings=SETTINGS):
-    with pytest.raises((AnnotationError, ConfigError)) as info:
+    with pytest.raises((InvalidValue, ConfigError)) as info:
         spec_of(data, settings)
     msg = str(info.value)
     assert '\n' not in msg
@@ -67,15 +67,19 @@ def test_name_uuid_and_annotation():
 def test_uuid_normalised_and_validated():
     dom = domain.parse(xml(uuid=UUID.upper().replace('-', '')))
     assert dom.uuid == UUID
-    assert 'is not a UUID' in error_of(xml(uuid='../../etc'))
+    assert error_of(xml(uuid='../../etc')) == \
+        "<uuid>: '../../etc' is not a UUID"
     assert 'is not a UUID' in error_of(xml(uuid=UUID + '0'))
+    # Text around it is XML layout (libvirt's own parser skips it too).
+    assert domain.parse(xml(uuid=' %s\n' % UUID)).uuid == UUID
     with pytest.raises(AnnotationError, match='has no <uuid>'):
         domain.parse(b'<domain><name>x</name></domain>')
 
 
 @pytest.mark.parametrize('name', ['a/b', '..', ''])
 def test_bad_names(name):
-    assert 'is not a valid domain name' in error_of(xml(name=name))
+    assert error_of(xml(name=name)) == \
+        "<name>: '%s' is not a valid domain name" % name
 
 
 def test_no_annotation_means_nothing():
@@ -97,19 +101,19 @@ def test_foreign_metadata_ignored():
 
 # -- the annotation's faults: one message each ----------------------------
 @pytest.mark.parametrize('body, message', [
-    ('<rdt:l3 ways="0"/>', '<rdt:l3 ways="0">: ways must be at least 1'),
-    ('<rdt:l3 ways="abc"/>',
-     '<rdt:l3 ways="abc">: ways must be a whole number from 1 to 64'),
-    ('<rdt:l3 ways="-1"/>',
-     '<rdt:l3 ways="-1">: ways must be a whole number from 1 to 64'),
-    ('<rdt:l3 ways="2.5"/>',
-     '<rdt:l3 ways="2.5">: ways must be a whole number from 1 to 64'),
-    ('<rdt:l3 ways="65"/>', '<rdt:l3 ways="65">: ways must be at most 64'),
+    ('<rdt:l3 ways="0"/>', "<rdt:l3 ways>: '0' must be from 1 to 64"),
+    ('<rdt:l3 ways="abc"/>', "<rdt:l3 ways>: 'abc' is not a whole number"),
+    ('<rdt:l3 ways="-1"/>', "<rdt:l3 ways>: '-1' is not a whole number"),
+    ('<rdt:l3 ways="2.5"/>', "<rdt:l3 ways>: '2.5' is not a whole number"),
+    ('<rdt:l3 ways=" 2 "/>', "<rdt:l3 ways>: ' 2 ' is not a whole number"),
+    ('<rdt:l3 ways="&#x663;"/>',
+     "<rdt:l3 ways>: '\u0663' is not a whole number"),
+    ('<rdt:l3 ways="65"/>', "<rdt:l3 ways>: '65' must be from 1 to 64"),
     ('<rdt:l3 ways="3"/><rdt:pool name="noisy"/>',
-     '<rdt:l3 ways="3"> and <rdt:pool name="noisy"> exclude each other'),
+     '<rdt:l3 ways> and <rdt:pool name> exclude each other'),
     ('<rdt:pool name="bogus"/>',
-     '<rdt:pool name="bogus">: no pool named "bogus" is configured on this '
-     'host (configured: hp, noisy; see [allocation] pools)'),
+     "<rdt:pool name>: 'bogus' names no pool configured on this host "
+     '(configured: hp, noisy; see [allocation] pools)'),
     ('<rdt:l3 ways="3" size="2"/>',
      '<rdt:l3 size="2">: unknown attribute "size" (<rdt:l3> takes only '
      '"ways")'),
@@ -122,13 +126,16 @@ def test_foreign_metadata_ignored():
      '<rdt:l3> appears twice in <rdt:rdt>'),
     ('<rdt:l3 ways="3"><rdt:x/></rdt:l3>', '<rdt:l3> takes no child elements'),
     ('<rdt:mb percent="150"/><rdt:l3 ways="2"/>',
-     '<rdt:mb percent="150">: percent must be at most 100'),
+     "<rdt:mb percent>: '150' must be from 1 to 100"),
     ('<rdt:mb percent="0"/><rdt:l3 ways="2"/>',
-     '<rdt:mb percent="0">: percent must be at least 1'),
-    ('<rdt:mb percent="50"/>', '<rdt:mb percent="50"> needs <rdt:l3'),
+     "<rdt:mb percent>: '0' must be from 1 to 100"),
+    ('<rdt:mb percent="50"/>',
+     '<rdt:mb percent> needs <rdt:l3 ways> too'),
     ('<rdt:pool name="noisy"/><rdt:mb percent="50"/>',
-     'cannot be combined with <rdt:pool name="noisy">'),
-    ('<rdt:pool name=""/>', '<rdt:pool name="">: the pool name is empty'),
+     '<rdt:mb percent> cannot go with <rdt:pool name>'),
+    ('<rdt:pool name=""/>', "<rdt:pool name>: '' is not a pool name"),
+    ('<rdt:pool name=" noisy"/>',
+     "<rdt:pool name>: ' noisy' is not a pool name"),
     ('three', '<rdt:rdt> holds text "three"'),
 ])
 def test_annotation_errors(body, message):
@@ -164,7 +171,7 @@ def test_values_in_messages_are_escaped_and_bounded():
 def test_pool_and_mb():
     spec = spec_of(xml(rdt('<rdt:pool name="noisy"/>')))
     assert (spec.l3_ways, spec.pool) == (None, 'noisy')
-    spec = spec_of(xml(rdt('<rdt:l3 ways=" 2 "/><rdt:mb percent="50"/>')))
+    spec = spec_of(xml(rdt('<rdt:l3 ways="02"/><rdt:mb percent="50"/>')))
     assert (spec.l3_ways, spec.mb_percent) == (2, 50)
 
 
@@ -230,15 +237,22 @@ def test_vcpupin_overrides_and_partial_pinning():
 
 
 @pytest.mark.parametrize('cpuset, message', [
-    ('x', "'x' is not a CPU id or range"),
-    ('3-1', 'runs backwards'),
+    ('x', "<vcpu cpuset>: 'x' is not a CPU list: 'x' is not a CPU id or range"),
+    ('3-1', "<vcpu cpuset>: '3-1' is not a CPU list: range '3-1' runs "
+     'backwards'),
     ('0-99999999', 'is not a CPU id or range'),
-    ('1,^1', 'the CPU set is empty'),
+    ('1,^1', "<vcpu cpuset>: '1,^1' is an empty CPU set"),
 ])
 def test_bad_cpusets(cpuset, message):
     dom = domain.parse(xml(vcpu='<vcpu cpuset="%s">1</vcpu>' % cpuset))
-    with pytest.raises(AnnotationError, match=message):
+    with pytest.raises(InvalidValue) as err:
         dom.vcpu_cpus()
+    assert message in str(err.value)
+    pin = "<cputune><vcpupin vcpu='0' cpuset='%s'/></cputune>" % cpuset
+    dom = domain.parse(xml(vcpu='<vcpu>1</vcpu>', cputune=pin))
+    with pytest.raises(InvalidValue) as err:
+        dom.vcpu_cpus()
+    assert str(err.value).startswith('<vcpupin vcpu="0" cpuset>: ')
 
 
 def test_cpuset_parts_apply_in_order_like_libvirt():
@@ -264,7 +278,7 @@ def test_cpusets_cost_bounded_by_the_text():
 
 def test_bad_vcpu_count():
     dom = domain.parse(xml(vcpu='<vcpu cpuset="1">many</vcpu>'))
-    with pytest.raises(AnnotationError, match='<vcpu>many</vcpu>'):
+    with pytest.raises(InvalidValue, match="<vcpu>: 'many' is not a whole"):
         dom.vcpu_cpus()
 
 
@@ -287,14 +301,17 @@ def test_annotation_wins_over_extra_specs():
 
 
 @pytest.mark.parametrize('specs, message', [
-    ({'rdt:l3_ways': 'abc'}, 'flavor extra spec rdt:l3_ways="abc": the way '
-     'count must be a whole number from 1 to 64'),
-    ({'rdt:l3_ways': '0'}, 'must be at least 1'),
-    ({'rdt:l3ways': '3'}, 'flavor extra spec rdt:l3ways="3": unknown ovs-rdt '
-     'key "rdt:l3ways" (known: rdt:l3_ways, rdt:pool, rdt:mb_percent)'),
+    ({'rdt:l3_ways': 'abc'}, "flavor m1.nfv extra spec rdt:l3_ways: 'abc' is "
+     'not a whole number'),
+    ({'rdt:l3_ways': ' 3'}, "rdt:l3_ways: ' 3' is not a whole number"),
+    ({'rdt:l3_ways': '0'}, "rdt:l3_ways: '0' must be from 1 to 64"),
+    ({'rdt:l3ways': '3'}, 'flavor m1.nfv extra spec rdt:l3ways: unknown '
+     'ovs-rdt key (known: rdt:l3_ways, rdt:pool, rdt:mb_percent)'),
     ({'rdt:l3_ways': '3', 'rdt:pool': 'hp'}, 'exclude each other'),
-    ({'rdt:pool': 'nope'}, 'no pool named "nope"'),
-    ({'rdt:mb_percent': '101', 'rdt:l3_ways': '1'}, 'at most 100'),
+    ({'rdt:pool': 'nope'}, "flavor m1.nfv extra spec rdt:pool: 'nope' names "
+     'no pool configured'),
+    ({'rdt:mb_percent': '101', 'rdt:l3_ways': '1'},
+     "rdt:mb_percent: '101' must be from 1 to 100"),
 ])
 def test_extra_spec_errors(specs, message):
     assert message in error_of(xml(nova(specs)))
@@ -326,9 +343,10 @@ def test_flavors_section_fallback():
 @pytest.mark.parametrize('value, message', [
     ('rdt:l3_ways', '[flavors] m1.nfv = rdt:l3_ways: "rdt:l3_ways" is not '
      'KEY=VALUE'),
-    ('rdt:l3_ways=x', '[flavors] m1.nfv rdt:l3_ways=x: the way count must be'),
+    ('rdt:l3_ways=x', "[flavors] m1.nfv rdt:l3_ways: 'x' is not a whole "
+     'number'),
     ('rdt:l3_ways=1, l3_ways=2', 'rdt:l3_ways is given twice'),
-    ('rdt:colour=red', 'unknown ovs-rdt key "rdt:colour"'),
+    ('rdt:colour=red', '[flavors] m1.nfv rdt:colour: unknown ovs-rdt key'),
 ])
 def test_flavors_section_errors_are_config_errors(value, message):
     settings = Settings.defaults()
@@ -399,7 +417,8 @@ def test_name_kept_exactly():
 
 
 def test_show_escapes_every_plane():
-    assert domain.show('a\nb\u2028\U000e0001') == \
+    from ovs_rdt.inputs import show
+    assert show('a\nb\u2028\U000e0001') == \
         'a\\x0ab\\u2028\\U000e0001'
 
 

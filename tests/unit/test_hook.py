@@ -186,13 +186,14 @@ def test_prepare_is_idempotent_and_resizes(node):
 
 
 @pytest.mark.parametrize('body, message', [
-    ('<rdt:l3 ways="0"/>', '<rdt:l3 ways="0">: ways must be at least 1'),
-    ('<rdt:l3 ways="abc"/>', '<rdt:l3 ways="abc">: ways must be a whole'),
+    ('<rdt:l3 ways="0"/>', "<rdt:l3 ways>: '0' must be from 1 to 64"),
+    ('<rdt:l3 ways="abc"/>', "<rdt:l3 ways>: 'abc' is not a whole number"),
     ('<rdt:l3 ways="1"/><rdt:pool name="noisy"/>', 'exclude each other'),
-    ('<rdt:pool name="bogus"/>', 'no pool named "bogus"'),
+    ('<rdt:pool name="bogus"/>', "<rdt:pool name>: 'bogus' names no pool "
+     'configured on this host'),
     ('<rdt:l3 ways="1" foo="bar"/>', 'unknown attribute "foo"'),
-    ('<rdt:l3 ways="12"/>', '<rdt:l3 ways="12">: this host\'s L3 cache has '
-     'only 11 ways per cache domain'),
+    ('<rdt:l3 ways="12"/>', "<rdt:l3 ways>: '12' is more than the 11 ways of "
+     "this host's L3 cache"),
     ('<rdt:l3 ways="8"/>', 'needs 8 ways on cache domain 0, but only 7'),
 ])
 def test_prepare_refusals(node, capsys, body, message):
@@ -227,7 +228,8 @@ def test_mb_percent(node):
 def test_mb_below_platform_minimum_refused(node, capsys):
     data = xml(rdt('<rdt:l3 ways="2"/><rdt:mb percent="5"/>'))
     assert node.run(data) == 1
-    assert 'minimum memory bandwidth is 10%' in one_line(capsys.readouterr())
+    assert "<rdt:mb percent>: '5' is below this host's minimum memory " \
+        'bandwidth, 10%' in one_line(capsys.readouterr())
 
 
 def test_nova_extra_specs_and_flavors(node):
@@ -499,8 +501,8 @@ def test_wrapper_runs_the_hook(node, tmp_path):
                          capture_output=True, env={})
     assert res.returncode == 1 and res.stdout == b''
     assert res.stderr.decode() == ("ovs-rdt: refusing to start domain 'vm1': "
-                                   '<rdt:l3 ways="0">: ways must be at least '
-                                   '1\n')
+                                   "<rdt:l3 ways>: '0' must be from 1 to 64"
+                                   '\n')
 
 
 def test_wrapper_quotes_odd_paths(node, tmp_path):
@@ -514,7 +516,7 @@ def test_wrapper_quotes_odd_paths(node, tmp_path):
                          input=xml(rdt('<rdt:l3 ways="0"/>')),
                          capture_output=True, env={})
     assert res.returncode == 1
-    assert b'ways must be at least 1' in res.stderr
+    assert b"<rdt:l3 ways>: '0' must be from 1 to 64" in res.stderr
 
 
 def test_install_refuses_foreign_files_and_uninstalls(tmp_path):

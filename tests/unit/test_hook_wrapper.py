@@ -57,8 +57,8 @@ def test_wrapper_is_sh_and_checks_its_interpreter(tmp_path):
     res = run(path, ZERO)
     assert res.returncode == 1 and res.stdout == b''
     assert res.stderr.decode() == ("ovs-rdt: refusing to start domain 'vm1': "
-                                   '<rdt:l3 ways="0">: ways must be at least '
-                                   '1\n')
+                                   "<rdt:l3 ways>: '0' must be from 1 to 64"
+                                   '\n')
 
 
 @pytest.mark.skipif(not os.path.exists(DEBIAN_PYTHON),
@@ -71,7 +71,7 @@ def test_system_python_with_isolated_mode(tmp_path):
     assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
     res = run(path, ZERO)
     assert res.returncode == 1
-    assert b'ways must be at least 1' in res.stderr
+    assert b"<rdt:l3 ways>: '0' must be from 1 to 64" in res.stderr
 
 
 def test_package_paths_do_not_shadow_the_stdlib(tmp_path):
@@ -87,7 +87,7 @@ def test_package_paths_do_not_shadow_the_stdlib(tmp_path):
     res = run(path, PLAIN)
     assert (res.returncode, res.stderr) == (0, b''), res.stderr
     res = run(path, ZERO)
-    assert b'ways must be at least 1' in res.stderr
+    assert b"<rdt:l3 ways>: '0' must be from 1 to 64" in res.stderr
 
 
 FAIL_SAFE = [

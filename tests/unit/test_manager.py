@@ -79,7 +79,8 @@ def test_pool_config_errors_name_the_option(rc):
     with pytest.raises(ConfigError, match=r'\[pool:hp\] sets both'):
         CacheManager(rc, bad).apply()
     bad = table4(hp={'l3_cbm': '0=7f0;5=3'})
-    with pytest.raises(ConfigError, match='cache domain 5 does not exist'):
+    with pytest.raises(ConfigError, match=r"\[pool:hp\] l3_cbm: '0=7f0;5=3' "
+                       'names cache domain 5, which this platform lacks'):
         CacheManager(rc, bad).apply()
     bad = table4(hp={'l3_cbm': '505'})
     with pytest.raises(ConfigError, match=r'\[pool:hp\] l3_cbm 505 is not '

@@ -1,0 +1,191 @@
+"""What a VM or OvS asks for: L3 ways, a shared pool, a bandwidth cap.
+
+One request, three fields, each written its own way on each surface:
+
+* ``l3_ways``: ``<rdt:l3 ways>`` in a domain's annotation, the flavor extra
+  spec ``rdt:l3_ways``, ``other_config:rdt-pmd-l3-ways`` in OvS;
+* ``pool``: ``<rdt:pool name>``, ``rdt:pool``, ``rdt-pmd-pool``;
+* ``mb_percent``: ``<rdt:mb percent>``, ``rdt:mb_percent``,
+  ``rdt-pmd-mb-percent``.
+
+``l3_ways`` is a whole number from 1 to :data:`MAX_WAYS`, ``pool`` a pool
+name (:mod:`~ovs_rdt.inputs.names`), ``mb_percent`` a percentage.
+``l3_ways`` (a dedicated CLOS) and ``pool`` exclude each other, and
+``mb_percent`` only goes with ``l3_ways`` (a pool's cap is its ``[pool:NAME]
+mb_percent``).  On a node, a pool must be configured, the ways must fit the
+L3 cache and a cap needs memory bandwidth allocation (:func:`check_host`).
+"""
+from __future__ import annotations
+
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import integers, names, refuse
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Collection, Mapping
+
+L3_WAYS = 'l3_ways'
+POOL = 'pool'
+MB_PERCENT = 'mb_percent'
+#: The fields, in the order they are checked.
+FIELDS = (L3_WAYS, POOL, MB_PERCENT)
+#: The most L3 ways anything may ask for (CBMs are at most 64 bits).
+MAX_WAYS = 64
+
+#: Flavor extra specs (Nova) -> field: ``rdt:l3_ways`` and so on.
+EXTRA_SPEC_PREFIX = 'rdt:'
+EXTRA_SPECS = {EXTRA_SPEC_PREFIX + field: field for field in FIELDS}
+
+
+class CacheRequest:
+    """A valid request; at most one of ``l3_ways`` and ``pool`` is set.
+
+    ``labels`` maps a field to how the surface names it and ``source``
+    says where the request came from, for messages.
+    """
+
+    __slots__ = ('l3_ways', 'pool', 'mb_percent', 'labels', 'source')
+
+    def __init__(self, l3_ways: int | None = None, pool: str | None = None,
+                 mb_percent: int | None = None,
+                 labels: dict[str, str] | None = None,
+                 source: str = '') -> None:
+        self.l3_ways = l3_ways
+        self.pool = pool
+        self.mb_percent = mb_percent
+        self.labels = labels or {}
+        self.source = source
+
+    def label(self, field: str) -> str:
+        return self.labels.get(field, field)
+
+    def describe(self) -> str:
+        """``2 L3 ways, memory bandwidth 50% (from SOURCE)``."""
+        if self.pool is not None:
+            what = 'pool %s' % self.pool
+        else:
+            what = '%d L3 ways' % (self.l3_ways or 0)
+        if self.mb_percent is not None:
+            what += ', memory bandwidth %d%%' % self.mb_percent
+        return '%s (from %s)' % (what, self.source) if self.source else what
+
+    def _key(self) -> tuple:
+        return (self.l3_ways, self.pool, self.mb_percent)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CacheRequest) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return 'CacheRequest(l3_ways=%r, pool=%r, mb_percent=%r)' % self._key()
+
+
+def ways(raw: str, field: str) -> int:
+    """An L3 way count: a whole number from 1 to :data:`MAX_WAYS`."""
+    return integers.parse(raw, field, 1, MAX_WAYS)
+
+
+#: field -> its rule, ``rule(raw, label) -> value``.
+RULES = {L3_WAYS: ways, POOL: names.pool_name, MB_PERCENT: integers.percent}
+
+
+def parse(raw: Mapping[str, str], labels: Mapping[str, str],
+          source: str = '') -> CacheRequest:
+    """The request of the fields given (``field -> text``).
+
+    ``labels`` names each field (given or not) in messages; errors come in
+    :data:`FIELDS` order, then the combination.
+    """
+    req = CacheRequest(labels=dict(labels), source=source)
+    for field in FIELDS:
+        if field in raw:
+            setattr(req, field, RULES[field](raw[field], req.label(field)))
+    check_combination(req)
+    return req
+
+
+def check_combination(req: CacheRequest) -> None:
+    l3, pool, mb = (req.label(field) for field in FIELDS)
+    if req.l3_ways is not None and req.pool is not None:
+        raise InvalidValue('%s and %s exclude each other: ask for a dedicated '
+                           'CLOS or a shared pool, not both' % (l3, pool))
+    if req.mb_percent is not None and req.pool is not None:
+        raise InvalidValue('%s cannot go with %s: a pool\'s memory bandwidth '
+                           'cap is its [pool:%s] mb_percent'
+                           % (mb, pool, req.pool))
+    if req.mb_percent is not None and req.l3_ways is None:
+        raise InvalidValue('%s needs %s too: a memory bandwidth cap applies '
+                           'to a dedicated CLOS' % (mb, l3))
+
+
+def _unknown_key(label: str) -> InvalidValue:
+    return InvalidValue('%s: unknown ovs-rdt key (known: %s)'
+                        % (label, ', '.join(EXTRA_SPECS)))
+
+
+def from_extra_specs(specs: Mapping[str, str] | None, prefix: str = '',
+                     strict: bool = True,
+                     source: str = '') -> CacheRequest | None:
+    """The request of a flavor's ``rdt:`` extra specs; None without any.
+
+    ``prefix + key`` names a key in messages.  ``strict=False`` ignores
+    unknown ``rdt:`` keys instead of refusing them.
+    """
+    keys = sorted(k for k in specs or () if k.startswith(EXTRA_SPEC_PREFIX))
+    if not keys:
+        return None
+    assert specs is not None
+    raw: dict[str, str] = {}
+    for key in keys:
+        field = EXTRA_SPECS.get(key)
+        if field is None:
+            if strict:
+                raise _unknown_key(prefix + key)
+            continue
+        raw[field] = specs[key]
+    return parse(raw, {field: prefix + key
+                       for key, field in EXTRA_SPECS.items()}, source)
+
+
+def check_extra_spec(key: str, value: str) -> None:
+    """One ``rdt:`` extra spec on its own (Nova's API checks key by key)."""
+    field = EXTRA_SPECS.get(key)
+    if field is None:
+        raise _unknown_key(key)
+    RULES[field](value, key)
+
+
+def configured_pool(name: str, pools: Collection[str], field: str,
+                    raw: str | None = None) -> str:
+    """``name`` if it is one of the configured ``pools``."""
+    if name not in pools:
+        raise refuse(field, name if raw is None else raw,
+                     'names no pool configured on this host (configured: '
+                     '%s; see [allocation] pools)'
+                     % (', '.join(sorted(pools)) or 'none'))
+    return name
+
+
+def check_host(req: CacheRequest, pools: Collection[str] | None,
+               cbm_len: int | None, mb_min: int | None) -> None:
+    """What the node can serve: the configured ``pools`` (None: unchecked),
+    ``cbm_len`` ways per L3 domain (None: unchecked), memory bandwidth
+    allocation down to ``mb_min`` percent (None: no MBA).
+    """
+    if req.pool is not None and pools is not None:
+        configured_pool(req.pool, pools, req.label(POOL))
+    if cbm_len is not None and req.l3_ways is not None and \
+            req.l3_ways > cbm_len:
+        raise refuse(req.label(L3_WAYS), str(req.l3_ways), 'is more than '
+                     'the %d ways of this host\'s L3 cache' % cbm_len)
+    if req.mb_percent is not None:
+        if mb_min is None:
+            raise refuse(req.label(MB_PERCENT), str(req.mb_percent),
+                         'cannot be met: this host has no memory bandwidth '
+                         'allocation (no info/MB in resctrl)')
+        if req.mb_percent < mb_min:
+            raise refuse(req.label(MB_PERCENT), str(req.mb_percent),
+                         'is below this host\'s minimum memory bandwidth, '
+                         '%d%%' % mb_min)

@@ -25,7 +25,7 @@ copy extra specs into the XML).
 from __future__ import annotations
 
 from ovs_rdt.exceptions import AnnotationError, ConfigError, InvalidValue
-from ovs_rdt.inputs import refuse, show, uuids
+from ovs_rdt.exceptions import refuse, show
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (start-up cost)
@@ -70,7 +70,9 @@ class Domain:
 
     def __init__(self) -> None:
         self.name = ''
-        self.uuid = ''
+        #: The ``<uuid>`` text (:attr:`uuid` is the checked, canonical one).
+        self.uuid_raw = ''
+        self._uuid: str | None = None
         self.vcpus_raw: str | None = None
         self.vcpu_cpuset_raw: str | None = None
         self.vcpu_placement: str | None = None
@@ -84,6 +86,20 @@ class Domain:
         #: libvirt's own resctrl tuning: ``<cputune><cachetune vcpus>`` and
         #: ``<memorytune vcpus>``, as (element, vcpus attribute).
         self.libvirt_tunes: list[tuple[str, str]] = []
+
+    @property
+    def uuid(self) -> str:
+        """The canonical UUID, checked on first use.
+
+        (A VM that asks for nothing starts without it being needed.)
+        """
+        if self._uuid is None:
+            from ovs_rdt.inputs import uuids
+
+            if not self.uuid_raw:
+                raise AnnotationError('the domain XML has no <uuid>')
+            self._uuid = uuids.parse(self.uuid_raw, '<uuid>')
+        return self._uuid
 
     @property
     def wants_something(self) -> bool:
@@ -324,7 +340,7 @@ class _Parser:
                 if tag == 'name':
                     dom.name = text     # as libvirt has it: " vm 1 " is valid
                 elif tag == 'uuid':
-                    dom.uuid = text.strip()
+                    dom.uuid_raw = text.strip()
                 elif tag == 'vcpu':
                     dom.vcpus_raw = text.strip()
             elif self.spec_name is not None:
@@ -386,9 +402,6 @@ def parse(data: bytes) -> Domain:
                               + ' (line %d, column %d)'
                               % (exc.lineno, exc.offset)) from None
     dom = handler.dom
-    if not dom.uuid:
-        raise AnnotationError('the domain XML has no <uuid>')
-    dom.uuid = uuids.parse(dom.uuid, '<uuid>')
     dom.name = check_name(dom.name)
     return dom
 

@@ -120,7 +120,7 @@ class Hook:
 
     def __init__(self, config_file: str | None, name: str, op: str,
                  subop: str) -> None:
-        from ovs_rdt.inputs import show
+        from ovs_rdt.exceptions import show
 
         self.config_file = config_file
         self.op = op
@@ -170,7 +170,7 @@ class Hook:
     def resolve(self, dom: Domain) -> CacheRequest | None:
         """The validated request, or None when the VM asks for nothing."""
         from libvirt_hooks import domain
-        from ovs_rdt.exceptions import ConfigError
+        from ovs_rdt.exceptions import ConfigError, show
 
         if not dom.wants_something or dom.annotation == {}:
             return None       # (an empty <rdt:rdt/> is an explicit "nothing")
@@ -184,7 +184,7 @@ class Hook:
                 # Only a flavor name to look up in [flavors]: a broken
                 # config must not stop VMs that asked for nothing.
                 self.log('warning', 'not looking up flavor %s in [flavors]: '
-                         '%s' % (domain.show(dom.flavor_name or ''), exc))
+                         '%s' % (show(dom.flavor_name or ''), exc))
                 return None
             raise
         return domain.resolve(dom, settings)
@@ -255,7 +255,7 @@ class Hook:
         return 0
 
     def started(self, dom: Domain) -> int:
-        from ovs_rdt.inputs import show
+        from ovs_rdt.exceptions import show
         from ovs_rdt import procfs
 
         spec = self.resolve(dom)
@@ -354,8 +354,9 @@ class Hook:
 
         if self.dom is None:
             return
-        group = vm_group(self.dom.uuid)
+        group = 'the VM\'s group'
         try:
+            group = vm_group(self.dom.uuid)
             if self.group_exists(group):
                 self.manager.release(group)
                 self.log('info', 'removed group %s: the VM runs unmanaged'
@@ -364,7 +365,7 @@ class Hook:
             self.log('error', 'could not remove %s: %s' % (group, exc))
 
     def fail(self, strict: bool, dom_name: str, message: str) -> int:
-        from ovs_rdt.inputs import show
+        from ovs_rdt.exceptions import show
 
         if not strict:
             self.log('error', message)

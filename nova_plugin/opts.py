@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from ovs_rdt.inputs.request import MAX_WAYS
+from ovs_rdt import MAX_WAYS
 
 GROUP = 'ovs_rdt'
 

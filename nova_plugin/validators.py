@@ -18,6 +18,7 @@ from nova import exception
 
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import names, request
+from ovs_rdt import MAX_WAYS
 
 _PREFIX = request.EXTRA_SPEC_PREFIX
 
@@ -47,7 +48,7 @@ EXTRA_SPEC_VALIDATORS = [
             'type': int,
             'description': 'Cache ways per domain (ASCII digits only)',
             'min': 1,
-            'max': request.MAX_WAYS,
+            'max': MAX_WAYS,
         },
     ),
     RDTValidator(

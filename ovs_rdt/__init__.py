@@ -2,3 +2,6 @@
 
 #: Prefix of every resctrl group this project creates and owns.
 GROUP_PREFIX = 'ovsrdt-'
+#: The most L3 cache ways there are per domain, so the most anything may ask
+#: for: a capacity bitmask has at most 64 bits.
+MAX_WAYS = 64

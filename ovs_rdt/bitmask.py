@@ -6,6 +6,7 @@ them: lower-case hex without ``0x`` (``7f0``).
 from __future__ import annotations
 
 from ovs_rdt.exceptions import InvalidMask
+from ovs_rdt import MAX_WAYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -18,8 +19,9 @@ class CBM:
     __slots__ = ('value', 'width')
 
     def __init__(self, value: int, width: int) -> None:
-        if width <= 0 or width > 64:
-            raise InvalidMask('mask width %d out of range 1-64' % width)
+        if width <= 0 or width > MAX_WAYS:
+            raise InvalidMask('mask width %d out of range 1-%d'
+                              % (width, MAX_WAYS))
         if value < 0 or value >> width:
             raise InvalidMask('mask %x has bits beyond the %d-bit capacity mask'
                               % (value, width))

@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 
 from ovs_rdt.exceptions import ConfigError, InvalidValue
-from ovs_rdt.inputs import integers, names
-from ovs_rdt.inputs.request import MAX_WAYS
+from ovs_rdt import MAX_WAYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~10 ms at every VM start
@@ -201,6 +200,7 @@ def convert(section: str, name: str, type_: str, raw: str | None,
         parse_listen(raw, where)
         return raw.strip()
     if type_ == 'int':
+        from ovs_rdt.inputs import integers
         try:
             return integers.parse(raw, where, extra.get('min', 0),
                                   extra.get('max', integers.MAX))
@@ -237,6 +237,7 @@ def from_lookup(get: Any, has_section: Any,
                          for n, t, d, _h, x in opts}
     pools: dict[str, dict[str, Any]] = {}
     for pool in sections['allocation']['pools']:
+        from ovs_rdt.inputs import names
         try:
             names.pool_name(pool, '[allocation] pools')
         except InvalidValue as exc:

@@ -1,7 +1,8 @@
 """The one exception hierarchy of ovs-rdt.
 
 Every error an operator can see derives from :class:`RDTError`; its ``str()``
-is a complete, specific, one-line message naming the field and value at fault.
+is a complete, specific, one-line message naming the field and value at fault
+(:func:`refuse` and :func:`show` build them).
 """
 from __future__ import annotations
 
@@ -67,3 +68,35 @@ class OutOfClosids(AllocationError):
 
 class InvalidMask(AllocationError):
     """A capacity bitmask is not valid on this platform."""
+
+
+# -- one-line messages naming a value --------------------------------------
+def show(value: str, limit: int = 48, quote: str = '"') -> str:
+    """``value`` fit for a one-line message: escaped and bounded.
+
+    Backslashes, ``quote`` and unprintable characters are escaped, so the
+    text can stand between two ``quote`` characters.
+    """
+    out = []
+    for char in value[:limit]:
+        if char == quote or char == '\\':
+            out.append('\\' + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append('\\x%02x' % code if code < 0x100 else
+                       '\\u%04x' % code if code < 0x10000 else
+                       '\\U%08x' % code)
+    return ''.join(out) + ('...' if len(value) > limit else '')
+
+
+def quote(value: str, limit: int = 48) -> str:
+    """``'value'``, escaped and bounded (:func:`show`)."""
+    return "'" + show(value, limit, "'") + "'"
+
+
+def refuse(field: str, value: str, why: str,
+           error: type[InvalidValue] = InvalidValue) -> InvalidValue:
+    """The error for ``value`` of ``field``: ``FIELD: 'VALUE' why``."""
+    return error('%s: %s %s' % (field, quote(value), why))

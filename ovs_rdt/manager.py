@@ -15,7 +15,6 @@ from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
-from ovs_rdt.inputs import masks
 from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.model import pool_group, Request
 from ovs_rdt.resctrl import Resctrl, parse_schemata
@@ -57,6 +56,7 @@ def parse_domain_masks(text: str, platform: Platform,
 
     Checked against the platform; ConfigError names ``field``.
     """
+    from ovs_rdt.inputs import masks
     try:
         values = masks.domain_masks(text, field, platform.domains,
                                     platform.cbm_len)

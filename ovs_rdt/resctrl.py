@@ -19,7 +19,6 @@ import time
 from ovs_rdt.bitmask import CBM
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
-from ovs_rdt.inputs import cpulists
 from ovs_rdt.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 
 TYPE_CHECKING = False
@@ -285,6 +284,7 @@ class Resctrl:
         except FileNotFoundError:
             mode = MODE_SHAREABLE
         tasks = self.tasks(name) if with_tasks else []
+        from ovs_rdt.inputs import cpulists
         try:
             cpus = cpulists.parse(self.read(self.path(name, 'cpus_list')),
                                   self.path(name, 'cpus_list'))

@@ -9,9 +9,8 @@ of ``<vcpupin>``).
 """
 from __future__ import annotations
 
-from ovs_rdt.inputs import quote, refuse
+from ovs_rdt.exceptions import quote, refuse
 from ovs_rdt.inputs.integers import whole
-from ovs_rdt.inputs.masks import parse_hex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -58,6 +57,7 @@ def parse(raw: str, field: str, empty_ok: bool = True) -> frozenset[int]:
 
 def from_mask(raw: str, field: str) -> frozenset[int]:
     """The CPUs of a hex CPU mask (``pmd-cpu-mask=0x3``: CPUs 0 and 1)."""
+    from ovs_rdt.inputs.masks import parse_hex
     return to_set(parse_hex(raw, field, MAX_CPU + 1))
 
 

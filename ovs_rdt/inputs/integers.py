@@ -7,7 +7,7 @@ them alike is the point of this module.
 """
 from __future__ import annotations
 
-from ovs_rdt.inputs import refuse
+from ovs_rdt.exceptions import refuse
 
 #: Significant digits kept; a longer number is out of every range.
 MAX_DIGITS = 9

@@ -7,7 +7,7 @@ are one mask for every cache domain or one per domain, ``0=7f0;1=3f``
 """
 from __future__ import annotations
 
-from ovs_rdt.inputs import quote, refuse
+from ovs_rdt.exceptions import quote, refuse
 from ovs_rdt.inputs.integers import whole
 
 TYPE_CHECKING = False

@@ -8,7 +8,7 @@ What ``[pool:NAME]``, ``rdt:pool``, ``<rdt:pool name>`` and
 """
 from __future__ import annotations
 
-from ovs_rdt.inputs import refuse
+from ovs_rdt.exceptions import refuse
 
 POOL_NAME_MAX = 64
 #: The same rule as a regular expression (Nova's API documents it).

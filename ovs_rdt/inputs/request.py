@@ -17,8 +17,9 @@ L3 cache and a cap needs memory bandwidth allocation (:func:`check_host`).
 """
 from __future__ import annotations
 
-from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.inputs import integers, names, refuse
+from ovs_rdt.exceptions import InvalidValue, refuse
+from ovs_rdt.inputs import integers, names
+from ovs_rdt import MAX_WAYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -29,8 +30,6 @@ POOL = 'pool'
 MB_PERCENT = 'mb_percent'
 #: The fields, in the order they are checked.
 FIELDS = (L3_WAYS, POOL, MB_PERCENT)
-#: The most L3 ways anything may ask for (CBMs are at most 64 bits).
-MAX_WAYS = 64
 
 #: Flavor extra specs (Nova) -> field: ``rdt:l3_ways`` and so on.
 EXTRA_SPEC_PREFIX = 'rdt:'

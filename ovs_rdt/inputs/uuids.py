@@ -6,7 +6,7 @@ and dashed.
 """
 from __future__ import annotations
 
-from ovs_rdt.inputs import refuse
+from ovs_rdt.exceptions import refuse
 
 _HEX = frozenset('0123456789abcdef')
 _DASHED = [8, 4, 4, 4, 12]

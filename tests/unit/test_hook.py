@@ -205,6 +205,12 @@ def test_prepare_refusals(node, capsys, body, message):
     assert message in node.log.read_text()
 
 
+def test_bad_uuid_refused_when_it_is_used(node, capsys):
+    assert node.run(xml(rdt('<rdt:l3 ways="1"/>'), uuid='../x')) == 1
+    assert "<uuid>: '../x' is not a UUID" in one_line(capsys.readouterr())
+    assert node.run(xml(uuid='../x')) == 0      # asks for nothing
+
+
 def test_refusal_names_the_domain_safely(node, capsys):
     assert node.run(xml(rdt('<rdt:l3 ways="0"/>')), name='a\nb') == 1
     assert "domain 'a\\x0ab'" in one_line(capsys.readouterr())

@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.inputs import cpulists, integers, masks, names, quote, request
+from ovs_rdt.exceptions import quote
+from ovs_rdt.inputs import cpulists, integers, masks, names, request
 from ovs_rdt.inputs.request import CacheRequest
 from ovs_rdt.inputs import uuids
 

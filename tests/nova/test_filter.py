@@ -344,8 +344,9 @@ def test_malformed_request_fails_every_host(
         debug_log: pytest.LogCaptureFixture) -> None:
     assert passes(host(), request(**{'rdt:l3_ways': 'x'})) == []
     assert passes(host(), request(**{'rdt:l3_way': '1'})) == []
-    assert any('fails RDT cache requirements: flavor rdt:l3_ways=x: extra '
-               "spec rdt:l3_ways='x'" in m for m in debug_log.messages)
+    assert any('fails RDT cache requirements: flavor rdt:l3_ways=x: '
+               "rdt:l3_ways: 'x' is not a whole number" in m
+               for m in debug_log.messages)
 
 
 def test_host_passes_never_raises(caplog: pytest.LogCaptureFixture) -> None:

@@ -26,8 +26,10 @@ SETTINGS = Settings.defaults(pools={p: {'l3_ways': 1} for p in POOLS})
 
 
 def xml_escaped(value: str) -> str:
-    """Every character but letters and digits as a character reference
-    (attribute values would otherwise be normalised: tabs, newlines)."""
+    """Every character but letters and digits as a character reference.
+
+    (Attribute values would otherwise be normalised: tabs, newlines.)
+    """
     return ''.join(c if c.isascii() and c.isalnum() else '&#%d;' % ord(c)
                    for c in value)
 

@@ -48,7 +48,8 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
         ('pools', 'list', [],
          'Shared pools to create, each configured in a section [pool:NAME] '
          '(like Cinder\'s enabled_backends). Their groups are named '
-         'ovsrdt-pool-NAME.', {}),
+         'ovsrdt-pool-NAME. A name is a letter or digit, then letters, '
+         'digits, "_", "." or "-"; at most 64 characters.', {}),
         ('system_min_ways', 'int', 2,
          'Fewest L3 ways the default (root) group keeps on every cache '
          'domain. The default group holds every way no isolated group '

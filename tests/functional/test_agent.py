@@ -140,17 +140,23 @@ def test_bad_values_keep_last_good_state(ovs, emulated_resctrl,
     schemata = rc.read(rc.path(PMD_GROUP, 'schemata'))
     members = tasks(rc, PMD_GROUP)
     bad = [
-        ({'rdt_pmd_l3_ways': 'abc'}, "rdt-pmd-l3-ways='abc' is not a whole"),
+        ({'rdt_pmd_l3_ways': 'abc'},
+         "other_config:rdt-pmd-l3-ways: 'abc' is not a whole number"),
+        ({'rdt_pmd_l3_ways': '\u0663'},    # as rdt:l3_ways=\u0663 is
+         "other_config:rdt-pmd-l3-ways: '\u0663' is not a whole number"),
         ({'rdt_pmd_l3_ways': '9'},     # 11 - 3 (pool hp) - 2 (system) = 6
          'rdt-pmd-l3-ways=9: ovsrdt-ovs-pmd needs 9 ways on cache domain 0'),
         ({'rdt_pmd_l3_ways': '12'}, 'more than the 11 ways'),
-        ({'rdt_pmd_l3_ways': '4', 'rdt_pmd_pool': 'hp'}, 'both set'),
+        ({'rdt_pmd_l3_ways': '4', 'rdt_pmd_pool': 'hp'},
+         'exclude each other'),
         ({'rdt_pmd_l3_ways': None, 'rdt_pmd_pool': 'gold'},
-         'rdt-pmd-pool=gold: no such pool (configured: hp'),
+         "other_config:rdt-pmd-pool: 'gold' names no pool configured on this "
+         'host (configured: hp'),
         ({'rdt_pmd_l3_ways': '4', 'rdt_pmd_pool': None,
-          'rdt_vswitchd': 'somewhere'}, "rdt-vswitchd='somewhere'"),
+          'rdt_vswitchd': 'somewhere'},
+         "other_config:rdt-vswitchd: 'somewhere' is not one of"),
         ({'rdt_vswitchd': 'default', 'rdt_pmd_mb_percent': '0'},
-         'rdt-pmd-mb-percent=0 must be at least 1'),
+         "other_config:rdt-pmd-mb-percent: '0' must be from 1 to 100"),
     ]
     for keys, words in bad:
         ovs.other_config(**keys)
@@ -228,7 +234,8 @@ def test_mb_percent_and_safety_rescan_repairs_drift(
 def test_sighup_rereads_config(ovs, emulated_resctrl, rdt_agent) -> None:
     rc, agent = setup(ovs, emulated_resctrl, rdt_agent)
     ovs.other_config(rdt_pmd_pool='noisy')
-    wait_status(ovs, 'error: rdt-pmd-pool=noisy: no such pool')
+    wait_status(ovs, "error: other_config:rdt-pmd-pool: 'noisy' names no "
+                'pool configured')
     with open(agent.config_file) as fh:
         text = fh.read()
     text = text.replace('pools = hp', 'pools = hp,noisy')

@@ -8,12 +8,15 @@ VMs.  CPUs 0 and 1 (all this host has) are on cache domain 0.
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Iterator
 
 import pytest
 
+from ovs_rdt.agent import reconcile
 from ovs_rdt import conf
+from ovs_rdt import procfs
 from ovs_rdt.manager import CacheManager
 from ovs_rdt.model import ROOT
 from ovs_rdt.resctrl import Resctrl
@@ -143,6 +146,26 @@ def test_only_vcpu_threads_without_emulator_threads(env: Env) -> None:
     assert not env.tb.vcpu_tids(guest) & env.tasks(ROOT)
 
 
+def test_guest_whose_emulator_is_named_kvm(env: Env) -> None:
+    """``<emulator>`` is a symlink named ``kvm`` (as Debian's /usr/bin/kvm).
+
+    QEMU's argv[0] then does not say "qemu": "started" must still know the
+    process for the guest's QEMU (by its ``-uuid``, the rule the agent's
+    reconciler applies too) and place its vCPU threads.
+    """
+    guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'),
+                          emulator=env.tb.emulator_link('kvm'))
+    env.tb.start(guest)
+    pid = env.tb.pid(guest)
+    assert os.path.basename(procfs.cmdline(pid)[0]) == 'kvm'
+    assert procfs.qemu_guest(pid) == (guest.name, guest.uuid)
+    assert guest.uuid in reconcile.running_vm_uuids()
+    vcpus = env.tb.vcpu_tids(guest)
+    assert len(vcpus) == 2 and vcpus <= env.tasks(guest.group)
+    env.assert_isolated(guest.group, 2)
+    assert 'moved vCPU threads' in env.tb.hook_log()
+
+
 def test_pinned_guest_takes_ways_where_its_vcpus_run(env: Env) -> None:
     guest = env.tb.define(rdt('<rdt:l3 ways="4"/>'), vcpu_attrs=" cpuset='0-1'")
     env.tb.start(guest)
@@ -199,20 +222,19 @@ def test_over_asking_guest_fails_to_start(env: Env) -> None:
             % (guest.name, guest.group)) in err
     guest = env.tb.define(rdt('<rdt:l3 ways="21"/>'))
     err = start_fails(env, guest)
-    assert ('<rdt:l3 ways="21">: this host\'s L3 cache has only 20 ways per '
-            'cache domain') in err
+    assert ("<rdt:l3 ways>: '21' is more than the 20 ways of this host's L3 "
+            'cache') in err
     assert env.free() == free
 
 
 BAD = [
-    ('<rdt:l3 ways="0"/>', '<rdt:l3 ways="0">: ways must be at least 1'),
-    ('<rdt:l3 ways="abc"/>',
-     '<rdt:l3 ways="abc">: ways must be a whole number from 1 to 64'),
+    ('<rdt:l3 ways="0"/>', "<rdt:l3 ways>: '0' must be from 1 to 64"),
+    ('<rdt:l3 ways="abc"/>', "<rdt:l3 ways>: 'abc' is not a whole number"),
     ('<rdt:l3 ways="2"/><rdt:pool name="noisy"/>',
-     '<rdt:l3 ways="2"> and <rdt:pool name="noisy"> exclude each other'),
+     '<rdt:l3 ways> and <rdt:pool name> exclude each other'),
     ('<rdt:pool name="bogus"/>',
-     '<rdt:pool name="bogus">: no pool named "bogus" is configured on this '
-     'host (configured: noisy; see [allocation] pools)'),
+     "<rdt:pool name>: 'bogus' names no pool configured on this host "
+     '(configured: noisy; see [allocation] pools)'),
     ('<rdt:l3 ways="2" size="3"/>',
      '<rdt:l3 size="3">: unknown attribute "size" (<rdt:l3> takes only '
      '"ways")'),

@@ -16,9 +16,9 @@ import pytest
 
 from ovs_rdt.agent import reconcile
 from ovs_rdt import conf
-from ovs_rdt import procfs
 from ovs_rdt.manager import CacheManager
 from ovs_rdt.model import ROOT
+from ovs_rdt import procfs
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed, wait_for

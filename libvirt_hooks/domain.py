@@ -422,14 +422,11 @@ def _annotation_spec(values: dict[str, str]) -> CacheRequest | None:
 
 def parse_flavor_mapping(flavor: str, raw: str) -> dict[str, str]:
     """``rdt:l3_ways=3, rdt:mb_percent=50`` (a ``[flavors]`` value)."""
+    from ovs_rdt.inputs import keyvalues
+
     out: dict[str, str] = {}
-    for item in raw.replace(';', ',').split(','):
-        item = item.strip()
-        if not item:
-            continue
-        key, eq, value = item.partition('=')
-        key = key.strip()
-        if not eq or not key:
+    for item, key, value in keyvalues.items(raw):
+        if value is None or not key:
             raise ConfigError('[flavors] %s = %s: "%s" is not KEY=VALUE '
                               '(e.g. rdt:l3_ways=3)'
                               % (show(flavor), show(raw, 80), show(item)))
@@ -438,7 +435,7 @@ def parse_flavor_mapping(flavor: str, raw: str) -> dict[str, str]:
         if key in out:
             raise ConfigError('[flavors] %s: %s is given twice'
                               % (show(flavor), show(key)))
-        out[key] = value.strip()
+        out[key] = value
     return out
 
 

@@ -8,6 +8,7 @@ module             holds the rule for
 ``uuids``          UUIDs (domain UUIDs, QEMU's ``-uuid``, group names)
 ``masks``          hex masks: CBMs, per-domain ``0=7f0;1=3f``, CPU masks
 ``cpulists``       CPU lists: libvirt's cpuset syntax, the kernel's lists
+``keyvalues``      ``KEY=VALUE`` lists (per-domain masks, ``[flavors]``)
 ``request``        what a VM or OvS asks for: L3 ways, pool, MB percent
 =================  ===================================================
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ovs_rdt.exceptions import quote, refuse
 from ovs_rdt.inputs.integers import whole
+from ovs_rdt.inputs import keyvalues
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -39,13 +40,9 @@ def domain_masks(raw: str, field: str, domains: Iterable[int],
         mask = parse_hex(raw, field, width)
         return {dom: mask for dom in known}
     out: dict[int, int] = {}
-    for item in raw.replace(',', ';').split(';'):
-        item = item.strip()
-        if not item:
-            continue
-        dom_s, eq, mask_s = item.partition('=')
-        dom = whole(dom_s.strip())
-        if not eq or dom is None:
+    for item, dom_s, mask_s in keyvalues.items(raw):
+        dom = whole(dom_s)
+        if mask_s is None or dom is None:
             raise refuse(field, raw, 'has %s, which is not DOMAIN=MASK (e.g. '
                          '0=7f0)' % quote(item))
         if dom not in known:
@@ -54,6 +51,5 @@ def domain_masks(raw: str, field: str, domains: Iterable[int],
                          % (dom, ', '.join(map(str, known)) or 'none'))
         if dom in out:
             raise refuse(field, raw, 'gives cache domain %d twice' % dom)
-        out[dom] = parse_hex(mask_s.strip(), '%s on domain %d' % (field, dom),
-                             width)
+        out[dom] = parse_hex(mask_s, '%s on domain %d' % (field, dom), width)
     return out

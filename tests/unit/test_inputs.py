@@ -136,6 +136,13 @@ def test_domain_masks() -> None:
         "f on domain 1: 'zz' is not a hexadecimal mask"
 
 
+def test_key_value_lists() -> None:
+    from ovs_rdt.inputs import keyvalues
+    assert keyvalues.items(' a = 1 ;b=2,, c ') == [
+        ('a = 1', 'a', '1'), ('b=2', 'b', '2'), ('c', 'c', None)]
+    assert keyvalues.items('') == []
+
+
 # -- CPU lists -----------------------------------------------------------------
 @pytest.mark.parametrize('text, cpus', [
     ('0-3,8', {0, 1, 2, 3, 8}), ('0-3,^1,8', {0, 2, 3, 8}),

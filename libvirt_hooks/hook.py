@@ -191,15 +191,15 @@ class Hook:
 
     def request(self, dom: Domain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS VM."""
-        from ovs_rdt.inputs import request
+        from ovs_rdt.inputs.request import check_host
         from ovs_rdt.model import Request, vm_group
 
         ways = spec.l3_ways
         if ways is None:
             raise AssertionError('request() needs a dedicated-CLOS spec')
         platform = self.rc.platform()
-        request.check_host(spec, None, platform.cbm_len,
-                           platform.mb.min_bandwidth if platform.mb else None)
+        check_host(spec, None, platform.cbm_len,
+                   platform.mb.min_bandwidth if platform.mb else None)
         cpus = dom.vcpu_cpus()
         known = platform.cpu_domains if cpus is not None else {}
         if cpus is None or not known or not all(c in known for c in cpus):

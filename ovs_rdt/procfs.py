@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+from ovs_rdt.inputs import uuids
+
 PROC = '/proc'
 
 
@@ -81,8 +83,6 @@ def guest_of_cmdline(args: list[str]) -> tuple[str, str] | None:
     ``qemu-system-x86_64``.  The name is ``-name guest=N,...`` (or ``-name
     N``), else the UUID.
     """
-    from ovs_rdt.inputs import uuids
-
     name = uuid = None
     for i, arg in enumerate(args):
         value = args[i + 1] if i + 1 < len(args) else None

@@ -369,7 +369,7 @@ class NodeReconciler:
         self._blind_logged = False
 
     def log_own_groups(self) -> list[str]:
-        """The ``ovsrdt-`` groups there are, logged (at start and reload)."""
+        """The ``ovsrdt-`` groups there are, logged (when pools are applied)."""
         names = [n for n in self.manager.resctrl.group_names()
                  if n.startswith(GROUP_PREFIX)]
         if names:

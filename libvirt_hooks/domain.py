@@ -123,7 +123,7 @@ class Domain:
         A ``<vcpupin>`` decides for its vCPU; the others follow ``<vcpu
         cpuset>`` (ignored with ``placement='auto'``, where numad decides).
         """
-        from ovs_rdt.inputs import cpulists, integers
+        from ovs_rdt.inputs import integers
 
         count = self.vcpu_count()
         pins: dict[int, tuple[str, str]] = {}
@@ -132,11 +132,14 @@ class Domain:
             if vcpu < count:
                 pins[vcpu] = (cpuset, '<vcpupin vcpu="%s" cpuset>'
                               % show(vcpu_s))
+        if len(pins) < count and (self.vcpu_cpuset_raw is None
+                                  or self.vcpu_placement == 'auto'):
+            return None              # some vCPU may run anywhere
+        from ovs_rdt.inputs import cpulists
+
         bits = 0
         if len(pins) < count:        # some vCPU follows <vcpu cpuset>
-            if (self.vcpu_cpuset_raw is None
-                    or self.vcpu_placement == 'auto'):
-                return None
+            assert self.vcpu_cpuset_raw is not None
             bits = cpulists.parse_bits(self.vcpu_cpuset_raw, '<vcpu cpuset>')
         for cpuset, label in dict(pins.values()).items():  # distinct sets
             bits |= cpulists.parse_bits(cpuset, label)

@@ -277,20 +277,26 @@ class Resctrl:
         return names
 
     def group(self, name: str, with_tasks: bool = True) -> Group:
+        """A group; its members (tasks, CPUs) only ``with_tasks``.
+
+        (Planning needs masks and modes only: the libvirt hook plans at
+        every VM start.)
+        """
         width = self.platform().cbm_len
         l3, mb = parse_schemata(self.read(self.path(name, 'schemata')), width)
         try:
             mode = self.read(self.path(name, 'mode')).strip()
         except FileNotFoundError:
             mode = MODE_SHAREABLE
-        tasks = self.tasks(name) if with_tasks else []
+        if not with_tasks:
+            return Group(name, l3, mb, mode)
         from ovs_rdt.inputs import cpulists
         try:
             cpus = cpulists.parse(self.read(self.path(name, 'cpus_list')),
                                   self.path(name, 'cpus_list'))
         except FileNotFoundError:
             cpus = frozenset()
-        return Group(name, l3, mb, mode, tasks, cpus)
+        return Group(name, l3, mb, mode, self.tasks(name), cpus)
 
     def groups(self, with_tasks: bool = False) -> list[Group]:
         """Every control group, the root first."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from ovs_rdt.inputs.integers import whole
 from ovs_rdt.inputs import uuids
 
 PROC = '/proc'
@@ -11,9 +12,11 @@ PROC = '/proc'
 def read_pidfile(path: str, proc: str = PROC) -> int | None:
     """The pid in ``path`` if that process is alive, else None."""
     try:
-        with open(path, encoding='ascii') as fh:
-            pid = int(fh.read().split()[0])
+        with open(path, encoding='utf-8') as fh:
+            pid = whole(fh.read().split()[0])
     except (OSError, ValueError, IndexError):
+        return None
+    if not pid:
         return None
     return pid if os.path.exists(os.path.join(proc, str(pid))) else None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ovs_rdt.exceptions import ConfigError, InvalidValue
+from ovs_rdt.exceptions import ConfigError, InvalidValue, refuse
 from ovs_rdt import MAX_WAYS
 
 TYPE_CHECKING = False
@@ -187,13 +187,13 @@ def convert(section: str, name: str, type_: str, raw: str | None,
             return True
         if low in ('false', '0', 'off', 'no'):
             return False
-        raise ConfigError('%s = %r is not a boolean' % (where, raw))
+        raise refuse(where, raw, 'is not a boolean', ConfigError)
     if type_ == 'list':
         return [v.strip() for v in raw.split(',') if v.strip()]
     if type_ == 'choice':
         if raw not in extra['choices']:
-            raise ConfigError('%s = %r is not one of %s'
-                              % (where, raw, ', '.join(extra['choices'])))
+            raise refuse(where, raw, 'is not one of %s'
+                         % ', '.join(extra['choices']), ConfigError)
         return raw
     if type_ == 'listen':
         if not raw.strip():
@@ -212,18 +212,20 @@ def convert(section: str, name: str, type_: str, raw: str | None,
 
 def parse_listen(text: str, where: str = '[metrics] listen') -> tuple[str, int]:
     """``HOST:PORT`` (``[V6ADDR]:PORT`` for IPv6) -> ``(host, port)``."""
+    from ovs_rdt.inputs.integers import whole
+
     raw = text.strip()
-    host, _, port = raw.rpartition(':')
+    host, _, port_s = raw.rpartition(':')
     bracketed = host.startswith('[') and host.endswith(']')
     if bracketed:
         host = host[1:-1]
-    ok = (bool(host) and port.isdigit() and 0 < int(port) < 65536
-          and (bracketed or ':' not in host)
-          and not any(c.isspace() or c in '[]/' for c in host))
-    if not ok:
-        raise ConfigError('%s = %r is not HOST:PORT (e.g. 127.0.0.1:9468, '
-                          '[::1]:9468; port 1-65535)' % (where, text))
-    return host, int(port)
+    port = whole(port_s)
+    if (not host or port is None or not 0 < port < 65536
+            or (not bracketed and ':' in host)
+            or any(c.isspace() or c in '[]/' for c in host)):
+        raise refuse(where, text, 'is not HOST:PORT (e.g. 127.0.0.1:9468, '
+                     '[::1]:9468; port 1-65535)', ConfigError)
+    return host, port
 
 
 def from_lookup(get: Any, has_section: Any,

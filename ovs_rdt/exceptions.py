@@ -97,6 +97,6 @@ def quote(value: str, limit: int = 48) -> str:
 
 
 def refuse(field: str, value: str, why: str,
-           error: type[InvalidValue] = InvalidValue) -> InvalidValue:
+           error: type[RDTError] = InvalidValue) -> RDTError:
     """The error for ``value`` of ``field``: ``FIELD: 'VALUE' why``."""
     return error('%s: %s %s' % (field, quote(value), why))

@@ -96,12 +96,15 @@ def test_missing_named_files_are_errors(argv, message):
      'whole number'),
     ('pool:noisy', 'mb_percent = 101',
      r"\[pool:noisy\] mb_percent: '101' must be from 1 to 100"),
-    ('libvirt', 'on_failure = maybe', "on_failure = 'maybe' is not one of refuse, warn"),
-    ('pool:hp', 'isolated = perhaps', "isolated = 'perhaps' is not a boolean"),
-    ('metrics', 'listen = 9468', r"\[metrics\] listen = '9468' is not HOST:PORT"),
-    ('metrics', 'listen = ::1:9468', "listen = '::1:9468' is not HOST:PORT"),
-    ('metrics', 'listen = host:0', "listen = 'host:0' is not HOST:PORT"),
+    ('libvirt', 'on_failure = maybe', "on_failure: 'maybe' is not one of refuse, warn"),
+    ('pool:hp', 'isolated = perhaps', "isolated: 'perhaps' is not a boolean"),
+    ('metrics', 'listen = 9468', r"\[metrics\] listen: '9468' is not HOST:PORT"),
+    ('metrics', 'listen = ::1:9468', "listen: '::1:9468' is not HOST:PORT"),
+    ('metrics', 'listen = host:0', "listen: 'host:0' is not HOST:PORT"),
     ('metrics', 'listen = host:65536', "'host:65536' is not HOST:PORT"),
+    # int() takes these ports; a whole number is ASCII digits only
+    ('metrics', 'listen = host:\u0669\u0664\u0666\u0668', 'is not HOST:PORT'),
+    ('metrics', 'listen = host:+80', "'host:\\+80' is not HOST:PORT"),
 ])
 def test_bad_values_name_option_and_value(tmp_path, section, line, message):
     text = SAMPLE + '\n[%s]\n%s\n' % (section, line)

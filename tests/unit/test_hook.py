@@ -265,7 +265,7 @@ def test_flavor_lookup_with_broken_config_does_not_refuse(node, capsys):
     assert node.run(xml(nova())) == 0
     node.config.write_text('[libvirt]\non_failure = sometimes\n')
     assert node.run(xml(nova({'rdt:l3_ways': '2'}))) == 1
-    assert "[libvirt] on_failure = 'sometimes'" in capsys.readouterr().err
+    assert "[libvirt] on_failure: 'sometimes'" in capsys.readouterr().err
 
 
 # -- pools --------------------------------------------------------------------

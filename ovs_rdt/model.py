@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ovs_rdt.bitmask import CBM
 from ovs_rdt import GROUP_PREFIX
+from ovs_rdt.inputs import uuids
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -126,10 +127,15 @@ def vm_group(uuid: str) -> str:
 
 
 def vm_uuid(group: str) -> str | None:
-    """The domain UUID in a VM's dedicated group name (:func:`vm_group`)."""
-    if group.startswith(VM_GROUP_PREFIX) and len(group) > len(VM_GROUP_PREFIX):
-        return group[len(VM_GROUP_PREFIX):]
-    return None
+    """The domain UUID in a VM's dedicated group name (:func:`vm_group`).
+
+    None unless the group is named as the hook names them, with a
+    canonical UUID.
+    """
+    if not group.startswith(VM_GROUP_PREFIX):
+        return None
+    uuid = group[len(VM_GROUP_PREFIX):]
+    return uuid if uuids.is_canonical(uuid) else None
 
 
 def pool_group(pool: str) -> str:

@@ -29,7 +29,7 @@ from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import uuids
 from ovs_rdt.members import pmd_label
 from ovs_rdt.model import PMD_GROUP, ROOT, Platform, Request, pool_group
-from ovs_rdt.model import vm_group
+from ovs_rdt.model import vm_group, vm_uuid
 
 LOG = logging.getLogger(__name__)
 
@@ -387,9 +387,8 @@ class NodeReconciler:
 
     def _orphaned(self, name: str, live: set[str] | None = None) -> bool:
         """No task in it (and, given ``live``, no VM with its UUID)."""
-        uuid = name[len(VM_PREFIX):]
-        if not uuids.is_canonical(uuid) or (live is not None
-                                            and uuid in live):
+        uuid = vm_uuid(name)
+        if uuid is None or (live is not None and uuid in live):
             return False     # not a name the hook gives, or its VM runs
         try:
             return not self.manager.resctrl.tasks(name)

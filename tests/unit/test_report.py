@@ -65,7 +65,8 @@ def test_members_of_a_real_process():
 
 
 def test_members_named_as_the_metrics_labels_name_them():
-    vm = {'kind': 'vm', 'name': 'sut', 'uuid': 'AB-CD', 'pid': 5,
+    uuid = '0b0580e0-4511-437a-855b-3e988e147bd5'
+    vm = {'kind': 'vm', 'name': 'sut', 'uuid': uuid.upper(), 'pid': 5,
           'tids': [5, 6], 'vcpu_tids': [6]}
     ovs = {'kind': 'ovs-vswitchd', 'name': 'ovs-vswitchd', 'pid': 9,
            'tids': [9, 10, 11], 'pmds': {1: 11, 0: 10}}
@@ -75,7 +76,8 @@ def test_members_named_as_the_metrics_labels_name_them():
     assert members.names([vm, ovs, other]) == [
         'vm=sut', 'pmd=0,1', 'ovs-vswitchd', 'memtester[7]']
     assert members.names([bare]) == ['pmd=0']
-    assert members.vm_name('ovsrdt-vm-ab-cd', [other, vm]) == 'sut'
-    assert members.vm_name('ovsrdt-vm-ef', [vm]) == ''
+    assert members.vm_name('ovsrdt-vm-' + uuid, [other, vm]) == 'sut'
+    assert members.vm_name('ovsrdt-vm-' + uuid.replace('0b', 'ef'), [vm]) == ''
+    assert members.vm_name('ovsrdt-vm-ab-cd', [vm]) == ''   # not a UUID
     assert members.vm_name('ovsrdt-pool-hp', [vm]) == ''
     assert members.summary(vm) == 'vm=sut (vCPU TIDs 6, +1 QEMU threads)'

@@ -165,7 +165,7 @@ def bench_virsh(starts: int) -> None:
     os.chmod(tmp, 0o755)
     emu = mount_emulator(tmp)
     root, sysfs = emu.root, emu.sysfs
-    testbed = LibvirtTestbed(tmp)
+    testbed = LibvirtTestbed(tmp, 'bench')
     try:
         testbed.setup()                    # hook installed, libvirtd fresh
         testbed.configure(root, sysfs, pools={})

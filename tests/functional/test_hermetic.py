@@ -11,12 +11,16 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 
 from tests.functional.fixtures import host
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-MARKERS = ('ovsrdt-libvirt-', 'ovsrdt-test-')
+#: The inner run's id: in its work dir, guest names and so in every
+#: daemon's command line and mount it makes (other runs have other ids).
+RUN_ID = 'herm%s' % uuid.uuid4().hex[:6]
+MARKERS = (RUN_ID,)
 
 FAILING = '''
 from tests.functional.fixtures.emulator import EmulatorFixture
@@ -48,7 +52,7 @@ def test_failed_libvirt_test_leaves_the_host_clean(
     '''))
     (tmp_path / 'test_inner.py').write_text(FAILING)
     before = host.snapshot(MARKERS)
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=REPO, OVS_RDT_TEST_RUN_ID=RUN_ID)
     res = subprocess.run([sys.executable, '-m', 'pytest', '-x', '-s', '-q',
                           '-p', 'no:cacheprovider', '--rootdir',
                           str(tmp_path), str(tmp_path / 'test_inner.py')],

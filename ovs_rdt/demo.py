@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt.opts import whole_number
 
 START_TIMEOUT = 180.0
 
@@ -99,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--workdir', default=WORKDIR,
                         help='where the demo keeps its state (default %s)'
                         % WORKDIR)
-    parser.add_argument('--top-seconds', type=int, default=3,
+    parser.add_argument('--top-seconds', type=whole_number(), default=3,
                         help='seconds of "ovs-rdt top" to show (default 3)')
     parser.add_argument('--metrics-listen', default='127.0.0.1:9468',
                         metavar='HOST:PORT',

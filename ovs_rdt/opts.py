@@ -20,7 +20,7 @@ import sys
 from typing import Any, Callable
 
 from ovs_rdt import conf
-from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.exceptions import ConfigError, RDTError
 
 POOL_SAMPLE_GROUP = 'pool:NAME'
 
@@ -49,6 +49,22 @@ def list_opts() -> list[tuple[str, list[Any]]]:
     return [(POOL_SAMPLE_GROUP if section == 'pool' else section,
              [opt(*spec) for spec in specs])
             for section, specs in conf.SPEC.items()]
+
+
+def whole_number(low: int = 0) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number by the one rule.
+
+    That is :mod:`ovs_rdt.inputs.integers`: no ``+3``, ``0_3`` or ``٣``.
+    """
+    from ovs_rdt.inputs import integers
+
+    def convert(text: str) -> int:
+        try:
+            return integers.parse(text, 'value', low)
+        except RDTError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def add_config_arguments(parser: argparse.ArgumentParser,

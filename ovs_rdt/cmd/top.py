@@ -15,6 +15,7 @@ import time
 from ovs_rdt import members, sampling
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
+from ovs_rdt.opts import whole_number
 from ovs_rdt.resctrl import Resctrl
 
 #: group -> (directory inode, {domain: {event: value}})
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='print one sample (over one interval) and exit')
     parser.add_argument('--no-clear', action='store_true',
                         help='append refreshes instead of redrawing the screen')
-    parser.add_argument('--iterations', type=int, default=0,
+    parser.add_argument('--iterations', type=whole_number(), default=0,
                         help='stop after this many refreshes (0: until Ctrl-C)')
 
 

@@ -124,3 +124,15 @@ def test_relevant_keeps_only_our_keys() -> None:
     ('', set()), ('zz', set()), ('0x0', set()), (' 0x3', set())])
 def test_parse_cpu_mask(text: str | None, cores: set) -> None:
     assert knobs.parse_cpu_mask(text) == cores
+
+
+@pytest.mark.parametrize('cfg', [
+    {'rdt-pmd-l3-ways': '2\n', 'rdt-pmd-pool': '\x1b[2Jhp'},
+    {'rdt-pmd-pool': 'evil\nrdt-status: ok'},
+    {'rdt-vswitchd': 'pool:\u202eevil'}])
+def test_values_in_messages_are_escaped(cfg: dict) -> None:
+    # Found by tests/stress/test_fuzz.py: a control character in a knob
+    # reached the one-line message (the log and rdt-status) as it was.
+    with pytest.raises(InvalidValue) as exc:
+        parse(cfg)
+    assert str(exc.value).isprintable(), str(exc.value)

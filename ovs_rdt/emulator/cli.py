@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar='BYTES', default=DEFAULT_FOOTPRINT,
                         help='cache footprint of a task not in --footprints '
                              '(default: %(default)s)')
+    parser.add_argument('--faults', dest='emu_faults', metavar='FILE',
+                        help='inject errors: "OP PATH ERRNO [COUNT]" a line, '
+                             're-read when it changes (see doc/emulator.md)')
     parser.add_argument('--set', dest='emu_set', action='append', default=[],
                         metavar='FIELD=VALUE',
                         help='override a profile field, e.g. --set num_rmids=8 '
@@ -73,6 +76,7 @@ class Options:
     daemon: bool = False
     sysfs_dir: Optional[str] = None
     footprints: Optional[str] = None
+    faults: Optional[str] = None
     default_footprint: int = DEFAULT_FOOTPRINT
     pid_file: Optional[str] = None
     log_file: Optional[str] = None
@@ -98,6 +102,7 @@ def options(args: argparse.Namespace) -> Options:
     return Options(profile=profile, mountpoint=os.path.abspath(args.emu_mountpoint),
                    daemon=args.emu_daemon, sysfs_dir=_abs(args.emu_sysfs_dir),
                    footprints=_abs(args.emu_footprints),
+                   faults=_abs(getattr(args, 'emu_faults', None)),
                    default_footprint=args.emu_default_footprint,
                    pid_file=_abs(args.emu_pid_file), log_file=_abs(args.emu_log_file),
                    verbose=args.emu_verbose)
@@ -166,11 +171,13 @@ def write_sysfs(profile: Profile, root: str) -> None:
 
 def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None:
     from ovs_rdt.emulator import fs
+    from ovs_rdt.emulator.faults import Faults
     from ovs_rdt.emulator.model import Resctrl
 
     footprints = Footprints(opts.footprints, opts.default_footprint)
     model = Resctrl(opts.profile, footprints=footprints)
-    fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose)
+    fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose,
+             faults=Faults(opts.faults))
 
 
 def _first_line(path: str) -> str:

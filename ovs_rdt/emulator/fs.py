@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 
 import mfusepy
 
+from ovs_rdt.emulator.faults import Faults
 from ovs_rdt.emulator.model import Caller, Node, Resctrl
 
 LOG = logging.getLogger(__name__)
@@ -41,8 +42,10 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
     use_ns = True
 
     def __init__(self, model: Resctrl,
-                 on_ready: Optional[Callable[[], None]] = None) -> None:
+                 on_ready: Optional[Callable[[], None]] = None,
+                 faults: Optional[Faults] = None) -> None:
         self.model = model
+        self.faults = faults or Faults()
         self._on_ready = on_ready
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
@@ -53,6 +56,12 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
     def _caller() -> Caller:
         uid, gid, pid = mfusepy.fuse_get_context()
         return Caller(uid=uid, gid=gid, pid=pid)
+
+    def _fault(self, op: str, path: str) -> None:
+        """Fail with an injected errno (see faults.py), before the model."""
+        err = self.faults.check(op, path)
+        if err is not None:
+            raise _oserror(err)
 
     def _handle(self, fi: Any) -> _Handle:
         handle = self._handles.get(fi.fh)
@@ -70,6 +79,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
     # -- attributes and directories -----------------------------------------------
     def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
         with self._lock:
+            self._fault('getattr', path)
             node = self.model.lookup(path)
             uid, gid = self.model.owner(node)
             when = int(self.model.ctime(node) * 1e9)
@@ -85,6 +95,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
 
     def readdir(self, path: str, fh: Any) -> list[str]:
         with self._lock:
+            self._fault('readdir', path)
             node = self.model.lookup(path)
             if not node.is_dir:
                 raise _oserror(errno.ENOTDIR)
@@ -92,11 +103,13 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
 
     def mkdir(self, path: str, mode: int) -> int:
         with self._lock:
+            self._fault('mkdir', path)
             self.model.mkdir(path, mode & 0o7777, self._caller())
         return 0
 
     def rmdir(self, path: str) -> int:
         with self._lock:
+            self._fault('rmdir', path)
             self.model.rmdir(path)
         return 0
 
@@ -129,6 +142,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
     # -- files ------------------------------------------------------------------
     def open(self, path: str, fi: Any) -> int:
         with self._lock:
+            self._fault('open', path)
             node = self.model.lookup(path)
             writing = (fi.flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
             if writing and node.write is None:
@@ -142,6 +156,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
 
     def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
         with self._lock:
+            self._fault('read', path)
             handle = self._handle(fi)
             if offset == 0 or handle.content is None:
                 show = handle.node.show
@@ -150,6 +165,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
 
     def write(self, path: str, data: bytes, offset: int, fi: Any) -> int:
         with self._lock:
+            self._fault('write', path)
             handle = self._handle(fi)
             node = handle.node
             self.model.check_write(node, data)
@@ -178,7 +194,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
 
 
 def mount(model: Resctrl, mountpoint: str, on_ready: Optional[Callable[[], None]] = None,
-          debug: bool = False) -> None:
+          debug: bool = False, faults: Optional[Faults] = None) -> None:
     """Serve ``model`` on ``mountpoint`` until it is unmounted (or SIGTERM)."""
     options: dict[str, Any] = {
         'foreground': True, 'nothreads': True, 'fsname': 'resctrl',
@@ -186,4 +202,4 @@ def mount(model: Resctrl, mountpoint: str, on_ready: Optional[Callable[[], None]
     }
     if os.geteuid() == 0:
         options['allow_other'] = True
-    mfusepy.FUSE(ResctrlFS(model, on_ready), mountpoint, raw_fi=True, **options)
+    mfusepy.FUSE(ResctrlFS(model, on_ready, faults), mountpoint, raw_fi=True, **options)

@@ -51,6 +51,7 @@ class MountedEmulator:
         self.root = os.path.join(directory, 'resctrl')
         self.sysfs = os.path.join(directory, 'sysfs')
         self.footprints = os.path.join(directory, 'footprints.json')
+        self.faults = os.path.join(directory, 'faults')
         self.log_file = os.path.join(directory, 'emulator.log')
         self.pid_file = os.path.join(directory, 'emulator.pid')
         self.pid = 0
@@ -62,7 +63,8 @@ class MountedEmulator:
         os.makedirs(self.root, exist_ok=True)
         cmd = [sys.executable, '-m', 'ovs_rdt.emulator', '-d',
                '--profile', self.profile, '--sysfs-dir', self.sysfs,
-               '--footprints', self.footprints, '--pid-file', self.pid_file,
+               '--footprints', self.footprints, '--faults', self.faults,
+               '--pid-file', self.pid_file,
                '--log-file', self.log_file, *self.extra_args, self.root]
         env = dict(os.environ)
         env['PYTHONPATH'] = os.pathsep.join(
@@ -89,6 +91,13 @@ class MountedEmulator:
         with open(tmp, 'w', encoding='utf-8') as fh:
             json.dump(mapping, fh)
         os.replace(tmp, self.footprints)
+
+    def set_faults(self, *rules: str) -> None:
+        """Inject faults (``"write /*/schemata EIO"``; none: clear them)."""
+        tmp = self.faults + '.tmp'
+        with open(tmp, 'w', encoding='utf-8') as fh:
+            fh.write(''.join(rule + '\n' for rule in rules))
+        os.replace(tmp, self.faults)
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)

@@ -1,0 +1,108 @@
+"""Injected faults: make chosen operations fail with a chosen errno.
+
+``ovs-rdt emulate --faults FILE`` names a text file the daemon re-reads
+whenever it changes (no remount), one rule a line::
+
+    # OP      PATH (fnmatch, from the mount root)   ERRNO    [COUNT]
+    write     /*/schemata                            ENOSPC
+    mkdir     /ovsrdt-vm-*                           EBUSY    1
+    any       *                                      EIO
+
+OP is ``read``, ``write``, ``mkdir``, ``rmdir``, ``open``, ``readdir``,
+``getattr`` or ``any``; ERRNO an errno name the kernel's resctrl can return
+(``EIO``, ``ENOSPC``, ``EBUSY``, ``EINVAL``, ``ENODEV``, ``ENOENT``,
+``EAGAIN``, ``ENOMEM``, ``EPERM``, ``EACCES``); COUNT how many times the rule
+fires before it stops (default: every time).  The first matching rule wins.
+The operation fails before the model sees it, so nothing is half-done, as
+when the kernel refuses a write.  A missing or empty file: no faults; a bad
+line is logged and ignored (the daemon must keep serving).
+"""
+from __future__ import annotations
+
+import errno
+import fnmatch
+import logging
+import os
+from typing import Optional
+
+LOG = logging.getLogger(__name__)
+
+OPS = ('read', 'write', 'mkdir', 'rmdir', 'open', 'readdir', 'getattr', 'any')
+ERRNOS = ('EIO', 'ENOSPC', 'EBUSY', 'EINVAL', 'ENODEV', 'ENOENT', 'EAGAIN',
+          'ENOMEM', 'EPERM', 'EACCES')
+
+
+class Rule:
+    __slots__ = ('op', 'pattern', 'errno', 'left')
+
+    def __init__(self, op: str, pattern: str, err: int,
+                 left: Optional[int]) -> None:
+        self.op = op
+        self.pattern = pattern
+        self.errno = err
+        self.left = left
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """The rules of a faults file; ValueError names the line at fault."""
+    rules = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        words = line.split('#', 1)[0].split()
+        if not words:
+            continue
+        if len(words) not in (3, 4) or words[0] not in OPS \
+                or words[2] not in ERRNOS or \
+                (len(words) == 4 and not words[3].isdigit()):
+            raise ValueError('line %d: %r is not "OP PATH ERRNO [COUNT]" '
+                             '(OP: %s; ERRNO: %s)' % (lineno, line,
+                                                      ', '.join(OPS),
+                                                      ', '.join(ERRNOS)))
+        rules.append(Rule(words[0], words[1], getattr(errno, words[2]),
+                          int(words[3]) if len(words) == 4 else None))
+    return rules
+
+
+class Faults:
+    """The rules of ``path``, re-read when the file changes."""
+
+    def __init__(self, path: Optional[str] = None) -> None:
+        self.path = path
+        self.rules: list[Rule] = []
+        self._stamp: Optional[tuple[int, int]] = None
+
+    def refresh(self) -> None:
+        if not self.path:
+            return
+        try:
+            st = os.stat(self.path)
+            stamp: Optional[tuple[int, int]] = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        rules: list[Rule] = []
+        if stamp is not None:
+            try:
+                with open(self.path, encoding='utf-8') as fh:
+                    rules = parse_rules(fh.read())
+            except (OSError, ValueError) as exc:
+                LOG.warning('Ignoring faults file %s: %s', self.path, exc)
+                return
+        self.rules = rules
+        if rules:
+            LOG.info('%d fault rule(s) from %s', len(rules), self.path)
+
+    def check(self, op: str, path: str) -> Optional[int]:
+        """The errno ``op`` on ``path`` must fail with, or None."""
+        self.refresh()
+        for rule in self.rules:
+            if rule.op not in (op, 'any') or rule.left == 0 or \
+                    not fnmatch.fnmatchcase(path, rule.pattern):
+                continue
+            if rule.left is not None:
+                rule.left -= 1
+            LOG.info('Injected fault: %s %s -> %s', op, path,
+                     errno.errorcode[rule.errno])
+            return rule.errno
+        return None

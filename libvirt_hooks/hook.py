@@ -148,9 +148,10 @@ class Hook:
     @property
     def manager(self) -> CacheManager:
         if self._manager is None:
-            from ovs_rdt.manager import CacheManager
-            self._manager = CacheManager(self.rc, self.settings)
+            from ovs_rdt import manager
+            self._manager = manager.CacheManager(self.rc, self.settings)
             _bridge_logging(self.log)
+            manager.LOG.on_import = lambda: _bridge_logging(self.log)
         return self._manager
 
     @property

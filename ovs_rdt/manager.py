@@ -33,10 +33,19 @@ class _Log:
     last-resort handler shows warnings and up), so those are no-ops then.
     """
 
+    #: Called once when this imports logging (the hook then routes the
+    #: records to its own log: Python's last resort would print warnings
+    #: on standard error, which libvirt shows the operator).
+    on_import: Any = None
+
     def __getattr__(self, name: str) -> Any:
         import sys
-        if name in ('debug', 'info') and 'logging' not in sys.modules:
-            return _drop
+        if 'logging' not in sys.modules:
+            if name in ('debug', 'info'):
+                return _drop
+            import logging  # noqa: F401
+            if self.on_import is not None:
+                self.on_import()
         import logging
         return getattr(logging.getLogger(__name__), name)
 

@@ -11,8 +11,11 @@ whenever it changes (no remount), one rule a line::
 OP is ``read``, ``write``, ``mkdir``, ``rmdir``, ``open``, ``readdir``,
 ``getattr`` or ``any``; ERRNO an errno name the kernel's resctrl can return
 (``EIO``, ``ENOSPC``, ``EBUSY``, ``EINVAL``, ``ENODEV``, ``ENOENT``,
-``EAGAIN``, ``ENOMEM``, ``EPERM``, ``EACCES``); COUNT how many times the rule
-fires before it stops (default: every time).  The first matching rule wins.
+``EAGAIN``, ``ENOMEM``, ``EPERM``, ``EACCES``), or ``KILL``: the calling
+process gets SIGKILL instead of an answer, as a ``kill -9`` at exactly that
+step would (the stress suite kills the hook and the agent at each write of a
+plan this way); COUNT how many times the rule fires before it stops
+(default: every time).  The first matching rule wins.
 The operation fails before the model sees it, so nothing is half-done, as
 when the kernel refuses a write.  A missing or empty file: no faults; a bad
 line is logged and ignored (the daemon must keep serving).
@@ -30,6 +33,8 @@ LOG = logging.getLogger(__name__)
 OPS = ('read', 'write', 'mkdir', 'rmdir', 'open', 'readdir', 'getattr', 'any')
 ERRNOS = ('EIO', 'ENOSPC', 'EBUSY', 'EINVAL', 'ENODEV', 'ENOENT', 'EAGAIN',
           'ENOMEM', 'EPERM', 'EACCES')
+#: The pseudo-errno of a rule that kills the caller.
+KILL = -1
 
 
 class Rule:
@@ -51,13 +56,13 @@ def parse_rules(text: str) -> list[Rule]:
         if not words:
             continue
         if len(words) not in (3, 4) or words[0] not in OPS \
-                or words[2] not in ERRNOS or \
+                or words[2] not in ERRNOS + ('KILL',) or \
                 (len(words) == 4 and not words[3].isdigit()):
             raise ValueError('line %d: %r is not "OP PATH ERRNO [COUNT]" '
                              '(OP: %s; ERRNO: %s)' % (lineno, line,
                                                       ', '.join(OPS),
                                                       ', '.join(ERRNOS)))
-        rules.append(Rule(words[0], words[1], getattr(errno, words[2]),
+        rules.append(Rule(words[0], words[1], getattr(errno, words[2], KILL),
                           int(words[3]) if len(words) == 4 else None))
     return rules
 
@@ -94,7 +99,8 @@ class Faults:
             LOG.info('%d fault rule(s) from %s', len(rules), self.path)
 
     def check(self, op: str, path: str) -> Optional[int]:
-        """The errno ``op`` on ``path`` must fail with, or None."""
+        """The errno ``op`` on ``path`` must fail with (:data:`KILL`: kill
+        the caller), or None."""
         self.refresh()
         for rule in self.rules:
             if rule.op not in (op, 'any') or rule.left == 0 or \
@@ -103,6 +109,6 @@ class Faults:
             if rule.left is not None:
                 rule.left -= 1
             LOG.info('Injected fault: %s %s -> %s', op, path,
-                     errno.errorcode[rule.errno])
+                     errno.errorcode.get(rule.errno, 'KILL'))
             return rule.errno
         return None

@@ -12,13 +12,14 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 import stat
 import threading
 from typing import Any, Callable, Optional
 
 import mfusepy
 
-from ovs_rdt.emulator.faults import Faults
+from ovs_rdt.emulator.faults import KILL, Faults
 from ovs_rdt.emulator.model import Caller, Node, Resctrl
 
 LOG = logging.getLogger(__name__)
@@ -60,6 +61,14 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
     def _fault(self, op: str, path: str) -> None:
         """Fail with an injected errno (see faults.py), before the model."""
         err = self.faults.check(op, path)
+        if err == KILL:
+            pid = self._caller().pid
+            if pid > 1 and pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            err = errno.EIO     # what the dying caller would never read
         if err is not None:
             raise _oserror(err)
 

@@ -91,7 +91,8 @@ class Node:
     # -- the agent and the CLI ------------------------------------------------
     def start_agent(self) -> AgentProcess:
         assert self.ovs is not None
-        self.agent = AgentProcess(self.tb.config, self.agent_log).start()
+        self.agent = AgentProcess(self.tb.config, self.agent_log, {
+            'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '1.0'}).start()
         return self.agent
 
     def stop_agent(self) -> None:

@@ -16,6 +16,8 @@ written by :mod:`tests.stress.figures` to ``$OVS_RDT_STRESS_REPORT`` (default
 from __future__ import annotations
 
 import os
+import shutil
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -46,3 +48,32 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section('stress figures')
         for line in text.splitlines():
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope='module')
+def node(libvirt_testbed: Any) -> Iterator[Any]:
+    """A node with guests' hook, emulator, OvS (PMD knob set) and agent.
+
+    The agent's reconciliation runs every second and removes an orphaned
+    VM group after one second (ORPHAN_GRACE) so that repairs are seen
+    within a test.
+    """
+    from tests.stress import bed     # after the fixture plugins
+
+    emu = bed.mount_emulator(libvirt_testbed)
+    ovs = bed.private_ovs()
+    n = None
+    try:
+        ovs.start()
+        n = bed.Node(libvirt_testbed, emu, ovs)
+        ovs.other_config(**{'rdt-pmd-l3-ways': str(bed.PMD_WAYS)})
+        n.start_agent()
+        n.wait_agent_ok()
+        yield n
+    finally:
+        libvirt_testbed.remove_guests()
+        if n is not None:
+            n.stop_agent()
+        ovs.stop()
+        emu.cleanUp()
+        shutil.rmtree(ovs.dir, ignore_errors=True)

@@ -15,35 +15,13 @@ Quick budget: one round of 16.  ``OVS_RDT_STRESS=long``: rounds of 16, 32,
 from __future__ import annotations
 
 import time
-from typing import Iterator
-
 import pytest
 
-from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed
+from tests.functional.fixtures.libvirt import Guest
 from tests.stress import bed, figures
 from tests.stress.conftest import LONG
 
 ROUNDS = (16, 32, 16, 32) if LONG else (16,)
-
-
-@pytest.fixture(scope='module')
-def node(libvirt_testbed: LibvirtTestbed) -> Iterator[bed.Node]:
-    emu = bed.mount_emulator(libvirt_testbed)
-    ovs = bed.private_ovs()
-    n = None
-    try:
-        ovs.start()
-        n = bed.Node(libvirt_testbed, emu, ovs)
-        ovs.other_config(**{'rdt-pmd-l3-ways': str(bed.PMD_WAYS)})
-        n.start_agent()
-        n.wait_agent_ok()
-        yield n
-    finally:
-        libvirt_testbed.remove_guests()
-        if n is not None:
-            n.stop_agent()
-        ovs.stop()
-        emu.cleanUp()
 
 
 def percentiles(name: str, values: list[float]) -> None:

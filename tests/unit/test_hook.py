@@ -574,3 +574,35 @@ def test_uninstall_warns_about_guests_still_managed(node, qemu, tmp_path,
     err = capsys.readouterr().err
     assert "warning: 1 guest(s) still run in ovs-rdt groups (vm1)" in err
     assert not (hooks / 'qemu.d' / '50-ovs-rdt').exists()
+
+
+_FAILING_PLAN = '''
+import sys
+from libvirt_hooks import hook
+hook.Log.use_syslog = False
+sys.exit(hook.run(['--config-file', sys.argv[1], 'vm1', 'prepare', 'begin',
+                   '-'], sys.stdin.buffer.read()))
+'''
+
+
+def test_core_warnings_reach_the_log_not_stderr(tmp_path):
+    # Found by tests/stress: when a plan failed half-way, the manager's
+    # "undoing N applied steps" warning imported logging after the hook had
+    # bridged it, so Python's last resort printed it on stderr (libvirt
+    # showed the operator three lines) and the hook's log never had it.
+    root, sysfs = tmp_path / 'r', tmp_path / 'cpu'
+    make_tree(str(root), sysfs=str(sysfs))
+    (root / ('ovsrdt-vm-' + UUID)).write_text('')   # mkdir "works", then not
+    config = tmp_path / 'c.conf'
+    log = tmp_path / 'hook.log'
+    config.write_text('[DEFAULT]\nlog_file = %s\n[resctrl]\nroot = %s\n'
+                      'sysfs_cpu_root = %s\n' % (log, root, sysfs))
+    proc = subprocess.run([sys.executable, '-c', _FAILING_PLAN, str(config)],
+                          input=L3_3, capture_output=True,
+                          cwd=os.path.dirname(os.path.dirname(
+                              os.path.dirname(os.path.abspath(__file__)))))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith('ovs-rdt: refusing to start'), err
+    assert 'undoing' in log.read_text()

@@ -43,9 +43,11 @@ class _Log:
         if 'logging' not in sys.modules:
             if name in ('debug', 'info'):
                 return _drop
-            import logging  # noqa: F401
-            if self.on_import is not None:
-                self.on_import()
+            hook = self.on_import
+            import logging
+            if hook is not None:
+                hook()
+            return getattr(logging.getLogger(__name__), name)
         import logging
         return getattr(logging.getLogger(__name__), name)
 

@@ -170,8 +170,8 @@ def write_sysfs(profile: Profile, root: str) -> None:
 
 
 def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None:
-    from ovs_rdt.emulator import fs
     from ovs_rdt.emulator.faults import Faults
+    from ovs_rdt.emulator import fs
     from ovs_rdt.emulator.model import Resctrl
 
     footprints = Footprints(opts.footprints, opts.default_footprint)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import errno
 import fnmatch
 import logging
-import os
 from typing import Optional
+
+from ovs_rdt.emulator.monitor import file_stamp
 
 LOG = logging.getLogger(__name__)
 
@@ -78,11 +79,7 @@ class Faults:
     def refresh(self) -> None:
         if not self.path:
             return
-        try:
-            st = os.stat(self.path)
-            stamp: Optional[tuple[int, int]] = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
+        stamp = file_stamp(self.path)
         if stamp == self._stamp:
             return
         self._stamp = stamp
@@ -99,8 +96,10 @@ class Faults:
             LOG.info('%d fault rule(s) from %s', len(rules), self.path)
 
     def check(self, op: str, path: str) -> Optional[int]:
-        """The errno ``op`` on ``path`` must fail with (:data:`KILL`: kill
-        the caller), or None."""
+        """The errno ``op`` on ``path`` must fail with, or None.
+
+        :data:`KILL`: kill the caller.
+        """
         self.refresh()
         for rule in self.rules:
             if rule.op not in (op, 'any') or rule.left == 0 or \

@@ -31,6 +31,18 @@ def _weight(mask: int) -> int:
     return bin(mask).count('1')
 
 
+def file_stamp(path: str) -> Optional[tuple[int, int]]:
+    """(mtime_ns, size) of ``path``, None if absent.
+
+    Tells whether a control file the daemon re-reads has changed.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 class Footprints:
     """Per-task cache footprints, from an optional JSON file re-read on change."""
 
@@ -50,11 +62,7 @@ class Footprints:
         """Re-read the file if it changed; True when the values changed."""
         if not self.path:
             return False
-        try:
-            st = os.stat(self.path)
-            stamp: Optional[tuple[int, int]] = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
+        stamp = file_stamp(self.path)
         if stamp == self._stamp:
             return False
         self._stamp = stamp

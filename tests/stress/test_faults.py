@@ -206,7 +206,7 @@ def test_libvirtd_killed_while_guests_start(node: bed.Node,
     assert pid
 
     def kill() -> None:
-        time.sleep(0.4)
+        time.sleep(1.0)         # some QEMUs up, some starting
         os.kill(pid, signal.SIGKILL)
 
     bed.all_at_once([lambda g=g: node.tb.start(g, check=False)

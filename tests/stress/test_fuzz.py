@@ -17,17 +17,18 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from typing import Any, Callable
 import uuid as uuidlib
 
 from hypothesis import given, strategies as st
 
 from libvirt_hooks import domain
 from nova_plugin import specs
-from ovs_rdt import conf
 from ovs_rdt.agent import knobs
+from ovs_rdt import conf
+from ovs_rdt.emulator.kparse import bitmap_list_string
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.emulator.kparse import bitmap_list_string
 from ovs_rdt.resctrl import Resctrl, format_cpu_list, parse_cpu_list
 from tests.stress import figures
 from tests.unit.fakes import make_tree
@@ -44,6 +45,15 @@ def one_line(exc: BaseException) -> str:
     assert len(text) <= MAX_MESSAGE, 'message of %d characters' % len(text)
     assert text.isprintable(), 'unprintable character in %r' % text
     return text
+
+
+def outcome(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    """(True, value) or, for a rejection (checked: one line), (False, None)."""
+    try:
+        return True, fn(*args)
+    except RDTError as exc:
+        one_line(exc)
+        return False, None
 
 
 def tried() -> None:
@@ -98,8 +108,8 @@ def annotation(draw: st.DrawFn) -> str:
         rebind = draw(st.sampled_from(
             ['', ' xmlns:%s="urn:other"' % (prefix or 'p'),
              ' xmlns="%s"' % esc(draw(namespaces))]))
-        children.append('<%s%s %s="%s"%s/>' % (q, local, attr,
-                                                esc(draw(xml_text)), rebind))
+        children.append('<%s%s %s="%s"%s/>'
+                        % (q, local, attr, esc(draw(xml_text)), rebind))
     body = ''.join(children)
     if draw(st.booleans()):
         body += esc(draw(xml_text), quote=False)
@@ -176,10 +186,8 @@ def test_domain_xml(data: bytes) -> None:
     assert UUID_RE.match(dom.uuid), dom.uuid
     assert '/' not in dom.name and '\0' not in dom.name
     for settings in (None, SETTINGS):
-        try:
-            spec = domain.resolve(dom, settings)
-        except RDTError as exc:
-            one_line(exc)
+        ok, spec = outcome(domain.resolve, dom, settings)
+        if not ok:
             continue
         if spec is not None:
             assert spec.l3_ways is None or 1 <= spec.l3_ways <= domain.MAX_WAYS
@@ -231,12 +239,8 @@ def test_ovs_knobs(other_config: dict[str, str], pools: set[str],
                        hostile_text, max_size=4), st.booleans())
 def test_extra_specs(extra: dict[str, str], strict: bool) -> None:
     tried()
-    try:
-        spec = specs.parse(extra, strict)
-    except RDTError as exc:
-        one_line(exc)
-        return
-    if spec is not None:
+    ok, spec = outcome(specs.parse, extra, strict)
+    if ok and spec is not None:
         assert not (spec.l3_ways and spec.pool)
         assert spec.pool is None or re.fullmatch(specs.POOL_PATTERN, spec.pool)
 

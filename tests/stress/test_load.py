@@ -15,6 +15,7 @@ Quick budget: one round of 16.  ``OVS_RDT_STRESS=long``: rounds of 16, 32,
 from __future__ import annotations
 
 import time
+
 import pytest
 
 from tests.functional.fixtures.libvirt import Guest

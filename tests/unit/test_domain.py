@@ -451,3 +451,15 @@ def test_libvirt_cachetune_conflicts_with_a_request(tune):
                         'annotation) from ovs-rdt: keep one or the other')
     # Without a request, libvirt's tuning is none of our business.
     assert spec_of(xml(cputune=cputune)) is None
+
+
+def test_an_unconfigured_pool_name_is_escaped_beside_a_cachetune():
+    # Found by tests/stress/test_fuzz.py (long profile): the <cachetune>
+    # refusal, checked before the pool's, described the request with the
+    # pool name as it came (a bidi override, DEL) into the one-line message.
+    cputune = ("<cputune><cachetune vcpus='0'><cache id='0' level='3' "
+               "type='both' size='3' unit='MiB'/></cachetune></cputune>")
+    msg = error_of(xml(rdt('<rdt:pool name="\u202eevil\x7f"/>'),
+                       cputune=cputune))
+    assert msg.isprintable(), msg
+    assert '\\u202eevil\\x7f' in msg

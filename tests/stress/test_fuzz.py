@@ -23,13 +23,13 @@ import uuid as uuidlib
 from hypothesis import given, strategies as st
 
 from libvirt_hooks import domain
-from nova_plugin import specs
 from ovs_rdt.agent import knobs
-from ovs_rdt import conf
+from ovs_rdt import conf, MAX_WAYS
 from ovs_rdt.emulator.kparse import bitmap_list_string
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt.inputs import cpulists, request
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.resctrl import Resctrl, format_cpu_list, parse_cpu_list
+from ovs_rdt.resctrl import Resctrl
 from tests.stress import figures
 from tests.unit.fakes import make_tree
 
@@ -182,15 +182,18 @@ def test_domain_xml(data: bytes) -> None:
     except RDTError as exc:
         one_line(exc)
         return
-    # What reaches a path: the canonical UUID, never the name.
-    assert UUID_RE.match(dom.uuid), dom.uuid
-    assert '/' not in dom.name and '\0' not in dom.name
+    # What reaches a path: the canonical UUID (checked on first use),
+    # never the name.
+    ok, uuid = outcome(lambda: dom.uuid)
+    assert not ok or UUID_RE.match(uuid), uuid
+    ok, name = outcome(lambda: dom.name)
+    assert not ok or ('/' not in name and '\0' not in name), name
     for settings in (None, SETTINGS):
         ok, spec = outcome(domain.resolve, dom, settings)
         if not ok:
             continue
         if spec is not None:
-            assert spec.l3_ways is None or 1 <= spec.l3_ways <= domain.MAX_WAYS
+            assert spec.l3_ways is None or 1 <= spec.l3_ways <= MAX_WAYS
             assert spec.pool is None or settings is None or \
                 spec.pool in settings.pools
             one_line(Exception(spec.describe()))
@@ -233,16 +236,19 @@ def test_ovs_knobs(other_config: dict[str, str], pools: set[str],
     assert all(c >= 0 for c in cores)
 
 
-# -- the flavor extra specs (Nova filter and API) ---------------------------------
-@given(st.dictionaries(st.sampled_from(specs.KEYS + ('rdt:other', 'hw:x',
-                                                     'rdt:L3_ways')),
+# -- the flavor extra specs (Nova filter, API validators, the hook) ----------
+EXTRA_KEYS = tuple(request.EXTRA_SPECS) + ('rdt:other', 'hw:x', 'rdt:L3_ways')
+
+
+@given(st.dictionaries(st.sampled_from(EXTRA_KEYS),
                        hostile_text, max_size=4), st.booleans())
 def test_extra_specs(extra: dict[str, str], strict: bool) -> None:
     tried()
-    ok, spec = outcome(specs.parse, extra, strict)
+    ok, spec = outcome(request.from_extra_specs, extra, '', strict)
     if ok and spec is not None:
         assert not (spec.l3_ways and spec.pool)
-        assert spec.pool is None or re.fullmatch(specs.POOL_PATTERN, spec.pool)
+        assert spec.pool is None or re.fullmatch(r'[A-Za-z0-9][A-Za-z0-9_.-]*',
+                                                 spec.pool), spec.pool
 
 
 # -- the configuration file ---------------------------------------------------
@@ -355,5 +361,5 @@ def test_cpu_lists_we_read(cpus: set[int]) -> None:
     """The kernel's %*pbl lists (cpus_list, shared_cpu_list) read back."""
     tried()
     text = bitmap_list_string(cpus) + '\n'
-    assert parse_cpu_list(text) == cpus
-    assert parse_cpu_list(format_cpu_list(cpus)) == cpus
+    assert cpulists.parse(text, 'cpus_list') == cpus
+    assert cpulists.parse(cpulists.to_text(cpus), 'cpus_list') == cpus

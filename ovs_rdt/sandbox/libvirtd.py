@@ -149,7 +149,17 @@ class PrivateLibvirtd:
         os.chmod(lib_qemu, 0o751)
 
     def script(self) -> str:
-        lines = ['set -e', 'mount --make-rslave /']
+        # The namespace starts with a copy of every host mount. A copy of a
+        # FUSE mount (another emulator, another tool's) would keep that
+        # filesystem alive after the host unmounts it (the host's mounts
+        # need not be shared, so the unmount does not propagate): drop every
+        # FUSE mount that is not below our own directory.
+        keep = shlex.quote(os.path.dirname(os.path.abspath(self.workdir)))
+        lines = ['set -e', 'mount --make-rslave /',
+                 "awk '$3 ~ /^fuse/ {print $2}' /proc/self/mounts | "
+                 'while read -r m; do case "$m" in %s/*) ;; '
+                 '*) umount -l "$m" 2>/dev/null || true ;; esac; done'
+                 % keep]
         for host, name in PRIVATE_DIRS:
             lines.append('mount --bind %s %s' % (shlex.quote(self.path(name)),
                                                  host))

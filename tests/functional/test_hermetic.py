@@ -67,3 +67,25 @@ def test_failed_libvirt_test_leaves_the_host_clean(
     for pid in pids:     # libvirtd and the guest's QEMU are gone
         assert not host.alive(pid), (pid, out)
     host.assert_unchanged(before, MARKERS)
+
+
+def test_a_private_libvirtd_does_not_pin_other_fuse_mounts(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An emulator mounted elsewhere before a private libvirtd starts.
+
+    It still ends when the host unmounts it: the namespace dropped its copy
+    of the mount.
+    """
+    from ovs_rdt.sandbox.emulator import MountedEmulator
+    from ovs_rdt.sandbox.libvirtd import PrivateLibvirtd
+
+    emu = MountedEmulator(str(tmp_path / 'emu'), 'xeon-d-1540').start()
+    lv = PrivateLibvirtd(str(tmp_path / 'lv' / 'libvirt'))
+    try:
+        lv.start(die_with_parent=True)
+        problems = emu.stop()
+        assert problems == [], problems
+        assert not host.alive(emu.pid)
+    finally:
+        assert lv.stop() == []
+        emu.stop()

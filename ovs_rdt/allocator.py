@@ -176,6 +176,28 @@ def _held(mask: CBM | None, root: CBM | None) -> bool:
     return root is None or not mask.overlaps(root)
 
 
+def mirrors_default(group: Group, domain: int, groups: list[Group]) -> bool:
+    """Whether a foreign group only copies the default group on ``domain``.
+
+    libvirt takes a ``<cachetune>``'s ways from those no group holds, not
+    the default group's (``virResctrlAllocGetUnused``), and writes the
+    default group's mask for the domains the ``<cachetune>`` does not name
+    (``virResctrlAllocCopyMasks``).  So a group that holds ways (a mask
+    disjoint from the default group's) on some domain and overlaps the
+    default group on ``domain`` holds nothing there.  A group that
+    overlaps the default group everywhere (``pqos`` classes on a host
+    whose default group was never shrunk) holds its whole mask.
+    """
+    root = next((g for g in groups if g.is_root), None)
+    if root is None:
+        return False
+    mask = group.l3.get(domain)
+    if mask is None or _held(mask, root.l3.get(domain)):
+        return False
+    return any(_held(m, root.l3.get(d)) for d, m in group.l3.items()
+               if d != domain)
+
+
 def _order(requests: list[Request], positions: dict[str, dict[int, CBM]],
            domain: int) -> list[Request]:
     """Stable packing order: existing groups by position, new ones last.
@@ -215,15 +237,32 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
     # exclusive group, and an isolated allocation is not isolated there.
     hw_shared = CBM(platform.shareable_bits & ((1 << width) - 1), width)
     foreign = [g for g in groups if not g.is_root and not g.owned]
+    root_now = next((g.l3.get(domain) for g in groups if g.is_root), None)
     fixed = empty
     foreign_exclusive = empty
+    # Ways a foreign group shares with the default group on a domain
+    # where it holds none (see mirrors_default) are the default group's; only
+    # isolated requests keep off them (the kernel refuses an exclusive
+    # group that overlaps any other).
+    mirrored = empty
     for grp in foreign:
         mask = grp.l3.get(domain)
         if mask is None:
             continue
-        fixed |= mask
         if grp.mode in _UNSHAREABLE:
             foreign_exclusive |= mask
+        elif mirrors_default(grp, domain, groups):
+            mirrored |= mask
+            continue
+        fixed |= mask
+    # Ways the default group may have: those it has now and those our
+    # groups hold now.  Ways nobody holds (another tool took them out of
+    # the default group, or freed them) stay free for that tool too.
+    root_may = (root_now or CBM.full(width))
+    for grp in groups:
+        mask = grp.l3.get(domain)
+        if grp.owned and mask is not None and _held(mask, root_now):
+            root_may |= mask
     ours = empty
     ours_exclusive = empty
     # Explicit masks first: they are where the operator put them.
@@ -268,7 +307,7 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
             raise InvalidMask('%s asks for %d ways on domain %d, fewer than '
                               'the platform minimum %d'
                               % (req.name, ways, domain, platform.min_cbm_bits))
-        allowed = ~taken - hw_shared if req.exclusive else ~taken
+        allowed = ~taken - hw_shared - mirrored if req.exclusive else ~taken
         free = max(0, min(allowed.count, (~taken).count - reserve))
         mask = best_fit(allowed, ways, platform.sparse_masks,
                         platform.min_cbm_bits,
@@ -297,9 +336,13 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
     if system_cbm is not None:
         root_mask = system_cbm
     else:
-        spare = ~(ours | foreign_exclusive)
-        root_mask = (_sparse_spare(spare, platform.min_cbm_bits)
-                     if platform.sparse_masks else spare.largest_run())
+        def fit(spare: CBM) -> CBM:
+            return (_sparse_spare(spare, platform.min_cbm_bits)
+                    if platform.sparse_masks else spare.largest_run())
+        spare = ~(ours | fixed)
+        root_mask = fit(spare & root_may)
+        if root_mask.count < reserve:
+            root_mask = fit(spare)
         if root_mask.count < reserve:
             raise InsufficientWays(
                 'the default group would keep %d contiguous ways on cache '

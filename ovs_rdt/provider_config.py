@@ -58,7 +58,8 @@ def reserved_ways(platform: Platform, groups: list[Group],
     The CBM length minus the most ways the node allocator
     (:func:`ovs_rdt.allocator.plan`) would give one more VM group there,
     with every group that is not a VM's where it is: other tools' groups
-    with their whole mask, our pools and PMD group where their mask does
+    with their whole mask except where they copy the default group's
+    (:func:`ovs_rdt.allocator.mirrors_default`), our pools and PMD group where their mask does
     not overlap the default group's (elsewhere they hold no ways and follow
     it), the default group's minimum (``system_min_ways`` or the
     ``system_cbm`` mask), and what the allocator refuses VMs: the ways the
@@ -85,7 +86,9 @@ def reserved_ways(platform: Platform, groups: list[Group],
             root_mask = root.l3.get(dom)
             if dom not in held_by_dom or not mask or (
                     grp.owned and root_mask is not None and
-                    mask.overlaps(root_mask)):
+                    mask.overlaps(root_mask)) or (
+                    not grp.owned and
+                    allocator.mirrors_default(grp, dom, state)):
                 continue
             held[dom] = mask
             held_by_dom[dom] |= mask

@@ -48,12 +48,15 @@ def test_pools_pmd_and_foreign_groups_are_reserved_vms_are_not() -> None:
               {0: cbm(0x100), 1: cbm(0x100)}),
     ]
     per_dom = pc.reserved_ways(platform(), groups, system_min_ways=2)
-    # domain 0: pool 2 + pmd 2 + foreign 2 + system 2; domain 1: the pool
-    # follows the default group there (holds nothing): pmd 2 + foreign 2 + 2
-    assert per_dom == {0: 8, 1: 6}
+    # domain 0: pool 2 + pmd 2 + foreign 2 + system 2, and the VM's way
+    # 0x100 is split off the default group's run (which never grows over
+    # COS3): 3 ways would leave it 1; domain 1: the pool follows the
+    # default group there (holds nothing): pmd 2 + foreign 2 + 2, and 0x100
+    # split off again
+    assert per_dom == {0: 9, 1: 7}
     inv = pc.inventory(platform(), groups, 2)
-    assert inv[pc.RC_WAYS]['reserved'] == 14
-    assert inv[pc.RC_WAYS]['max_unit'] == 8
+    assert inv[pc.RC_WAYS]['reserved'] == 16
+    assert inv[pc.RC_WAYS]['max_unit'] == 6
     assert inv[pc.RC_CLOSIDS]['reserved'] == 4   # root, pool, pmd, COS3
 
 

@@ -22,9 +22,15 @@ Layout rules, per cache domain (domains are independent):
 * Isolated requests never get the ways in ``info/L3/shareable_bits``: the
   hardware (I/O) fills them too and the kernel refuses an exclusive group
   there.  Shared requests and the default group may use them.
-* The default group gets the largest contiguous run of what no group of
-  ours holds (never a foreign exclusive or pseudo-locked group's ways), and
-  at least ``system_min_ways`` ways.
+* The default group gets the largest contiguous run of the ways it has
+  now or our groups have now, less what our groups get and what foreign
+  groups hold; at least ``system_min_ways`` ways (taking only that many
+  from the ways nobody holds when it has fewer).  So it never grows over
+  another tool's ways, and ways another tool took out of it, or freed,
+  stay free for that tool (libvirt counts as free only what neither the
+  default group nor any group has).  A foreign group holds no ways on a
+  domain where its mask overlaps the default group's while it holds
+  ways elsewhere: :func:`mirrors_default`.
 * A group that holds no ways on a domain (its tasks never run there) gets
   the default group's mask there; such a group cannot be kernel-exclusive.
 
@@ -241,10 +247,7 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
     fixed = empty
     foreign_exclusive = empty
     # Ways a foreign group shares with the default group on a domain
-    # where it holds none (see mirrors_default) are the default group's; only
-    # isolated requests keep off them (the kernel refuses an exclusive
-    # group that overlaps any other).
-    mirrored = empty
+    # where it holds none (see mirrors_default) are the default group's.
     for grp in foreign:
         mask = grp.l3.get(domain)
         if mask is None:
@@ -252,7 +255,6 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
         if grp.mode in _UNSHAREABLE:
             foreign_exclusive |= mask
         elif mirrors_default(grp, domain, groups):
-            mirrored |= mask
             continue
         fixed |= mask
     # Ways the default group may have: those it has now and those our
@@ -307,7 +309,7 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
             raise InvalidMask('%s asks for %d ways on domain %d, fewer than '
                               'the platform minimum %d'
                               % (req.name, ways, domain, platform.min_cbm_bits))
-        allowed = ~taken - hw_shared - mirrored if req.exclusive else ~taken
+        allowed = ~taken - hw_shared if req.exclusive else ~taken
         free = max(0, min(allowed.count, (~taken).count - reserve))
         mask = best_fit(allowed, ways, platform.sparse_masks,
                         platform.min_cbm_bits,
@@ -342,7 +344,9 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
         spare = ~(ours | fixed)
         root_mask = fit(spare & root_may)
         if root_mask.count < reserve:
-            root_mask = fit(spare)
+            # Only as many more as the minimum needs.
+            root_mask = best_fit(spare, reserve, platform.sparse_masks,
+                                 platform.min_cbm_bits) or fit(spare)
         if root_mask.count < reserve:
             raise InsufficientWays(
                 'the default group would keep %d contiguous ways on cache '
@@ -460,8 +464,16 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
     for req in requests:
         holds = frozenset(d for d, n in req.ways.items() if n) | \
             frozenset(req.cbm)
+        # The kernel refuses exclusive mode to a group overlapping any
+        # other: where a foreign group's copy of the default group's mask
+        # overlaps, the group stays shareable (still apart from every group
+        # of ours and the default group).
+        overlaps = any(m.overlaps(g.l3.get(d, m.empty(m.width)))
+                       for d, m in result.l3.get(req.name, {}).items()
+                       for g in groups if not g.is_root and not g.owned)
         result.modes[req.name] = (MODE_EXCLUSIVE if req.exclusive and
-                                  holds == all_domains else MODE_SHAREABLE)
+                                  holds == all_domains and not overlaps
+                                  else MODE_SHAREABLE)
         if mba is not None and mba.delay_linear:
             pct = mba.round(req.mb_percent or 100)
             result.mb[req.name] = {d: pct for d in mba.domains}

@@ -16,8 +16,10 @@ def masks(d0, d1):
 
 
 def unused(result, groups, domain):
-    """What libvirt counts as free (virResctrlAllocGetUnused): no group's
-    mask, the default group's included."""
+    """What libvirt counts as free (virResctrlAllocGetUnused).
+
+    Ways in no group's mask, the default group's included.
+    """
     used = CBM.empty(W)
     for grp in groups:
         used |= result.l3.get(grp.name, grp.l3).get(domain, CBM.empty(W))

@@ -22,12 +22,13 @@ Layout rules, per cache domain (domains are independent):
 * Isolated requests never get the ways in ``info/L3/shareable_bits``: the
   hardware (I/O) fills them too and the kernel refuses an exclusive group
   there.  Shared requests and the default group may use them.
-* The default group gets the largest contiguous run of the ways it has
-  now or our groups have now, less what our groups get and what foreign
-  groups hold; at least ``system_min_ways`` ways (taking only that many
-  from the ways nobody holds when it has fewer).  So it never grows over
-  another tool's ways, and ways another tool took out of it, or freed,
-  stay free for that tool (libvirt counts as free only what neither the
+* The default group gets the largest contiguous run of the ways no group
+  of ours gets and no foreign group holds; while foreign groups exist,
+  only of the ways it has now or our groups have now, and at least
+  ``system_min_ways`` ways (taking only that many from the ways nobody
+  holds when it has fewer).  So it never grows over another tool's ways,
+  and ways another tool took out of it, or freed, stay free for that tool
+  while it has groups (libvirt counts as free only what neither the
   default group nor any group has).  A foreign group holds no ways on a
   domain where its mask overlaps the default group's while it holds
   ways elsewhere: :func:`mirrors_default`.
@@ -257,14 +258,17 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
         elif mirrors_default(grp, domain, groups):
             continue
         fixed |= mask
-    # Ways the default group may have: those it has now and those our
-    # groups hold now.  Ways nobody holds (another tool took them out of
-    # the default group, or freed them) stay free for that tool too.
-    root_may = (root_now or CBM.full(width))
-    for grp in groups:
-        mask = grp.l3.get(domain)
-        if grp.owned and mask is not None and _held(mask, root_now):
-            root_may |= mask
+    # Beside another tool's groups, the default group may have only the
+    # ways it has now and those our groups hold now: ways nobody holds
+    # (the other tool took them out of the default group, or freed them)
+    # stay free for that tool too.  Without one, it takes every spare way.
+    root_may = CBM.full(width)
+    if foreign and root_now is not None:
+        root_may = root_now
+        for grp in groups:
+            mask = grp.l3.get(domain)
+            if grp.owned and mask is not None and _held(mask, root_now):
+                root_may |= mask
     ours = empty
     ours_exclusive = empty
     # Explicit masks first: they are where the operator put them.

@@ -57,9 +57,9 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'this.', {'min': 1}),
         ('system_l3_cbm', 'str', None,
          'An explicit capacity bitmask for the default (root) group instead '
-         'of the largest run of the ways it or our groups hold that no pool, '
-         'VM or other tool\'s group gets: one hex mask for every domain '
-         '("c") or per domain ("0=c;1=c").', {}),
+         'of the largest run of the ways no pool, VM or other tool\'s group '
+         'gets: one hex mask for every domain ("c") or per domain '
+         '("0=c;1=c").', {}),
     ],
     'pool': [
         ('l3_ways', 'int', None,

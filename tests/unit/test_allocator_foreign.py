@@ -74,19 +74,28 @@ def test_foreign_group_overlapping_the_default_everywhere_holds_its_ways():
 
 
 def test_ways_nobody_holds_stay_out_of_the_default_group():
-    # a foreign tool took 0x700 out of the default group and left
-    groups = [Group('', masks(0x0ff, 0x0ff))]
+    # libvirt's guest holds 0x400; 0x300 were freed by another guest
+    groups = [Group('', masks(0x0ff, 0x0ff)),
+              Group(LIBVIRT, masks(0x400, 0x0ff))]
     result = plan(gold(), groups, [], 2)
     assert result.l3[''] == masks(0x0ff, 0x0ff)
     # they are still free for a request of ours (the count Nova uses)
-    assert result.free == {0: 9, 1: 9}
+    assert result.free == {0: 8, 1: 9}
+
+
+def test_without_other_tools_the_default_group_takes_every_spare_way():
+    groups = [Group('', masks(0x0ff, 0x0ff))]
+    result = plan(gold(), groups, [], 2)
+    assert result.l3[''] == masks(0x7ff, 0x7ff)
 
 
 def test_default_group_takes_only_its_minimum_from_free_ways():
-    groups = [Group('', masks(0x001, 0x001))]
+    groups = [Group('', masks(0x001, 0x001)),
+              Group(LIBVIRT, masks(0x400, 0x001))]
     result = plan(gold(), groups, [], 2)
     assert result.l3[''][0].count == 2
     assert result.l3[''][1].count == 2
+    assert not result.l3[''][0].overlaps(CBM(0x400, W))
 
 
 def test_released_ways_go_back_to_the_default_group():

@@ -52,7 +52,9 @@ def bed():
                             dir='/dev/shm' if os.path.isdir('/dev/shm')
                             else None)
     os.chmod(work, 0o755)
-    emu = launcher.MountedEmulator(os.path.join(work, 'emu'),
+    # below the private libvirtd's parent directory: it keeps only those
+    # FUSE mounts (PrivateLibvirtd.script)
+    emu = launcher.MountedEmulator(os.path.join(work, 'bed', 'emu'),
                                    'xeon-gold-6230')
     os.makedirs(emu.dir)
     testbed = None
@@ -62,7 +64,6 @@ def bed():
         keep = os.path.join(work, 'cgroup-keep')
         os.makedirs(keep)
         testbed = LibvirtTestbed(os.path.join(work, 'bed'), run_id)
-        os.makedirs(testbed.workdir)
         testbed.libvirtd = private.PrivateLibvirtd(
             os.path.join(testbed.workdir, 'libvirt'), setup=[
                 'mount --rbind /sys/fs/cgroup %s' % keep,

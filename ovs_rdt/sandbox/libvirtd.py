@@ -30,6 +30,7 @@ import signal
 import subprocess
 from typing import Sequence
 
+from ovs_rdt import procfs
 from ovs_rdt.sandbox.wait import SandboxError, pid_alive, stop_pid, wait_for
 
 LOG = logging.getLogger(__name__)
@@ -290,9 +291,9 @@ class PrivateLibvirtd:
 
 
 def _read_pid(path: str) -> int | None:
-    try:
-        with open(path, encoding='ascii') as fh:
-            pid = int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
+    """The pidfile's live process; a zombie counts as gone.
+
+    PID 1 in a container may never reap the daemons that double-forked.
+    """
+    pid = procfs.read_pidfile(path)
     return pid if pid_alive(pid) else None

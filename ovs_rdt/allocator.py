@@ -46,7 +46,7 @@ from ovs_rdt.exceptions import AllocationError, InsufficientWays, InvalidMask
 from ovs_rdt.exceptions import OutOfClosids
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
-from ovs_rdt.model import Platform, Request
+from ovs_rdt.model import MBInfo, Platform, Request
 
 
 class Step(tuple):
@@ -377,6 +377,19 @@ def _mb_line(values: dict[int, int]) -> str:
     return 'MB:' + ';'.join('%d=%d' % (d, values[d]) for d in sorted(values))
 
 
+def _check_mb(mba: MBInfo, name: str, pct: int) -> None:
+    if not mba.delay_linear:
+        raise AllocationError(
+            '%s asks for mb_percent %d, but this platform\'s memory '
+            'bandwidth allocation is not linear (info/MB/delay_linear is '
+            '0): it takes no percentages' % (name, pct))
+    if not mba.min_bandwidth <= pct <= 100:
+        raise AllocationError(
+            '%s asks for mb_percent %d, outside the %d-100 this platform '
+            'accepts (info/MB/min_bandwidth)'
+            % (name, pct, mba.min_bandwidth))
+
+
 def plan(platform: Platform, groups: list[Group], requests: list[Request],
          system_min_ways: int = 1,
          system_cbm: dict[int, CBM] | None = None) -> Plan:
@@ -410,19 +423,12 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
                               'does not have (it has %s)'
                               % (req.name, sorted(unknown),
                                  list(platform.domains)))
-        pct = req.mb_percent
-        if pct is None or mba is None:
+        asked = set(req.mb.values()) | (
+            {req.mb_percent} if req.mb_percent is not None else set())
+        if mba is None:
             continue
-        if not mba.delay_linear:
-            raise AllocationError(
-                '%s asks for mb_percent %d, but this platform\'s memory '
-                'bandwidth allocation is not linear (info/MB/delay_linear is '
-                '0): it takes no percentages' % (req.name, pct))
-        if not mba.min_bandwidth <= pct <= 100:
-            raise AllocationError(
-                '%s asks for mb_percent %d, outside the %d-100 this platform '
-                'accepts (info/MB/min_bandwidth)'
-                % (req.name, pct, mba.min_bandwidth))
+        for pct in sorted(asked):
+            _check_mb(mba, req.name, pct)
     # Packing follows the groups' positions, and the new ones go last;
     # once placed, a new group has a position of its own, which can change
     # the order the next time (when foreign groups or explicit masks split
@@ -479,8 +485,8 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
                                   holds == all_domains and not overlaps
                                   else MODE_SHAREABLE)
         if mba is not None and mba.delay_linear:
-            pct = mba.round(req.mb_percent or 100)
-            result.mb[req.name] = {d: pct for d in mba.domains}
+            result.mb[req.name] = {d: mba.round(req.mb_on(d))
+                                   for d in mba.domains}
     result.steps = _steps(platform, current, result)
     return result
 
@@ -564,6 +570,34 @@ class _Kernel:
     def rmdir(self, name: str) -> None:
         del self.l3[name]
         del self.modes[name]
+
+
+def _shrinking_first(pending: list[str], sim: _Kernel,
+                     target: Plan) -> list[str]:
+    """``pending`` ordered so that no write takes ways another pending
+    group still holds (a group giving ways up is written before the one
+    taking them: two pools trading ways never overlap, even for a moment).
+    Where no such order exists, the planned order.
+    """
+    root = sim.l3.get(ROOT, {})
+    left = list(pending)
+    out = []
+
+    def takes(name: str) -> bool:
+        for other in left:
+            if other == name:
+                continue
+            for dom, mask in target.l3[name].items():
+                held = sim.l3.get(other, {}).get(dom, 0)
+                if held & mask.value and not held & root.get(dom, 0):
+                    return True
+        return False
+
+    while left:
+        pick = next((n for n in left if not takes(n)), left[0])
+        left.remove(pick)
+        out.append(pick)
+    return out
 
 
 def _steps(platform: Platform, current: dict[str, Group],
@@ -673,9 +707,10 @@ def _steps(platform: Platform, current: dict[str, Group],
                          for d, m in root_new.items()}
                 if all(_valid(platform, m) for m in inter.values()):
                     write(ROOT, inter)
-    for name in target.l3:
-        if name != ROOT and (name in l3_changes or name in mb_lines):
-            write(name, target.l3[name], mb_lines.get(name, ''))
+    pending = [n for n in target.l3
+               if n != ROOT and (n in l3_changes or n in mb_lines)]
+    for name in _shrinking_first(pending, sim, target):
+        write(name, target.l3[name], mb_lines.get(name, ''))
     if root_last:
         write(ROOT, root_new)
     if not removed_early:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # typing costs the hook ~10 ms at every VM start
 
 DEFAULT_CONFIG_FILE = '/etc/ovs-rdt/ovs-rdt.conf'
 
-# (name, type, default, help, extra); type is one of str, int, bool, list,
-# choice, listen (HOST:PORT or empty).
+# (name, type, default, help, extra); type is one of str, int, float, bool,
+# list, choice, listen (HOST:PORT or empty).
 # extra: {'min': .., 'max': .., 'choices': (..)}
 SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
     'DEFAULT': [
@@ -114,6 +114,38 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'task counts are read from resctrl at each scrape (see '
          'doc/metrics.md).', {}),
     ],
+    'policy': [
+        ('enabled', 'bool', False,
+         'Run the dynamic policy of seed 002 in ovs-rdt-agent: the '
+         'high_priority and best_effort pools share a budget of '
+         'hp_max_ways + be_min_ways ways on every cache domain, and the '
+         'agent moves ways between them as the high-priority pool\'s demand '
+         'changes (see doc/policy.md). Both pools must be in [allocation] '
+         'pools and sized by l3_ways, which sum to the budget: those are the '
+         'ways they return to when the policy is disabled. false: the pools '
+         'keep their configured ways.', {}),
+        ('interval', 'float', 1.0,
+         'Seconds between two policy decisions (each reads the pools\' '
+         'llc_occupancy and MBM counters and the OvS drop counters once).',
+         {'min': 0.05}),
+        ('high_priority', 'str', None,
+         'The pool whose ways follow its demand (a name from [allocation] '
+         'pools).', {}),
+        ('best_effort', 'str', None,
+         'The pool that gets every way of the budget the high-priority pool '
+         'does not need (a name from [allocation] pools); with MBA, its '
+         'memory bandwidth is capped while the high-priority pool is short '
+         'at hp_max_ways.', {}),
+        ('hp_min_ways', 'int', 1,
+         'Fewest ways the high-priority pool keeps on every cache domain.',
+         {'min': 1}),
+        ('hp_max_ways', 'int', None,
+         'Most ways the high-priority pool gets on every cache domain.',
+         {'min': 1}),
+        ('be_min_ways', 'int', 1,
+         'Fewest ways the best-effort pool keeps on every cache domain.',
+         {'min': 1}),
+    ],
 }
 
 POOL_GROUP_PREFIX = 'pool:'
@@ -201,6 +233,18 @@ def convert(section: str, name: str, type_: str, raw: str | None,
             return None
         parse_listen(raw, where)
         return raw.strip()
+    if type_ == 'float':
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigError('%s = %r is not a number' % (where, raw)) \
+                from None
+        if value != value or value in (float('inf'), float('-inf')):
+            raise ConfigError('%s = %r is not a finite number' % (where, raw))
+        if 'min' in extra and value < extra['min']:
+            raise ConfigError('%s = %s is below the minimum %s'
+                              % (where, raw.strip(), extra['min']))
+        return value
     if type_ == 'int':
         from ovs_rdt.inputs import integers
         try:

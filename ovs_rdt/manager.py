@@ -88,8 +88,69 @@ class CacheManager:
         self.settings = settings
 
     # -- desired state ----------------------------------------------------
-    def pool_requests(self, platform: Platform) -> list[Request]:
-        """One request per configured pool; ConfigError names the option."""
+    def pool_requests(self, platform: Platform,
+                      groups: list[Group] | None = None,
+                      split: dict[str, Request] | None = None
+                      ) -> list[Request]:
+        """One request per configured pool; ConfigError names the option.
+
+        With ``[policy] enabled``, the two policy pools keep the split they
+        hold now (``groups``), so that a VM start or ``apply`` never undoes
+        the agent's last decision; ``split`` is a new one (the agent's).
+        """
+        out = self._pool_requests(platform)
+        held = self._policy_split(platform, groups or [], out)
+        held.update(split or {})
+        if held:
+            out = [held.get(r.name, r) for r in out]
+            # The high-priority pool first: it packs just below the
+            # system's ways, the best-effort pool below it (seed 002
+            # Table 6).
+            order = [r.name for r in held.values()]
+            out.sort(key=lambda r: order.index(r.name) if r.name in order
+                     else -1)
+        return out
+
+    def policy_bounds(self) -> Any:
+        """``[policy]`` checked (None when off); ConfigError if bad."""
+        from ovs_rdt.policy import bounds_from
+        return bounds_from(self.settings)
+
+    def _policy_split(self, platform: Platform, groups: list[Group],
+                      requests: list[Request]) -> dict[str, Request]:
+        """The policy pools' requests as they hold now, where valid."""
+        try:
+            bounds = self.policy_bounds()
+        except ConfigError:
+            return {}   # the agent says why; here: the configured ways
+        if bounds is None:
+            return {}
+        by_name = {r.name: r for r in requests}
+        hp_name = pool_group(bounds.high_priority)
+        be_name = pool_group(bounds.best_effort)
+        hp, be = by_name[hp_name], by_name[be_name]
+        current = {g.name: g for g in groups}
+        root = current.get('')
+        ways = dict(hp.ways)
+        mb: dict[int, int] = {}
+        if hp_name in current and be_name in current and root is not None:
+            now_hp = self.held_ways(current[hp_name], root)
+            now_be = self.held_ways(current[be_name], root)
+            for dom, count in now_hp.items():
+                if bounds.hp_min <= count <= bounds.hp_max and \
+                        now_be.get(dom) == bounds.budget - count:
+                    ways[dom] = count
+            ceiling = be.mb_percent or 100
+            mb = {d: v for d, v in current[be_name].mb.items()
+                  if v < ceiling}
+        return {hp_name: Request(hp_name, ways=ways, exclusive=hp.exclusive,
+                                 mb_percent=hp.mb_percent),
+                be_name: Request(be_name, ways={d: bounds.budget - n
+                                                for d, n in ways.items()},
+                                 exclusive=be.exclusive,
+                                 mb_percent=be.mb_percent, mb=mb)}
+
+    def _pool_requests(self, platform: Platform) -> list[Request]:
         out = []
         for name, pool in self.settings.pools.items():
             section = '[pool:%s]' % name
@@ -135,6 +196,12 @@ class CacheManager:
                                   '[allocation] system_l3_cbm')
 
     @staticmethod
+    def held_ways(group: Group, root: Group) -> dict[int, int]:
+        """Ways a group of ours holds per domain (see existing_request)."""
+        return {d: m.count for d, m in group.l3.items()
+                if m and not m.overlaps(root.l3.get(d, m))}
+
+    @staticmethod
     def existing_request(group: Group, root: Group) -> Request:
         """What an existing group of ours holds, to keep it as it is.
 
@@ -145,8 +212,7 @@ class CacheManager:
         tell a group's ways from the default group's if another tool
         rewrote the default group over them (e.g. ``pqos -R``).
         """
-        ways = {d: m.count for d, m in group.l3.items()
-                if m and not m.overlaps(root.l3.get(d, m))}
+        ways = CacheManager.held_ways(group, root)
         mb = [v for v in group.mb.values() if v < 100]
         if group.name.startswith(POOL_PREFIX):
             # A pool no longer configured: keep its masks until "apply".
@@ -158,8 +224,9 @@ class CacheManager:
                        mb_percent=min(mb) if mb else None)
 
     def _desired(self, platform: Platform, groups: list[Group],
-                 keep_unconfigured_pools: bool = True) -> list[Request]:
-        requests = self.pool_requests(platform)
+                 keep_unconfigured_pools: bool = True,
+                 split: dict[str, Request] | None = None) -> list[Request]:
+        requests = self.pool_requests(platform, groups, split)
         configured = {r.name for r in requests}
         root = next(g for g in groups if g.is_root)
         for grp in groups:
@@ -181,8 +248,10 @@ class CacheManager:
 
     def _plan(self, platform: Platform, groups: list[Group],
               change: Request | None, remove: str | None,
-              prune: bool = False) -> allocator.Plan:
-        requests = [r for r in self._desired(platform, groups, not prune)
+              prune: bool = False,
+              split: dict[str, Request] | None = None) -> allocator.Plan:
+        requests = [r for r in self._desired(platform, groups, not prune,
+                                             split)
                     if r.name != remove and
                     (change is None or r.name != change.name)]
         if change is not None:
@@ -213,6 +282,41 @@ class CacheManager:
         """Move TIDs into ``group`` (ROOT for the default); returns exited."""
         with self.resctrl.lock():
             return self.resctrl.add_tasks(group, tids)
+
+    def resplit(self, hp_ways: dict[int, int],
+                be_mb: dict[int, int] | None = None) -> allocator.Plan:
+        """The dynamic policy's move: the high-priority pool gets
+        ``hp_ways`` per domain, the best-effort pool the rest of the budget
+        and, where given, the MB percent ``be_mb`` (the other domains keep
+        what they hold).  Like every operation: under ``LOCK_EX``, in the
+        kernel-safe order, undone if a write fails.
+        """
+        bounds = self.policy_bounds()
+        if bounds is None:
+            raise ConfigError('[policy] enabled is false')
+        with self.resctrl.lock():
+            platform, groups = self._read()
+            held = self.pool_requests(platform, groups)
+            by_name = {r.name: r for r in held}
+            hp = by_name[pool_group(bounds.high_priority)]
+            be = by_name[pool_group(bounds.best_effort)]
+            ways = {**hp.ways, **hp_ways}
+            mb = dict(be.mb)
+            for dom, pct in (be_mb or {}).items():
+                if pct >= (be.mb_percent or 100):
+                    mb.pop(dom, None)
+                else:
+                    mb[dom] = pct
+            split = {
+                hp.name: Request(hp.name, ways=ways, exclusive=hp.exclusive,
+                                 mb_percent=hp.mb_percent),
+                be.name: Request(be.name, ways={d: bounds.budget - n
+                                                for d, n in ways.items()},
+                                 exclusive=be.exclusive,
+                                 mb_percent=be.mb_percent, mb=mb)}
+            target = self._plan(platform, groups, None, None, False, split)
+            self.execute(target, groups)
+        return target
 
     def _mutate(self, change: Request | None, remove: str | None,
                 prune: bool = False) -> allocator.Plan:

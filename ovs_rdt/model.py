@@ -152,19 +152,26 @@ class Request:
     ``cbm`` (explicit masks per domain).  Domains absent from both hold no
     ways: there the group's mask follows the default group's (the group's
     tasks never run there).  ``exclusive`` sets the kernel mode when the
-    group holds ways on every domain.
+    group holds ways on every domain.  ``mb`` overrides ``mb_percent`` per
+    domain (the dynamic policy's cap on the best-effort pool).
     """
 
-    __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent')
+    __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent', 'mb')
 
     def __init__(self, name: str, ways: dict[int, int] | None = None,
                  cbm: dict[int, CBM] | None = None, exclusive: bool = True,
-                 mb_percent: int | None = None) -> None:
+                 mb_percent: int | None = None,
+                 mb: dict[int, int] | None = None) -> None:
         self.name = name
         self.ways = ways or {}
         self.cbm = cbm or {}
         self.exclusive = exclusive
         self.mb_percent = mb_percent
+        self.mb = mb or {}
+
+    def mb_on(self, domain: int) -> int:
+        """The MB percent asked for on ``domain`` (100: no cap)."""
+        return self.mb.get(domain, self.mb_percent or 100)
 
     @property
     def domains(self) -> frozenset[int]:

@@ -131,3 +131,33 @@ def render(report: dict, colour: bool = False) -> str:
                 dom['unused_ways'] * dom['way_kib'],
                 ' '.join(' o' if c == 'o' else ' .' for c in dom['unused_map'])))
     return '\n'.join(lines)
+
+
+def render_policy(state: dict | None) -> str:
+    """The dynamic policy's state as the agent published it."""
+    if not state:
+        return ('Policy: [policy] enabled, but no ovs-rdt-agent runs it for '
+                'this resctrl root')
+    lines = ['Policy: %s follows its demand within %d-%d ways, %s gets the '
+             'rest of %d ways (at least %d); every %ss; MBA lever %s'
+             % (state['high_priority'], state['hp_min_ways'],
+                state['hp_max_ways'], state['best_effort'], state['budget'],
+                state['be_min_ways'], state['interval'],
+                'on' if state.get('mba') else 'off')]
+    if state.get('error'):
+        lines.append('  error: %s' % state['error'])
+    for dom, row in sorted(state.get('domains', {}).items(),
+                           key=lambda item: int(item[0])):
+        mb = row.get('be_mb')
+        occ = row.get('hp_occupancy')
+        lines.append('  domain %s: %s %d ways, %s %d ways%s; %s occupancy %s'
+                     % (dom, state['high_priority'], row['hp_ways'],
+                        state['best_effort'], row['be_ways'],
+                        ' (MB %d%%)' % mb if mb not in (None, 100) else '',
+                        state['high_priority'],
+                        '-' if occ is None else '%d KiB' % (occ // 1024)))
+        last = row.get('last')
+        lines.append('    last decision: %s' % (
+            '%s, %s' % (last['direction'], last['text']) if last
+            else 'none yet'))
+    return '\n'.join(lines)

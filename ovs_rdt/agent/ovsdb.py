@@ -36,7 +36,7 @@ TABLE = 'Open_vSwitch'
 COLUMNS = ['other_config', 'external_ids', 'cur_cfg']
 #: ovs-vswitchd writes ``ofport`` once it has added a port.
 PORTS_TABLE = 'Interface'
-PORTS_COLUMNS = ['ofport']
+PORTS_COLUMNS = ['ofport', 'name', 'type', 'statistics']
 STATUS_KEY = 'rdt-status'
 RETRY = 2.0
 #: Seconds stop() waits for the OVSDB thread (a status write in flight).
@@ -71,6 +71,12 @@ class PortsEvent(ovs_event.RowEvent):
                          PORTS_TABLE, None)
         self.owner = owner
         self.event_name = 'RdtPortsEvent'
+
+    def match_fn(self, event: str, row: Any, old: Any = None) -> bool:
+        # Statistics change every few seconds: only ofport matters here.
+        if event == self.ROW_UPDATE and old is not None:
+            return hasattr(old, 'ofport')
+        return True
 
     def run(self, event: str, row: Any, old: Any) -> None:
         self.owner.wake()
@@ -132,6 +138,18 @@ class Ovsdb:
         with self._cond:
             return self.seq, (dict(self._knobs) if self._knobs is not None
                               else None)
+
+    def interface_stats(self) -> dict[str, tuple[str, dict[str, int]]]:
+        """name -> (type, Interface.statistics), from the IDL's cache."""
+        conn = self._conn
+        if conn is None:
+            return {}
+        try:
+            rows = list(conn.idl.tables[PORTS_TABLE].rows.values())
+            return {row.name: (row.type, dict(row.statistics))
+                    for row in rows}
+        except (AttributeError, KeyError, RuntimeError):
+            return {}
 
     def set_status(self, text: str) -> None:
         with self._cond:

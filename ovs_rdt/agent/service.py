@@ -9,7 +9,10 @@ Every ``[agent] reconcile_interval`` seconds it removes VM groups whose
 QEMU is gone.  With ``[metrics] listen`` it serves Prometheus metrics from
 threads of its own (:mod:`ovs_rdt.agent.metrics`).  SIGTERM/SIGINT: clean
 exit, allocations kept.  SIGHUP: re-read the configuration, re-apply pools,
-re-place everything, follow a changed ``[metrics] listen``.
+re-place everything, follow a changed ``[metrics] listen``
+and ``[policy]``.
+With ``[policy] enabled`` a thread of its own runs the dynamic policy
+(:mod:`ovs_rdt.agent.policy`).
 """
 from __future__ import annotations
 
@@ -23,9 +26,12 @@ from typing import Any
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import pmd
+from ovs_rdt.agent.policy import PolicyLoop, drops_of
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt.model import pool_group
+from ovs_rdt.policy import bounds_from
 
 DESCRIPTION = ('The ovs-rdt node agent: puts OvS PMD threads and ovs-vswitchd '
                'into their cache allocation per the Open_vSwitch other_config '
@@ -42,7 +48,7 @@ PROG = 'ovs-rdt-agent'
 #: One agent per resctrl root: agent-<hash of the root>.lock here.
 LOCK_DIR = '/run/ovs-rdt'
 #: errors{source=...} the agent's own parts count into (zero from the start).
-ERROR_SOURCES = ('placement', 'pools', 'reconcile')
+ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy')
 
 
 def build(settings: Any) -> Any:
@@ -62,6 +68,11 @@ class Agent:
         self.placer = PmdPlacer(self.manager, self.counters)
         self.node = NodeReconciler(self.manager, counters=self.counters)
         self.metrics: Any = None
+        #: (domains of PMD threads in the policy's high-priority pool,
+        #: their ports' drop counters), refreshed by the main loop.
+        self._pmd_view: tuple[frozenset[int], int | None] = (frozenset(),
+                                                             None)
+        self.policy = PolicyLoop(build, self.counters, lambda: self._pmd_view)
         self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = self._reload = False
         self._woken = -1e9
@@ -112,9 +123,15 @@ class Agent:
             LOG.error('keeping the previous configuration: %s', exc)
             return
         old = self.settings.ovs
+        try:
+            bounds = bounds_from(settings)
+        except RDTError as exc:
+            LOG.error('keeping the previous configuration: %s', exc)
+            return
         self.settings = settings
         self.manager = build(settings)
         self.placer.manager = self.node.manager = self.manager
+        self.policy.configure(settings, bounds)
         if settings.ovs.connection != old.connection:
             LOG.warning('[ovs] connection changed: restart %s to use it '
                         '(still connected to %s)', PROG, old.connection)
@@ -159,6 +176,23 @@ class Agent:
                 self._recovered('placement', status)
         if status:
             self.ovsdb.set_status(status)
+        self._pmd_view = self._policy_pmds(scan)
+
+    def _policy_pmds(self, scan: Any) -> tuple[frozenset[int], int | None]:
+        """The PMD threads' domains in the policy's HP pool; drops.
+
+        Where the policy's high-priority pool holds PMD threads, and the
+        drop counters of the ports they poll.
+        """
+        bounds = self.policy.bounds
+        good = self.placer.good
+        if bounds is None or good is None or \
+                good.pmd_group != pool_group(bounds.high_priority) or \
+                not scan.cores:
+            return frozenset(), None
+        platform = self.manager.resctrl.platform()
+        return (platform.domains_of_cpus(scan.cores),
+                drops_of(self.ovsdb.interface_stats()))
 
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""
@@ -181,6 +215,7 @@ class Agent:
         self.watch = PidfileWatch(ovs.vswitchd_pidfile)
         self.apply_pools()
         self.serve_metrics()
+        self.policy.configure(self.settings, bounds_from(self.settings))
         self.ovsdb.start()
         LOG.info('%s started (OVSDB %s, ovs-vswitchd pidfile %s)', PROG,
                  ovs.connection, ovs.vswitchd_pidfile)
@@ -231,6 +266,7 @@ class Agent:
             LOG.info('%s stopping; allocations are kept', PROG)
             if self.metrics is not None:
                 self.metrics.stop()
+            self.policy.stop()
             self.ovsdb.stop()
             self.watch.close()
         return 0
@@ -305,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
               '(pid %s)' % (PROG, root, holder_of(root)), file=sys.stderr)
         return 1
     opts.setup_logging(settings)
+    try:
+        bounds_from(settings)
+    except RDTError as exc:
+        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        return 2
     try:
         return Agent(settings, argv).run()
     except (RDTError, OSError) as exc:

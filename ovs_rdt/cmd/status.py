@@ -6,6 +6,7 @@ import json
 import sys
 
 from ovs_rdt import members, report
+from ovs_rdt.agent.policy import read_state
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
 from ovs_rdt.resctrl import Resctrl
@@ -30,6 +31,7 @@ def collect(rc: Resctrl) -> dict:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     plan = collect(resctrl_from(settings))
+    plan['policy'] = read_state(settings.resctrl.root)
     if args.json:
         json.dump(plan, sys.stdout, indent=2)
         sys.stdout.write('\n')
@@ -37,4 +39,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     colour = args.colour == 'always' or (args.colour == 'auto'
                                          and sys.stdout.isatty())
     print(report.render(plan, colour))
+    if settings.policy.enabled or plan['policy']:
+        print()
+        print(report.render_policy(plan['policy']))
     return 0

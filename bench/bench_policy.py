@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""The dynamic policy on seed 002's platform, against seed 002's agent.
+
+Mounts the emulator with the ``xeon-d-1540`` profile (12 ways of 1 MiB),
+applies Table 6's layout (system ``c00``, ``hp`` 8 ways isolated, ``noisy``
+2 ways; ``[policy]`` hp 3-8, be_min 2), puts a real process in each pool
+and drives the high-priority process's footprint through the footprints
+file, one policy interval at a time (the agent's own :class:`PolicyLoop`
+code reads ``mon_data`` and writes through the allocator; counter readings
+get +-10% noise).  Phases:
+
+1. seed 002 Figure 10: 12.5% line rate (4.4 MiB, needs 5 ways) from the
+   initial 8 ways, then 8% (2.5 MiB, needs 3 ways);
+2. load steps of every size, up and down;
+3. 1,000 intervals of steady load, counting schemata writes.
+
+Baseline: seed 002's agent moving one way per interval toward the need
+(given the need exactly, which favours it).  Prints, per step, the
+intervals until HP's ways settle and the interval-ways of shortage, the
+writes per 1,000 steady intervals, and the best-effort way-seconds gained
+over the static Table 6 split (HP fixed at 8), with ratios.
+
+    python3 bench/bench_policy.py [--seed 1] [--steady 1000] [--pause 0.02]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from ovs_rdt.agent.counters import Counters  # noqa: E402
+from ovs_rdt.agent.policy import PolicyLoop, Reader  # noqa: E402
+from ovs_rdt.cmd.common import manager_from  # noqa: E402
+from ovs_rdt.conf import Settings  # noqa: E402
+from ovs_rdt import policy as pol  # noqa: E402
+from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
+
+MIB = 1 << 20
+HP, BE = 'ovsrdt-pool-hp', 'ovsrdt-pool-noisy'
+FIGURE10 = [(4.4, 20), (2.5, 20)]
+STEPS = [(6.2, 15), (3.4, 15), (7.5, 15), (2.5, 15), (5.3, 15), (7.8, 15),
+         (4.4, 15), (3.0, 15), (6.6, 15), (2.5, 15)]
+STATIC_BE = 2                 # Table 6 static: HP 8, BE 2
+
+
+def need(mib: float) -> int:
+    return min(8, max(3, -(-int(mib * 1000) // 1000)))
+
+
+class NoisyReader(Reader):
+    """The agent's reader with +-NOISE on every counter reading."""
+
+    def __init__(self, manager: Any, rng: random.Random) -> None:
+        super().__init__(manager)
+        self.rng = rng
+
+    def read(self, *args: Any, **kwargs: Any) -> dict[int, pol.Sample]:
+        out = {}
+        for dom, s in super().read(*args, **kwargs).items():
+            def j(v: float | None) -> float | None:
+                return None if v is None else \
+                    v * self.rng.uniform(1 - pol.NOISE, 1 + pol.NOISE)
+            out[dom] = s._replace(hp_occupancy=j(s.hp_occupancy),
+                                  hp_rate=j(s.hp_rate), be_rate=j(s.be_rate))
+        return out
+
+
+def baseline(start: int, phases: list[tuple[float, int]]
+             ) -> list[tuple[int, int]]:
+    """Seed 002's agent: one way per interval toward the need."""
+    hp, out = start, []
+    for mib, count in phases:
+        for _ in range(count):
+            out.append((hp, need(mib)))
+            hp += (need(mib) > hp) - (need(mib) < hp)
+    return out
+
+
+def per_step(trace: list[tuple[int, int]], phases: list[tuple[float, int]]
+             ) -> list[tuple[float, int, int, int]]:
+    """(MiB, settle intervals, shortage interval-ways, final ways)."""
+    out, pos = [], 0
+    for mib, count in phases:
+        part = trace[pos:pos + count]
+        pos += count
+        ways = [hp for hp, _ in part]
+        final = ways[-1]
+        settle = 0
+        for i, hp in enumerate(ways):
+            if hp != final:
+                settle = i + 1
+        short = sum(max(0, n - hp) for hp, n in part)
+        out.append((mib, settle, short, final))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    tmp = tempfile.mkdtemp(prefix='bench-policy-',
+                           dir='/dev/shm' if os.path.isdir('/dev/shm')
+                           else None)
+    emu = MountedEmulator(tmp, 'xeon-d-1540')
+    procs: list[subprocess.Popen] = []
+    try:
+        emu.start()
+        settings = Settings.defaults(
+            resctrl={'root': emu.root, 'sysfs_cpu_root': emu.sysfs},
+            allocation={'system_l3_cbm': 'c00'},
+            pools={'hp': {'l3_ways': 8, 'isolated': True},
+                   'noisy': {'l3_ways': 2}},
+            policy=dict(enabled=True, interval=1.0, high_priority='hp',
+                        best_effort='noisy', hp_min_ways=3, hp_max_ways=8,
+                        be_min_ways=2))
+        manager = manager_from(settings)
+        manager.apply()
+        procs = [subprocess.Popen(['sleep', '3600']) for _ in range(2)]
+        manager.assign(HP, [procs[0].pid])
+        manager.assign(BE, [procs[1].pid])
+        writes = [0]
+        loop = PolicyLoop(manager_from, Counters(),
+                          lambda: (frozenset(), None), state_dir=tmp)
+        bounds = pol.bounds_from(settings)
+        loop.prepare(settings, bounds)
+        rc = loop.manager.resctrl
+        real_write = rc.write_schemata
+
+        def counted(name: str, text: str) -> None:
+            writes[0] += 1
+            real_write(name, text)
+        rc.write_schemata = counted
+        loop.reader = NoisyReader(loop.manager, random.Random(args.seed))
+
+        def footprint(mib: float) -> None:
+            emu.set_footprints({'default': 0, str(procs[0].pid): int(mib * MIB),
+                                str(procs[1].pid): 16 * MIB})
+            # The emulator evaluates lazily: a read makes the new demand
+            # count from the start of the interval, as a real change would.
+            rc.read_mon(HP)
+
+        def hp_ways() -> int:
+            grp = rc.group(HP, with_tasks=False)
+            return grp.l3[0].count
+
+        def drive(phases: list[tuple[float, int]]) -> list[tuple[int, int]]:
+            trace = []
+            for mib, count in phases:
+                footprint(mib)
+                for _ in range(count):
+                    time.sleep(args.pause)
+                    trace.append((hp_ways(), need(mib)))
+                    for dec in loop.tick():
+                        if args.verbose:
+                            print('  %.1f MiB: %s' % (mib, dec.describe()))
+            return trace
+
+        footprint(FIGURE10[0][0])
+        loop.tick()                     # first reading: rates need two
+        fig = drive(FIGURE10)
+        steps = drive(STEPS)
+        footprint(4.4)
+        for _ in range(20):               # let the last step settle
+            time.sleep(args.pause)
+            loop.tick()
+        before = writes[0]
+        steady = drive([(4.4, args.steady)])
+        steady_writes = (writes[0] - before) * 1000 / args.steady
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        problems = emu.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        for problem in problems:
+            print('warning: %s' % problem, file=sys.stderr)
+
+    phases = FIGURE10 + STEPS
+    ours = per_step(fig + steps, phases)
+    base = per_step(baseline(8, phases), phases)
+    print('xeon-d-1540, 12 ways of 1 MiB; HP 3-8 ways, BE >= 2, budget 10; '
+          'counter noise +-%d%%; seed %d' % (pol.NOISE * 100, args.seed))
+    print('%-22s %7s %6s | %14s %14s | %12s %12s'
+          % ('step (HP footprint)', 'need', 'final', 'settle ours',
+             'settle seed002', 'short ours', 'short seed002'))
+    prev = 8
+    for (mib, settle, short, final), (_m, b_settle, b_short, _f) in zip(
+            ours, base):
+        print('%-22s %7d %6d | %14d %14d | %12d %12d'
+              % ('%d -> %.1f MiB' % (prev, mib), need(mib), final, settle,
+                 b_settle, short, b_short))
+        prev = need(mib)
+    settle_max = max(o[1] for o in ours)
+    short_max = max(o[2] for o in ours)
+    print('settle intervals per step: ours max %d mean %.2f; seed 002 max %d '
+          'mean %.2f (ratio of means %.2f)'
+          % (settle_max, sum(o[1] for o in ours) / len(ours),
+             max(b[1] for b in base), sum(b[1] for b in base) / len(base),
+             (sum(o[1] for o in ours) / max(sum(b[1] for b in base), 1))))
+    print('shortage interval-ways per step: ours max %d total %d; seed 002 '
+          'max %d total %d (ratio %.2f)'
+          % (short_max, sum(o[2] for o in ours), max(b[2] for b in base),
+             sum(b[2] for b in base),
+             sum(o[2] for o in ours) / max(sum(b[2] for b in base), 1)))
+    flaps = sum(1 for a, b, c in zip(steady, steady[1:], steady[2:])
+                if (b[0] - a[0]) * (c[0] - b[0]) < 0)
+    print('steady noisy load (4.4 MiB, %d intervals): %.1f schemata writes '
+          'per 1,000 intervals, %d flaps, HP at %s ways'
+          % (args.steady, steady_writes, flaps,
+             sorted({hp for hp, _ in steady})))
+    trace = fig + steps
+    gained = sum(policy_be - STATIC_BE for policy_be in
+                 (10 - hp for hp, _ in trace))
+    base_gained = sum(10 - hp - STATIC_BE
+                      for hp, _ in baseline(8, phases))
+    ideal = sum(10 - n - STATIC_BE for _, n in trace)
+    print('BE way-seconds gained over static Table 6 (HP 8 / BE 2, 1 s '
+          'intervals, %d intervals): ours %d, seed 002 %d (ratio %.2f), '
+          'oracle %d (ours %.0f%% of it)'
+          % (len(trace), gained, base_gained, gained / max(base_gained, 1),
+             ideal, 100.0 * gained / max(ideal, 1)))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--verbose', action='store_true',
+                        help='print every decision')
+    parser.add_argument('--steady', type=int, default=1000)
+    parser.add_argument('--pause', type=float, default=0.02,
+                        help='real seconds per interval (MBM rates need '
+                        'time to integrate)')
+    return run(parser.parse_args())
+
+
+if __name__ == '__main__':
+    sys.exit(main())

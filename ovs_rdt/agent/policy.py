@@ -1,0 +1,312 @@
+"""The agent's side of the dynamic policy: counters in, splits out.
+
+A :class:`PolicyLoop` thread wakes up every ``[policy] interval``, reads
+the two pools' ``mon_data`` under ``LOCK_SH`` (a few small files), turns
+the MBM counters into rates, adds the drop counters of the OvS ports the
+high-priority pool's PMD threads serve, asks :class:`ovs_rdt.policy.Policy`
+and applies its decisions with :meth:`CacheManager.resplit` (``LOCK_EX``
+only for the writes, which the allocator orders kernel-safely and undoes
+on failure).  It has its own resctrl object (its own lock descriptor), so
+the PMD placement in the agent's main loop and the libvirt hook never wait
+for more than one policy write.  Its state goes to a small JSON file that
+``ovs-rdt status`` shows.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from ovs_rdt.exceptions import RDTError
+from ovs_rdt.model import pool_group
+from ovs_rdt import policy as pol
+
+LOG = logging.getLogger(__name__)
+
+#: Where the agent publishes the policy state (``policy-<tag>.json``).
+STATE_DIR = '/run/ovs-rdt'
+#: OvS interface types whose queues PMD threads poll.
+PMD_PORT_TYPES = frozenset(('dpdk', 'dpdkvhostuser', 'dpdkvhostuserclient',
+                            'dummy-pmd'))
+#: Interface.statistics keys that count packets lost.
+DROP_KEYS = ('rx_dropped', 'tx_dropped', 'rx_missed_errors')
+
+
+def state_path(root: str, state_dir: str = STATE_DIR) -> str:
+    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
+    return os.path.join(state_dir, 'policy-%s.json' % tag)
+
+
+def read_state(root: str, state_dir: str = STATE_DIR) -> dict | None:
+    """The published policy state, if an agent runs the policy for root."""
+    try:
+        with open(state_path(root, state_dir), encoding='utf-8') as fh:
+            state = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    pid = state.get('pid')
+    if not isinstance(pid, int) or not os.path.exists('/proc/%d' % pid):
+        return None
+    return state
+
+
+def drops_of(stats: dict[str, tuple[str, dict[str, int]]]) -> int:
+    """Sum of the drop counters of the PMD-polled interfaces."""
+    return sum(int(values.get(key, 0)) for kind, values in stats.values()
+               if kind in PMD_PORT_TYPES for key in DROP_KEYS)
+
+
+class Reader:
+    """Per-domain samples from resctrl, with the rates between two reads."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self._last: dict[str, dict[int, int]] = {}
+        self._stamp: float | None = None
+        self._drops: int | None = None
+
+    def read(self, bounds: pol.Bounds, drops_total: int | None,
+             drop_domains: frozenset[int],
+             now: float | None = None) -> dict[int, pol.Sample]:
+        rc = self.manager.resctrl
+        platform = rc.platform()
+        hp, be = pool_group(bounds.high_priority), \
+            pool_group(bounds.best_effort)
+        with rc.lock(exclusive=False):
+            groups = {g.name: g for g in rc.groups()}
+            mon = {name: rc.read_mon(name) for name in (hp, be)
+                   if name in groups}
+        now = time.monotonic() if now is None else now
+        seconds = None if self._stamp is None else now - self._stamp
+        self._stamp = now
+        drops = None
+        if drops_total is not None:
+            if self._drops is not None and drops_total >= self._drops:
+                drops = drops_total - self._drops
+            self._drops = drops_total
+        else:
+            self._drops = None
+        if hp not in groups or be not in groups:
+            self._last = {}
+            return {}
+        root = groups['']
+        hp_ways = self.manager.held_ways(groups[hp], root)
+        out = {}
+        for dom in platform.domains:
+            if dom not in hp_ways:
+                continue
+            occ = mon.get(hp, {}).get(dom, {}).get('llc_occupancy')
+            out[dom] = pol.Sample(
+                hp_ways=hp_ways[dom], way_bytes=platform.way_bytes(dom),
+                hp_occupancy=None if occ is None else float(occ),
+                hp_rate=self._rate(hp, dom, mon, seconds),
+                be_rate=self._rate(be, dom, mon, seconds),
+                drops=drops if dom in drop_domains else None,
+                be_mb=groups[be].mb.get(dom) if platform.mb else None)
+        self._last = {name: {d: v.get('mbm_total_bytes', -1)
+                             for d, v in per.items()}
+                      for name, per in mon.items()}
+        return out
+
+    def rebase(self, bounds: pol.Bounds, now: float | None = None) -> None:
+        """Start the next rates now.
+
+        After a decision the next interval measures only traffic under the
+        new split.
+        """
+        rc = self.manager.resctrl
+        names = (pool_group(bounds.high_priority),
+                 pool_group(bounds.best_effort))
+        with rc.lock(exclusive=False):
+            mon = {name: rc.read_mon(name) for name in names}
+        self._stamp = time.monotonic() if now is None else now
+        self._last = {name: {d: v.get('mbm_total_bytes', -1)
+                             for d, v in per.items()}
+                      for name, per in mon.items()}
+
+    def _rate(self, name: str, dom: int, mon: dict, seconds: float | None
+              ) -> float | None:
+        value = mon.get(name, {}).get(dom, {}).get('mbm_total_bytes')
+        before = self._last.get(name, {}).get(dom)
+        if value is None or before is None or before < 0 or not seconds:
+            return None
+        if value < before:      # the group was re-created: a reset
+            return None
+        return (value - before) / seconds
+
+
+class PolicyLoop:
+    """The policy thread; :meth:`configure` on start and SIGHUP."""
+
+    def __init__(self, build: Callable[[Any], Any], counters: Any,
+                 pmd_view: Callable[[], tuple[frozenset[int], int | None]],
+                 state_dir: str = STATE_DIR) -> None:
+        #: settings -> a CacheManager of its own (its own lock fd).
+        self.build = build
+        self.counters = counters
+        #: () -> (domains of the PMD threads in the HP pool, drops so far)
+        self.pmd_view = pmd_view
+        self.state_dir = state_dir
+        self.bounds: pol.Bounds | None = None
+        self.policy: pol.Policy | None = None
+        self.manager: Any = None
+        self.reader: Reader | None = None
+        self.error: str | None = None
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._path: str | None = None
+
+    # -- control (the agent's main thread) ------------------------------
+    def configure(self, settings: Any, bounds: pol.Bounds | None) -> None:
+        """Follow ``[policy]``: start, re-bound or stop the loop."""
+        if self.prepare(settings, bounds) and self._thread is None:
+            self._thread = threading.Thread(target=self._main, daemon=True,
+                                            name='policy')
+            self._thread.start()
+
+    def prepare(self, settings: Any, bounds: pol.Bounds | None) -> bool:
+        """Take ``[policy]`` (no thread: :meth:`tick` by hand); True if on."""
+        with self._cond:
+            changed = bounds != self.bounds
+            self.manager = self.build(settings)
+            self.reader = Reader(self.manager)
+            self._path = state_path(settings.resctrl.root, self.state_dir)
+            if changed:
+                self.bounds = bounds
+                self.policy = None
+            self._cond.notify_all()
+        if bounds is None:
+            if changed:
+                LOG.info('policy disabled: the pools keep their configured '
+                         'ways')
+            self._clear()
+            return False
+        if changed:
+            LOG.info('policy: %s follows its demand within %d-%d ways, %s '
+                     'gets the rest of %d ways (at least %d), every %ss',
+                     bounds.high_priority, bounds.hp_min, bounds.hp_max,
+                     bounds.best_effort, bounds.budget, bounds.be_min,
+                     bounds.interval)
+        return True
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._clear()
+
+    # -- the thread -----------------------------------------------------------
+    def _main(self) -> None:
+        while True:
+            with self._cond:
+                if self._stop:
+                    return
+                bounds = self.bounds
+                wait = bounds.interval if bounds else 3600.0
+            if bounds is not None:
+                try:
+                    self.tick()
+                except (RDTError, OSError) as exc:
+                    self._fail(str(exc))
+                except Exception as exc:  # never let a bug end the agent
+                    LOG.exception('policy: internal error')
+                    self._fail('internal error: %s' % exc)
+            with self._cond:
+                if not self._stop:
+                    self._cond.wait(wait)
+
+    def _fail(self, text: str) -> None:
+        self.counters.inc('errors', source='policy')
+        if text != self.error:
+            LOG.error('policy: %s (retrying every interval)', text)
+            self.error = text
+        self._publish()
+
+    def tick(self, now: float | None = None) -> list[pol.Decision]:
+        """One interval: read, decide, apply, publish."""
+        with self._cond:
+            bounds, manager, reader = self.bounds, self.manager, self.reader
+        if bounds is None or manager is None or reader is None:
+            return []
+        platform = manager.resctrl.platform()
+        if self.policy is None:
+            pol.check_platform(bounds, platform.cbm_len, platform.min_cbm_bits)
+            mba = None
+            mb = platform.mb
+            if mb is not None and mb.delay_linear:
+                pool = manager.settings.pools[bounds.best_effort]
+                mba = pol.Mba(mb.min_bandwidth, mb.bandwidth_gran or 1,
+                              pool.mb_percent or 100)
+            else:
+                LOG.info('policy: no linear MBA on this platform: cache ways '
+                         'are the only lever')
+            self.policy = pol.Policy(bounds, mba)
+        domains, drops = self.pmd_view()
+        samples = reader.read(bounds, drops if domains else None, domains,
+                              now)
+        decisions = self.policy.decide(samples)
+        if decisions:
+            manager.resplit(
+                {d.domain: d.hp_after for d in decisions},
+                {d.domain: d.mb_after for d in decisions
+                 if d.mb_after is not None})
+            reader.rebase(bounds)
+            for dec in decisions:
+                LOG.info('policy decision: %s', dec.describe())
+                self.counters.inc('policy_decisions', domain=dec.domain,
+                                  direction=dec.direction, reason=dec.reason)
+        if self.error is not None:
+            LOG.info('policy: working again')
+            self.error = None
+        for dec in decisions:
+            samples[dec.domain] = samples[dec.domain]._replace(
+                hp_ways=dec.hp_after, be_mb=dec.mb_after
+                if dec.mb_after is not None else samples[dec.domain].be_mb)
+        self._publish(samples)
+        return decisions
+
+    # -- the state file ---------------------------------------------------------
+    def _publish(self, samples: dict[int, pol.Sample] | None = None) -> None:
+        bounds, path = self.bounds, self._path
+        if bounds is None or path is None:
+            return
+        state: dict[str, Any] = {
+            'pid': os.getpid(), 'time': time.time(),
+            'high_priority': bounds.high_priority,
+            'best_effort': bounds.best_effort,
+            'hp_min_ways': bounds.hp_min, 'hp_max_ways': bounds.hp_max,
+            'be_min_ways': bounds.be_min, 'budget': bounds.budget,
+            'interval': bounds.interval, 'error': self.error,
+            'mba': self.policy is not None and self.policy.mba is not None,
+            'domains': {}}
+        memory = self.policy.state() if self.policy is not None else {}
+        for dom, sample in sorted((samples or {}).items()):
+            state['domains'][str(dom)] = {
+                'hp_ways': sample.hp_ways,
+                'be_ways': bounds.budget - sample.hp_ways,
+                'be_mb': sample.be_mb,
+                'hp_occupancy': sample.hp_occupancy,
+                'hp_rate': sample.hp_rate, 'be_rate': sample.be_rate,
+                'drops': sample.drops, **memory.get(dom, {})}
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = path + '.tmp'
+            with open(tmp, 'w', encoding='utf-8') as fh:
+                json.dump(state, fh)
+            os.replace(tmp, path)
+        except OSError as exc:
+            LOG.debug('cannot write %s: %s', path, exc)
+
+    def _clear(self) -> None:
+        if self._path is not None:
+            try:
+                os.unlink(self._path)
+            except OSError:
+                pass

@@ -1,0 +1,383 @@
+"""The dynamic policy of seed 002: pure decisions, no I/O.
+
+Two pools share a budget of ways on every cache domain: the high-priority
+(HP) pool gets what its demand needs, within ``[hp_min_ways,
+hp_max_ways]``, the best-effort (BE) pool the rest of the budget
+(``hp_max_ways + be_min_ways``).  :class:`Policy` is fed one
+:class:`Sample` per domain and interval and returns :class:`Decision`
+objects; the agent (:mod:`ovs_rdt.agent.policy`) reads the counters and
+applies the decisions through the allocator.  ``doc/policy.md`` explains
+the algorithm with a worked trace.
+
+In short, per domain:
+
+* **shortage** is evidence, not a guess: packet drops on the HP pool's PMD
+  ports, or HP's ``llc_occupancy`` pinned at its allocation while it
+  misses (MBM traffic).  Then HP grows at once, to the estimated need
+  ``occupancy + miss rate / k`` (``k``: bytes/s of memory traffic per byte
+  of footprint that does not fit, learnt from earlier grows), or to
+  ``hp_max_ways`` while ``k`` is unknown;
+* **shrinking** waits for :data:`HOLD` intervals in a row that all show
+  the footprint fitting in fewer ways, then jumps to the ways that hold
+  the smallest recent reading divided by ``1 - NOISE``: with counter noise
+  within :data:`NOISE` that is never less than the footprint, so a shrink
+  is never followed by a shortage under steady load (no flapping);
+* at ``hp_max_ways`` and still short, while BE draws more memory bandwidth
+  than HP, BE's MBA percentage is halved per interval (down to the
+  platform minimum); the cap is lifted after :data:`HOLD` intervals
+  without shortage.
+"""
+from __future__ import annotations
+
+import collections
+import math
+from typing import Any, NamedTuple
+
+from ovs_rdt.exceptions import ConfigError
+
+#: Occupancy at or above this share of the allocation: "pinned" (the
+#: footprint may not fit).
+PINNED = 0.9
+#: Relative noise of the counters that decisions must not react to.
+NOISE = 0.1
+#: HP memory traffic (bytes/s) below which misses are not evidence.
+MISS_FLOOR = 1 << 20
+#: Intervals in a row that must show a smaller need before a shrink.
+HOLD = 2
+#: Readings the calm window keeps (its smallest bounds the footprint).
+WINDOW = 8
+
+
+class Bounds(NamedTuple):
+    """The ``[policy]`` options, checked together."""
+
+    high_priority: str
+    best_effort: str
+    hp_min: int
+    hp_max: int
+    be_min: int
+    interval: float
+
+    @property
+    def budget(self) -> int:
+        return self.hp_max + self.be_min
+
+
+def bounds_from(settings: Any) -> Bounds | None:
+    """``[policy]`` of ``settings`` checked against the pools; None if off.
+
+    One ConfigError naming the option and value at fault.
+    """
+    pol = settings.policy
+    if not pol.enabled:
+        return None
+    pools = settings.pools
+    names = list(settings.allocation.pools)
+    for opt in ('high_priority', 'best_effort'):
+        name = getattr(pol, opt)
+        if not name:
+            raise ConfigError('[policy] %s is not set (enabled = true needs '
+                              'high_priority and best_effort pools)' % opt)
+        if name not in names:
+            raise ConfigError('[policy] %s = %r is not a pool of [allocation] '
+                              'pools (%s)' % (opt, name,
+                                              ', '.join(names) or 'none'))
+        if pools[name].l3_cbm or pools[name].l3_ways is None:
+            raise ConfigError('[policy] %s = %r: [pool:%s] must be sized by '
+                              'l3_ways (the policy moves its ways), not l3_cbm'
+                              % (opt, name, name))
+    if pol.high_priority == pol.best_effort:
+        raise ConfigError('[policy] high_priority and best_effort are both %r; '
+                          'they must be two different pools'
+                          % pol.high_priority)
+    if pol.hp_max_ways is None:
+        raise ConfigError('[policy] hp_max_ways is not set (enabled = true '
+                          'needs it)')
+    if pol.hp_min_ways > pol.hp_max_ways:
+        raise ConfigError('[policy] hp_min_ways = %d is more than hp_max_ways '
+                          '= %d' % (pol.hp_min_ways, pol.hp_max_ways))
+    bounds = Bounds(pol.high_priority, pol.best_effort, pol.hp_min_ways,
+                    pol.hp_max_ways, pol.be_min_ways, pol.interval)
+    hp_ways = pools[bounds.high_priority].l3_ways
+    be_ways = pools[bounds.best_effort].l3_ways
+    if hp_ways + be_ways != bounds.budget or \
+            not bounds.hp_min <= hp_ways <= bounds.hp_max:
+        raise ConfigError(
+            '[pool:%s] l3_ways = %d and [pool:%s] l3_ways = %d must sum to the '
+            'budget hp_max_ways + be_min_ways = %d with the high-priority pool '
+            'within [policy] hp_min_ways..hp_max_ways = %d..%d (they are the '
+            'ways the pools return to when the policy is disabled)'
+            % (bounds.high_priority, hp_ways, bounds.best_effort, be_ways,
+               bounds.budget, bounds.hp_min, bounds.hp_max))
+    return bounds
+
+
+def check_platform(bounds: Bounds, cbm_len: int, min_cbm_bits: int) -> None:
+    """ConfigError unless the budget can exist on this platform."""
+    if bounds.budget >= cbm_len:
+        raise ConfigError('[policy] hp_max_ways + be_min_ways = %d leaves no '
+                          'way of the %d for the default group'
+                          % (bounds.budget, cbm_len))
+    for opt, value in (('hp_min_ways', bounds.hp_min),
+                       ('be_min_ways', bounds.be_min)):
+        if value < min_cbm_bits:
+            raise ConfigError('[policy] %s = %d is below the platform minimum '
+                              '%d (info/L3/min_cbm_bits)'
+                              % (opt, value, min_cbm_bits))
+
+
+class Mba(NamedTuple):
+    """What the platform's MBA accepts for the BE pool."""
+
+    min_percent: int
+    gran: int
+    ceiling: int
+    """BE's percent when not capped (its mb_percent, else 100)."""
+
+    def halve(self, percent: int) -> int:
+        half = -(-(percent // 2) // self.gran) * self.gran
+        return max(self.min_percent, min(half, self.ceiling))
+
+
+class Sample(NamedTuple):
+    """One domain over one interval."""
+
+    hp_ways: int
+    way_bytes: int
+    hp_occupancy: float | None
+    """HP's llc_occupancy in bytes (None: unavailable)."""
+    hp_rate: float | None
+    """HP's memory traffic (mbm_total_bytes rate), bytes/s."""
+    be_rate: float | None = None
+    drops: int | None = None
+    """Packets dropped during the interval on the ports HP's PMDs serve
+    (None: HP holds no PMD threads)."""
+    be_mb: int | None = None
+    """BE's MB percent now (None: no MBA)."""
+
+
+class Decision(NamedTuple):
+    domain: int
+    hp_before: int
+    hp_after: int
+    be_before: int
+    be_after: int
+    direction: str
+    """``grow`` or ``shrink``: what the decision gives HP."""
+    reason: str
+    """``drops``, ``pinned`` (grow), ``fits`` (shrink), ``mba-cap``,
+    ``mba-lift``."""
+    detail: str
+    mb_before: int | None = None
+    mb_after: int | None = None
+
+    def describe(self) -> str:
+        text = ('domain %d: hp %d -> %d ways, be %d -> %d ways'
+                % (self.domain, self.hp_before, self.hp_after,
+                   self.be_before, self.be_after))
+        if self.mb_after is not None and self.mb_after != self.mb_before:
+            text += ', be MB %d%% -> %d%%' % (self.mb_before or 100,
+                                              self.mb_after)
+        return '%s (%s: %s)' % (text, self.reason, self.detail)
+
+
+class _Domain:
+    """What the policy remembers about one domain."""
+
+    def __init__(self) -> None:
+        self.tick = 0
+        #: bytes/s of traffic per byte of footprint that does not fit.
+        self.k: float | None = None
+        #: (occupancy, rate, ways) when last pinned and grown: to learn k.
+        self.probe: tuple[float, float, int] | None = None
+        #: footprints (bytes) of the last intervals without shortage.
+        self.calm: collections.deque[float] = collections.deque(
+            maxlen=WINDOW)
+        #: intervals in a row whose need was below the allocation
+        self.below = 0
+        #: the allocation last found short
+        self.short_ways: int | None = None
+        self.quiet = 0
+        #: HP grew and has not shrunk since
+        self.grown = False
+        self.last: Decision | None = None
+
+
+def _mib(nbytes: float) -> str:
+    return '%.1f MiB' % (nbytes / 1048576.0)
+
+
+class Policy:
+    """Decisions for every domain; keeps the per-domain memory."""
+
+    def __init__(self, bounds: Bounds, mba: Mba | None = None) -> None:
+        self.bounds = bounds
+        self.mba = mba
+        self.domains: dict[int, _Domain] = {}
+
+    def decide(self, samples: dict[int, Sample]) -> list[Decision]:
+        out = []
+        for domain in sorted(samples):
+            decision = self._decide(domain, samples[domain])
+            if decision is not None:
+                self.domains[domain].last = decision
+                out.append(decision)
+        return out
+
+    def clamp(self, ways: int) -> int:
+        return max(self.bounds.hp_min, min(self.bounds.hp_max, ways))
+
+    def _decide(self, domain: int, s: Sample) -> Decision | None:
+        st = self.domains.setdefault(domain, _Domain())
+        st.tick += 1
+        b = self.bounds
+        cur = s.hp_ways
+        way = float(s.way_bytes or 1)
+        occ, rate = s.hp_occupancy, s.hp_rate or 0.0
+        drops = bool(s.drops)
+        dropped = s.drops or 0
+        if occ is None:
+            st.calm.clear()
+            if drops and cur < b.hp_max:
+                return self._ways(domain, s, cur + 1, 'grow', 'drops',
+                                  '%d packets dropped, occupancy unknown'
+                                  % dropped)
+            return None
+        pinned = occ >= PINNED * cur * way
+        missing = pinned and rate > MISS_FLOOR
+        if missing or drops:
+            return self._short(domain, st, s, occ, rate, pinned, missing)
+        st.quiet += 1
+        # The calm window: footprints that may all come from the demand of
+        # now (a sample above what the window's demand can read as starts
+        # a new window).
+        low = min(st.calm) if st.calm else None
+        if low is not None and occ > low / (1 - NOISE) * (1 + NOISE):
+            st.calm.clear()
+            st.below = 0
+        st.calm.append(occ)
+        self._learn_calm(st)
+        lift = self._lift(st, s)
+        # Every reading is at least (1 - NOISE) of the footprint: the
+        # smallest one bounds the footprint from above, safely.
+        need = min(st.calm) / (1 - NOISE)
+        target = self.clamp(math.ceil(need / way - 1e-9))
+        st.below = st.below + 1 if target < cur else 0
+        # After a grow the footprint shows whole: an overshoot is corrected
+        # at once; a falling demand must hold HOLD intervals.
+        hold = 1 if st.grown else HOLD
+        if target >= cur or st.below < hold:
+            return self._mb_only(domain, s, lift) if lift else None
+        st.below = 0
+        st.grown = False
+        return self._ways(domain, s, target, 'shrink', 'fits',
+                          'footprint at most %s (%d readings) fits %d ways'
+                          % (_mib(need), len(st.calm), target), lift)
+
+    def _short(self, domain: int, st: _Domain, s: Sample, occ: float,
+               rate: float, pinned: bool, missing: bool) -> Decision | None:
+        """Evidence of shortage: grow at once (or cap BE at hp_max)."""
+        b = self.bounds
+        cur = s.hp_ways
+        way = float(s.way_bytes or 1)
+        st.calm.clear()
+        st.quiet = st.below = 0
+        st.short_ways = cur
+        held = cur * way
+        if missing:
+            # Still short after a grow: two pinned points give k.
+            if st.probe is not None and st.probe[2] < cur and \
+                    st.probe[1] > rate:
+                self._learn(st, (st.probe[1] - rate) / (held - st.probe[0]))
+            st.probe = (held, rate, cur)
+        if missing and st.k:
+            need = held + rate / st.k * (1 + 3 * NOISE)
+            target = math.ceil(need / way - 1e-9)
+            how = 'needs ~%s (%s held + %s/s misses / k %.1f/s + margin)' % (
+                _mib(need), _mib(held), _mib(rate), st.k)
+        elif missing:
+            target = b.hp_max
+            how = '%s/s misses, need not known yet' % _mib(rate)
+        else:
+            target = cur + 1
+            how = 'occupancy %s' % _mib(occ)
+        if s.drops:
+            how = '%d packets dropped, %s' % (s.drops, how)
+        target = self.clamp(max(target, cur + 1))
+        if target > cur:
+            st.grown = True
+            detail = 'occupancy %s of %d ways pinned; %s' % (
+                _mib(occ), cur, how) if pinned else how
+            return self._ways(domain, s, target, 'grow',
+                              'drops' if s.drops else 'pinned', detail)
+        return self._cap(domain, s, how)
+
+    @staticmethod
+    def _learn(st: _Domain, k: float) -> None:
+        if k > 0:
+            st.k = k if st.k is None else (st.k + k) / 2
+
+    def _learn_calm(self, st: _Domain) -> None:
+        """Learn k once the footprint shows whole after a grow.
+
+        k = the miss rate when pinned / the bytes that were missing.
+        """
+        if st.probe is None or len(st.calm) < HOLD:
+            return
+        held, rate, _ways = st.probe
+        st.probe = None
+        grown = sum(st.calm) / len(st.calm) - held
+        if grown > held * NOISE:
+            self._learn(st, rate / grown)
+
+    def _lift(self, st: _Domain, s: Sample) -> int | None:
+        if self.mba is None or s.be_mb is None:
+            return None
+        if s.be_mb < self.mba.ceiling and st.quiet >= HOLD:
+            return self.mba.ceiling
+        return None
+
+    def _ways(self, domain: int, s: Sample, target: int, direction: str,
+              reason: str, detail: str,
+              mb_after: int | None = None) -> Decision:
+        budget = self.bounds.budget
+        return Decision(domain, s.hp_ways, target, budget - s.hp_ways,
+                        budget - target, direction, reason, detail,
+                        s.be_mb, mb_after)
+
+    def _mb_only(self, domain: int, s: Sample, lift: int) -> Decision:
+        budget = self.bounds.budget
+        return Decision(domain, s.hp_ways, s.hp_ways, budget - s.hp_ways,
+                        budget - s.hp_ways, 'shrink', 'mba-lift',
+                        'no shortage for %d intervals' % HOLD, s.be_mb, lift)
+
+    def _cap(self, domain: int, s: Sample, how: str) -> Decision | None:
+        """HP is short at hp_max_ways: cap BE's memory bandwidth."""
+        if self.mba is None or s.be_mb is None or s.be_rate is None:
+            return None
+        if s.be_rate <= (s.hp_rate or 0.0):
+            return None
+        cap = self.mba.halve(s.be_mb)
+        if cap >= s.be_mb:
+            return None
+        budget = self.bounds.budget
+        return Decision(domain, s.hp_ways, s.hp_ways, budget - s.hp_ways,
+                        budget - s.hp_ways, 'grow', 'mba-cap',
+                        'short at hp_max_ways (%s) while best effort draws '
+                        '%s/s' % (how, _mib(s.be_rate)), s.be_mb, cap)
+
+    def state(self) -> dict[int, dict[str, Any]]:
+        """What status shows per domain (JSON-ready)."""
+        out = {}
+        for domain, st in sorted(self.domains.items()):
+            last = st.last
+            out[domain] = {
+                'k': st.k, 'short_ways': st.short_ways,
+                'last': None if last is None else {
+                    'direction': last.direction, 'reason': last.reason,
+                    'hp': [last.hp_before, last.hp_after],
+                    'be': [last.be_before, last.be_after],
+                    'mb': [last.mb_before, last.mb_after],
+                    'text': last.describe()},
+            }
+        return out

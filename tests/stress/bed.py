@@ -173,12 +173,18 @@ def holds(name: str, mask: CBM, root_mask: CBM) -> bool:
 
 
 def check_invariants(node: Node, guests: Iterable[tuple[Guest, str]] = (),
-                     foreign: Iterable[str] = ()) -> dict[str, int]:
+                     foreign: Iterable[str] = (), settled: bool = True
+                     ) -> dict[str, int]:
     """Assert the issue's invariants; the free ways per domain.
 
     ``guests``: (guest, group) of every guest that runs managed now;
     ``foreign``: groups of other tools (never ours to judge, but their ways
-    count as held).
+    count as held).  ``settled=False`` for a plan stopped half-way (a
+    process killed between two writes): groups still never overlap and the
+    default group keeps its floor, but the free ways may be two runs until
+    the next plan.  Groups trading ways write the one giving ways up first
+    so that they never overlap, even for a moment; a crash between the two
+    writes leaves the given-up ways free, apart from the rest.
     """
     groups = node.groups()
     root = groups[ROOT]
@@ -206,7 +212,7 @@ def check_invariants(node: Node, guests: Iterable[tuple[Guest, str]] = (),
                     'domain %d: %s %s overlaps %s %s' % (
                         dom, name, mask, other_name or '/', other.l3[dom]))
         spare = CBM(((1 << root_mask.width) - 1) & ~held, root_mask.width)
-        assert spare.count == 0 or spare.is_contiguous(), \
+        assert not settled or spare.count == 0 or spare.is_contiguous(), \
             'domain %d: the free ways %s are not one run' % (dom, spare)
         free[dom] = spare.count
     for guest, group in guests:

@@ -86,8 +86,9 @@ def baseline(start: int, phases: list[tuple[float, int]]
 
 
 def per_step(trace: list[tuple[int, int]], phases: list[tuple[float, int]]
-             ) -> list[tuple[float, int, int, int]]:
-    """(MiB, settle intervals, shortage interval-ways, final ways)."""
+             ) -> list[tuple[float, int, int, int, int]]:
+    """(MiB, settle intervals, shortage interval-ways, final ways,
+    intervals with a shortage)."""
     out, pos = [], 0
     for mib, count in phases:
         part = trace[pos:pos + count]
@@ -99,7 +100,8 @@ def per_step(trace: list[tuple[int, int]], phases: list[tuple[float, int]]
             if hp != final:
                 settle = i + 1
         short = sum(max(0, n - hp) for hp, n in part)
-        out.append((mib, settle, short, final))
+        out.append((mib, settle, short, final,
+                    sum(1 for hp, n in part if hp < n)))
     return out
 
 
@@ -186,15 +188,16 @@ def run(args: argparse.Namespace) -> int:
     base = per_step(baseline(8, phases), phases)
     print('xeon-d-1540, 12 ways of 1 MiB; HP 3-8 ways, BE >= 2, budget 10; '
           'counter noise +-%d%%; seed %d' % (pol.NOISE * 100, args.seed))
-    print('%-22s %7s %6s | %14s %14s | %12s %12s'
+    print('%-22s %5s %6s | %12s %14s | %11s %13s | %10s %12s'
           % ('step (HP footprint)', 'need', 'final', 'settle ours',
-             'settle seed002', 'short ours', 'short seed002'))
+             'settle seed002', 'short ours', 'short seed002',
+             'short ivl', 'seed002 ivl'))
     prev = 8
-    for (mib, settle, short, final), (_m, b_settle, b_short, _f) in zip(
-            ours, base):
-        print('%-22s %7d %6d | %14d %14d | %12d %12d'
+    for (mib, settle, short, final, ivl), (_m, b_settle, b_short, _f,
+                                            b_ivl) in zip(ours, base):
+        print('%-22s %5d %6d | %12d %14d | %11d %13d | %10d %12d'
               % ('%d -> %.1f MiB' % (prev, mib), need(mib), final, settle,
-                 b_settle, short, b_short))
+                 b_settle, short, b_short, ivl, b_ivl))
         prev = need(mib)
     settle_max = max(o[1] for o in ours)
     short_max = max(o[2] for o in ours)
@@ -208,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
           % (short_max, sum(o[2] for o in ours), max(b[2] for b in base),
              sum(b[2] for b in base),
              sum(o[2] for o in ours) / max(sum(b[2] for b in base), 1)))
+    print('intervals with a shortage per step: ours max %d; seed 002 max %d'
+          % (max(o[4] for o in ours), max(b[4] for b in base)))
     flaps = sum(1 for a, b, c in zip(steady, steady[1:], steady[2:])
                 if (b[0] - a[0]) * (c[0] - b[0]) < 0)
     print('steady noisy load (4.4 MiB, %d intervals): %.1f schemata writes '

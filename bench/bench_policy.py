@@ -87,8 +87,11 @@ def baseline(start: int, phases: list[tuple[float, int]]
 
 def per_step(trace: list[tuple[int, int]], phases: list[tuple[float, int]]
              ) -> list[tuple[float, int, int, int, int]]:
-    """(MiB, settle intervals, shortage interval-ways, final ways,
-    intervals with a shortage)."""
+    """Per step: MiB, settle, shortage, final ways, short intervals.
+
+    Settle in intervals, shortage in interval-ways, then the intervals
+    with a shortage.
+    """
     out, pos = [], 0
     for mib, count in phases:
         part = trace[pos:pos + count]
@@ -193,8 +196,9 @@ def run(args: argparse.Namespace) -> int:
              'settle seed002', 'short ours', 'short seed002',
              'short ivl', 'seed002 ivl'))
     prev = 8
-    for (mib, settle, short, final, ivl), (_m, b_settle, b_short, _f,
-                                            b_ivl) in zip(ours, base):
+    for mine, theirs in zip(ours, base):
+        mib, settle, short, final, ivl = mine
+        b_settle, b_short, b_ivl = theirs[1], theirs[2], theirs[4]
         print('%-22s %5d %6d | %12d %14d | %11d %13d | %10d %12d'
               % ('%d -> %.1f MiB' % (prev, mib), need(mib), final, settle,
                  b_settle, short, b_short, ivl, b_ivl))

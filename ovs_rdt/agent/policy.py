@@ -13,7 +13,6 @@ for more than one policy write.  Its state goes to a small JSON file that
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -22,13 +21,14 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt.agent.lock import RUN_DIR, run_path
 from ovs_rdt.model import pool_group
 from ovs_rdt import policy as pol
 
 LOG = logging.getLogger(__name__)
 
 #: Where the agent publishes the policy state (``policy-<tag>.json``).
-STATE_DIR = '/run/ovs-rdt'
+STATE_DIR = RUN_DIR
 #: OvS interface types whose queues PMD threads poll.
 PMD_PORT_TYPES = frozenset(('dpdk', 'dpdkvhostuser', 'dpdkvhostuserclient',
                             'dummy-pmd'))
@@ -37,8 +37,7 @@ DROP_KEYS = ('rx_dropped', 'tx_dropped', 'rx_missed_errors')
 
 
 def state_path(root: str, state_dir: str = STATE_DIR) -> str:
-    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
-    return os.path.join(state_dir, 'policy-%s.json' % tag)
+    return run_path(root, 'policy-{tag}.json', state_dir)
 
 
 def read_state(root: str, state_dir: str = STATE_DIR) -> dict | None:
@@ -157,6 +156,10 @@ class PolicyLoop:
         self.reader: Reader | None = None
         self.error: str | None = None
         self._cond = threading.Condition()
+        #: Held for a whole tick, and by :meth:`prepare`: a SIGHUP waits
+        #: for a decision in flight, so none lands after the pools came
+        #: back (``enabled = false``) or under the old bounds.
+        self._busy = threading.Lock()
         self._stop = False
         self._thread: threading.Thread | None = None
         self._path: str | None = None
@@ -171,7 +174,7 @@ class PolicyLoop:
 
     def prepare(self, settings: Any, bounds: pol.Bounds | None) -> bool:
         """Take ``[policy]`` (no thread: :meth:`tick` by hand); True if on."""
-        with self._cond:
+        with self._busy, self._cond:
             changed = bounds != self.bounds
             self.manager = self.build(settings)
             self.reader = Reader(self.manager)
@@ -231,6 +234,10 @@ class PolicyLoop:
 
     def tick(self, now: float | None = None) -> list[pol.Decision]:
         """One interval: read, decide, apply, publish."""
+        with self._busy:
+            return self._tick(now)
+
+    def _tick(self, now: float | None) -> list[pol.Decision]:
         with self._cond:
             bounds, manager, reader = self.bounds, self.manager, self.reader
         if bounds is None or manager is None or reader is None:

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
@@ -45,8 +46,6 @@ LOG = logging.getLogger(__name__)
 #: initialising.
 BURST = ((1.0, 0.005), (5.0, 0.025), (30.0, 0.2))
 PROG = 'ovs-rdt-agent'
-#: One agent per resctrl root: agent-<hash of the root>.lock here.
-LOCK_DIR = '/run/ovs-rdt'
 #: errors{source=...} the agent's own parts count into (zero from the start).
 ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy')
 
@@ -296,37 +295,6 @@ def describe(exc: BaseException) -> str:
     return str(exc)
 
 
-def single_instance(root: str, lock_dir: str = LOCK_DIR) -> int | None:
-    """Hold the node's agent lock (one agent per resctrl root).
-
-    Returns the lock's fd, or None when another agent holds it.
-    """
-    import fcntl
-    import hashlib
-    os.makedirs(lock_dir, exist_ok=True)
-    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
-    fd = os.open(os.path.join(lock_dir, 'agent-%s.lock' % tag),
-                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    os.ftruncate(fd, 0)
-    os.write(fd, b'%d\n' % os.getpid())
-    return fd
-
-
-def holder_of(root: str, lock_dir: str = LOCK_DIR) -> str:
-    import hashlib
-    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
-    try:
-        with open(os.path.join(lock_dir, 'agent-%s.lock' % tag)) as fh:
-            return fh.read().strip() or '?'
-    except OSError:
-        return '?'
-
-
 def main(argv: list[str] | None = None) -> int:
     from ovs_rdt import opts
     try:
@@ -335,11 +303,19 @@ def main(argv: list[str] | None = None) -> int:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2
     root = settings.resctrl.root
-    lock = single_instance(root)
-    if lock is None:
+    lock = AgentLock(root)
+    if not lock.acquire():
         print('%s: another ovs-rdt-agent is running for [resctrl] root %s '
-              '(pid %s)' % (PROG, root, holder_of(root)), file=sys.stderr)
+              '(pid %s)' % (PROG, root, lock.holder()), file=sys.stderr)
         return 1
+    try:
+        return _run(settings, argv)
+    finally:
+        lock.release()
+
+
+def _run(settings: Any, argv: list[str] | None) -> int:
+    from ovs_rdt import opts
     opts.setup_logging(settings)
     try:
         bounds_from(settings)

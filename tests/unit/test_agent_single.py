@@ -5,6 +5,7 @@ import sys
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.knobs import Placement
+from ovs_rdt.agent import lock
 from ovs_rdt.agent import service
 
 
@@ -17,23 +18,54 @@ def bare_agent():
 
 def test_one_agent_per_resctrl_root(tmp_path):
     lock_dir = str(tmp_path)
-    fd = service.single_instance('/sys/fs/resctrl', lock_dir)
-    assert fd is not None
+    mine = lock.AgentLock('/sys/fs/resctrl', lock_dir)
+    assert mine.acquire()
     # Another process is refused while we hold it; another root is not.
-    code = ('import sys; from ovs_rdt.agent import service; '
-            'sys.exit(0 if service.single_instance(sys.argv[1], sys.argv[2]) '
-            'is None else 3)')
+    code = ('import sys; from ovs_rdt.agent import lock; '
+            'sys.exit(0 if not lock.AgentLock(sys.argv[1], sys.argv[2])'
+            '.acquire() else 3)')
     taken = subprocess.run([sys.executable, '-c', code, '/sys/fs/resctrl',
                             lock_dir])
     assert taken.returncode == 0
     other = subprocess.run([sys.executable, '-c', code, '/mnt/emulated',
                             lock_dir])
     assert other.returncode == 3
-    assert service.holder_of('/sys/fs/resctrl', lock_dir) == str(os.getpid())
-    os.close(fd)
+    assert lock.AgentLock('/sys/fs/resctrl', lock_dir).holder() == \
+        str(os.getpid())
+    mine.release()
     free = subprocess.run([sys.executable, '-c', code, '/sys/fs/resctrl',
                            lock_dir])
     assert free.returncode == 3
+
+
+def test_a_clean_exit_removes_the_lock_file(tmp_path):
+    mine = lock.AgentLock('/sys/fs/resctrl', str(tmp_path))
+    assert mine.acquire()
+    assert os.path.exists(mine.path)
+    mine.release()
+    assert os.listdir(tmp_path) == []
+    mine.release()                  # twice: nothing to do
+
+
+def test_a_lock_file_removed_under_us_is_taken_again(tmp_path, monkeypatch):
+    """The agent before us removed the file after we opened it.
+
+    The flock we got is on a file nobody else can find: start again.
+    """
+    mine = lock.AgentLock('/sys/fs/resctrl', str(tmp_path))
+    real = lock.fcntl.flock
+    calls = []
+
+    def flock(fd, how):
+        calls.append(os.fstat(fd).st_ino)
+        if len(calls) == 1:
+            os.unlink(mine.path)
+        real(fd, how)
+    monkeypatch.setattr(lock.fcntl, 'flock', flock)
+    assert mine.acquire()
+    assert len(calls) == 2
+    assert os.fstat(mine.fd).st_ino == os.stat(mine.path).st_ino
+    mine.release()
 
 
 def test_errors_are_logged_once_while_they_last_and_each_is_counted(caplog):

@@ -6,11 +6,45 @@ Host aggregate metadata with the same names wins over these, key by key.
 """
 from __future__ import annotations
 
-from oslo_config import cfg
+from typing import Any
 
+from oslo_config import cfg
+from oslo_config import types
+
+from ovs_rdt.exceptions import RDTError
+from ovs_rdt.inputs import integers
 from ovs_rdt import MAX_WAYS
 
 GROUP = 'ovs_rdt'
+
+
+class WholeNumber(types.Integer):
+    """oslo.config's Integer, read with ovs-rdt's one whole-number rule.
+
+    ``int()`` (oslo's own parser) takes ``+3``, ``0_3`` and ``٣``, which
+    the node, the hook and the extra specs refuse; nova.conf refuses them
+    alike, with the same message.
+    """
+
+    def __init__(self, name: str, low: int, high: int | None = None) -> None:
+        super().__init__(min=low, max=high, type_name='whole number')
+        self.field = '[%s] %s' % (GROUP, name)
+
+    def __call__(self, value: Any) -> Any:
+        if value is None or isinstance(value, int):
+            return super().__call__(value)
+        try:
+            return integers.parse(str(value), self.field, self.min,
+                                  integers.MAX if self.max is None
+                                  else self.max)
+        except RDTError as exc:
+            raise ValueError(str(exc)) from None
+
+
+def _whole(name: str, low: int, high: int | None = None,
+           **kwargs: Any) -> cfg.Opt:
+    return cfg.Opt(name, type=WholeNumber(name, low, high), **kwargs)
+
 
 ovs_rdt_group = cfg.OptGroup(
     GROUP, title='ovs-rdt cache allocation (scheduler)',
@@ -23,14 +57,14 @@ ovs_rdt_group = cfg.OptGroup(
          'cache ways or a CLOSID.')
 
 OPTS = [
-    cfg.IntOpt(
-        'rdt_l3_ways', min=1, max=MAX_WAYS,
+    _whole(
+        'rdt_l3_ways', 1, MAX_WAYS,
         help='Ways of one L3 cache domain (socket): the length of the L3 '
              'capacity bitmask, /sys/fs/resctrl/info/L3/cbm_mask (11 for '
              '"7ff"). Unset: hosts without the rdt_l3_ways aggregate metadata '
              'have no cache capacity.'),
-    cfg.IntOpt(
-        'rdt_system_ways', default=2, min=0, max=MAX_WAYS,
+    _whole(
+        'rdt_system_ways', 0, MAX_WAYS, default=2,
         help='Ways of each L3 cache domain kept out of VM allocations: the '
              'default resctrl group\'s minimum ([allocation] system_min_ways '
              'in ovs-rdt.conf), the OvS PMD group (rdt-pmd-l3-ways), the '
@@ -39,13 +73,13 @@ OPTS = [
              'have. "ovs-rdt provider-config" on a compute prints the exact '
              'value ("reserved per domain"). Instances with rdt:l3_ways share '
              'the rest, rdt_l3_ways - rdt_system_ways per domain.'),
-    cfg.IntOpt(
-        'rdt_closids', min=1,
+    _whole(
+        'rdt_closids', 1,
         help='Classes of service (CLOSIDs) of the platform, '
              '/sys/fs/resctrl/info/L3/num_closids (16 on Xeon Gold 6230). '
              'Every resctrl group, the default one included, holds one.'),
-    cfg.IntOpt(
-        'rdt_reserved_closids', default=1, min=0,
+    _whole(
+        'rdt_reserved_closids', 0, default=1,
         help='CLOSIDs held by groups that are not VMs: 1 for the default '
              'group, plus 1 for the OvS PMD group, plus 1 for each pool the '
              'node creates up front (the pools listed in rdt_pools), plus any '

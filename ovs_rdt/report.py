@@ -133,6 +133,15 @@ def render(report: dict, colour: bool = False) -> str:
     return '\n'.join(lines)
 
 
+def render_agent(pid: str | None) -> str:
+    """Whether an ovs-rdt-agent keeps the OvS side of the plan."""
+    if pid is not None:
+        return 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
+    return ('Agent: no ovs-rdt-agent runs for this resctrl root: PMD threads '
+            'are not placed, and Open_vSwitch external_ids:rdt-status is '
+            'what the last agent wrote')
+
+
 def render_policy(state: dict | None) -> str:
     """The dynamic policy's state as the agent published it."""
     if not state:

@@ -63,6 +63,23 @@ class AgentLock:
         os.close(self.fd)
         self.fd = None
 
+    def running(self) -> str | None:
+        """The pid of the agent holding the lock now, or None.
+
+        ``?`` when the holder wrote no pid.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return self.holder()
+        finally:
+            os.close(fd)
+        return None
+
     def holder(self) -> str:
         """The pid written by the agent holding the lock, or ``?``."""
         try:

@@ -6,6 +6,7 @@ import json
 import sys
 
 from ovs_rdt import members, report
+from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent.policy import read_state
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
@@ -32,6 +33,7 @@ def collect(rc: Resctrl) -> dict:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     plan = collect(resctrl_from(settings))
     plan['policy'] = read_state(settings.resctrl.root)
+    plan['agent'] = AgentLock(settings.resctrl.root).running()
     if args.json:
         json.dump(plan, sys.stdout, indent=2)
         sys.stdout.write('\n')
@@ -39,6 +41,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     colour = args.colour == 'always' or (args.colour == 'auto'
                                          and sys.stdout.isatty())
     print(report.render(plan, colour))
+    print()
+    print(report.render_agent(plan['agent']))
     if settings.policy.enabled or plan['policy']:
         print()
         print(report.render_policy(plan['policy']))

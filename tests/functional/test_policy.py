@@ -130,6 +130,8 @@ def test_agent_follows_demand_with_table6_masks(bed: Bed) -> None:
     assert 'Policy: hp follows its demand within 3-8 ways' in out.stdout
     assert 'domain 0: hp 7 ways, noisy 3 ways' in out.stdout
     assert 'last decision: ' in out.stdout
+    assert 'Agent: ovs-rdt-agent runs for this resctrl root (pid %d)' \
+        % bed.agent.proc.pid in out.stdout
     js = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
                          '--config-file', bed.conf, 'status', '--json'],
                         capture_output=True, text=True, env=env, cwd=REPO,
@@ -147,6 +149,12 @@ def test_agent_follows_demand_with_table6_masks(bed: Bed) -> None:
     with pytest.raises(AssertionError):
         bed.wait_masks(('c00', '380', '7f'), timeout=1.5)
     assert bed.agent.stop() == 0
+    out = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                          '--config-file', bed.conf, 'status'],
+                         capture_output=True, text=True, env=env, cwd=REPO,
+                         timeout=30)
+    assert 'Agent: no ovs-rdt-agent runs for this resctrl root' in out.stdout
+    assert 'no ovs-rdt-agent runs it' not in out.stdout   # policy now off
 
 
 def test_bad_policy_refused_in_one_line(bed: Bed) -> None:

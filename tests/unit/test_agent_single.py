@@ -38,6 +38,30 @@ def test_one_agent_per_resctrl_root(tmp_path):
     assert free.returncode == 3
 
 
+def test_running_names_the_holder_only_while_it_holds(tmp_path):
+    root = '/sys/fs/resctrl'
+    probe = lock.AgentLock(root, str(tmp_path))
+    assert probe.running() is None              # no file
+    code = ('import sys, time; from ovs_rdt.agent import lock; '
+            'held = lock.AgentLock(sys.argv[1], sys.argv[2]); '
+            'assert held.acquire(); print("held", flush=True); '
+            'sys.stdin.readline()')
+    proc = subprocess.Popen([sys.executable, '-c', code, root,
+                             str(tmp_path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == 'held\n'
+        assert probe.running() == str(proc.pid)
+        # A kill -9 leaves the file, with its pid, but not the lock.
+        proc.kill()
+        proc.wait()
+        assert os.path.exists(probe.path)
+        assert probe.running() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_clean_exit_removes_the_lock_file(tmp_path):
     mine = lock.AgentLock('/sys/fs/resctrl', str(tmp_path))
     assert mine.acquire()

@@ -38,6 +38,9 @@ LOG = logging.getLogger(__name__)
 #: What the namespace replaces: host path -> directory below the workdir.
 PRIVATE_DIRS = (('/etc/libvirt', 'etc'), ('/run/libvirt', 'run'),
                 ('/var/lib/libvirt', 'lib'), ('/var/log/libvirt', 'log'))
+#: Of those, the ones on tmpfs that only a running libvirtd (or systemd's
+#: tmpfiles.d at boot) creates: a new machine may lack them.
+RUNTIME_DIRS = ('/run/libvirt',)
 #: A cold libvirtd probes QEMU's capabilities before it answers (12 s seen
 #: on an idle new machine, over a minute on a busy 2-core one).
 START_TIMEOUT = 180.0
@@ -122,6 +125,12 @@ class PrivateLibvirtd:
             raise SandboxError('unshare not found: apt-get install util-linux')
         for host, name in PRIVATE_DIRS:
             os.makedirs(self.path(name), exist_ok=True)
+            if host in RUNTIME_DIRS and not os.path.isdir(host):
+                # A new machine without systemd: nothing ran the package's
+                # tmpfiles.d rule or a libvirtd that would have made it.
+                LOG.info('creating %s (the mount point of the private '
+                         'libvirtd\'s run directory)', host)
+                os.makedirs(host, mode=0o755, exist_ok=True)
             if not os.path.isdir(host):
                 raise SandboxError('%s is missing: apt-get install '
                                    'libvirt-daemon-system' % host)

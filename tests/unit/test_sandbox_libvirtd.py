@@ -1,0 +1,45 @@
+"""PrivateLibvirtd.prepare() on a new machine (no systemd, libvirtd never ran)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ovs_rdt.sandbox import libvirtd
+from ovs_rdt.sandbox.wait import SandboxError
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """A fake host: /etc/libvirt, /var/lib/libvirt and /var/log/libvirt from
+    the package, no /run/libvirt (tmpfs; only a running libvirtd makes it)."""
+    dirs = {name: str(tmp_path / 'host' / name) for name in ('etc', 'run', 'lib', 'log')}
+    for name in ('etc', 'lib', 'log'):
+        os.makedirs(dirs[name])
+    with open(os.path.join(dirs['etc'], 'libvirtd.conf'), 'w') as fh:
+        fh.write('# host config\n')
+    monkeypatch.setattr(libvirtd, 'PRIVATE_DIRS',
+                        tuple((dirs[n], n) for n in ('etc', 'run', 'lib', 'log')))
+    monkeypatch.setattr(libvirtd, 'RUNTIME_DIRS', (dirs['run'],))
+    real_listdir = os.listdir
+    monkeypatch.setattr(libvirtd.os, 'listdir', lambda p: real_listdir(
+        dirs['etc'] if p == '/etc/libvirt' else p))
+    real_join = os.path.join
+    monkeypatch.setattr(libvirtd.os.path, 'join', lambda a, *b: real_join(
+        dirs['etc'] if a == '/etc/libvirt' else a, *b))
+    return dirs
+
+
+def test_a_missing_run_directory_is_created(host, tmp_path) -> None:
+    sandbox = libvirtd.PrivateLibvirtd(str(tmp_path / 'work'))
+    sandbox.prepare()
+    assert os.path.isdir(host['run'])
+    assert os.path.isfile(sandbox.path('etc', 'libvirtd.conf'))
+
+
+def test_a_missing_package_directory_is_an_error(host, tmp_path) -> None:
+    os.rmdir(host['lib'])
+    sandbox = libvirtd.PrivateLibvirtd(str(tmp_path / 'work'))
+    with pytest.raises(SandboxError, match='apt-get install libvirt-daemon-system'):
+        sandbox.prepare()
+    assert not os.path.exists(host['lib'])

@@ -29,7 +29,7 @@ from typing import Callable
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ovs_rdt.model import PMD_GROUP  # noqa: E402
+from ovs_rdt.core.model import PMD_GROUP  # noqa: E402
 from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
 from tests.functional.fixtures.ovs import AgentProcess  # noqa: E402
 from tests.functional.fixtures.ovs import OvsTestbed  # noqa: E402

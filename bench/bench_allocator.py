@@ -17,9 +17,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-from ovs_rdt.allocator import plan  # noqa: E402
-from ovs_rdt.bitmask import CBM  # noqa: E402
-from ovs_rdt.model import Group, Platform, Request  # noqa: E402
+from ovs_rdt.core.allocator import plan  # noqa: E402
+from ovs_rdt.core.bitmask import CBM  # noqa: E402
+from ovs_rdt.core.model import Group, Platform, Request  # noqa: E402
 
 WAYS, DOMAINS, N, LIVE = 20, (0, 1, 2, 3), 1000, 6
 

@@ -41,7 +41,7 @@ from ovs_rdt.agent.counters import Counters  # noqa: E402
 from ovs_rdt.agent.policy import PolicyLoop, Reader  # noqa: E402
 from ovs_rdt.cmd.common import manager_from  # noqa: E402
 from ovs_rdt.conf import Settings  # noqa: E402
-from ovs_rdt import policy as pol  # noqa: E402
+from ovs_rdt.core import policy as pol  # noqa: E402
 from ovs_rdt.sandbox.emulator import MountedEmulator  # noqa: E402
 
 MIB = 1 << 20

@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
     from libvirt_hooks.domain import Domain
-    from ovs_rdt.allocator import Plan
+    from ovs_rdt.core.allocator import Plan
+    from ovs_rdt.core.model import Request
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
-    from ovs_rdt.model import Request
     from ovs_rdt.resctrl import Resctrl
 
 # event -> (handler name, strict): strict events may refuse (exit 1).
@@ -193,8 +193,8 @@ class Hook:
 
     def request(self, dom: Domain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS VM."""
+        from ovs_rdt.core.model import Request, vm_group
         from ovs_rdt.inputs.request import check_host
-        from ovs_rdt.model import Request, vm_group
 
         ways = spec.l3_ways
         if ways is None:
@@ -216,7 +216,7 @@ class Hook:
                        exclusive=True, mb_percent=spec.mb_percent)
 
     def group_of(self, dom: Domain, spec: CacheRequest) -> str:
-        from ovs_rdt.model import pool_group, vm_group
+        from ovs_rdt.core.model import pool_group, vm_group
         return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
 
     def ensure_group(self, dom: Domain, spec: CacheRequest) -> Plan | None:
@@ -226,7 +226,7 @@ class Hook:
         group is created if missing (and a dedicated group left over from
         an earlier definition of the VM removed).
         """
-        from ovs_rdt.model import vm_group
+        from ovs_rdt.core.model import vm_group
 
         if spec.pool is None:
             return self.manager.allocate(self.request(dom, spec))
@@ -330,7 +330,7 @@ class Hook:
         return 0
 
     def check(self, dom: Domain) -> int:
-        from ovs_rdt.model import vm_group
+        from ovs_rdt.core.model import vm_group
 
         spec = self.resolve(dom)
         if spec is None:
@@ -352,7 +352,7 @@ class Hook:
 
         (Else its ways stay held, unused, until it stops.)
         """
-        from ovs_rdt.model import vm_group
+        from ovs_rdt.core.model import vm_group
 
         if self.dom is None:
             return

@@ -2,7 +2,7 @@
 
 Enable with ``[filter_scheduler] available_filters =
 nova_plugin.filters.RDTCacheFilter`` and ``enabled_filters`` (after
-NUMATopologyFilter).  The arithmetic is :mod:`ovs_rdt.capacity`'s, the one
+NUMATopologyFilter).  The arithmetic is :mod:`ovs_rdt.core.capacity`'s, the one
 the node allocator uses; capacity comes from aggregate metadata, else from
 the ``[ovs_rdt]`` options (:mod:`nova_plugin.opts`).
 
@@ -48,7 +48,7 @@ from nova.scheduler import utils as scheduler_utils
 from nova.virt import hardware
 
 from nova_plugin import opts
-from ovs_rdt import capacity
+from ovs_rdt.core import capacity
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import integers, request
 

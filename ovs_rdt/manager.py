@@ -9,14 +9,14 @@ left half-applied.
 """
 from __future__ import annotations
 
-from ovs_rdt import allocator
-from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
+from ovs_rdt.core import allocator
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
+from ovs_rdt.core.model import pool_group, Request
 from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
-from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
-from ovs_rdt.model import pool_group, Request
 from ovs_rdt.resctrl import Resctrl, parse_schemata
 
 TYPE_CHECKING = False
@@ -113,7 +113,7 @@ class CacheManager:
 
     def policy_bounds(self) -> Any:
         """``[policy]`` checked (None when off); ConfigError if bad."""
-        from ovs_rdt.policy import bounds_from
+        from ovs_rdt.core.policy import bounds_from
         return bounds_from(self.settings)
 
     def _policy_split(self, platform: Platform, groups: list[Group],

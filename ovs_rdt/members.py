@@ -7,7 +7,7 @@ and ``profile`` (:func:`names`, :func:`summary`).
 """
 from __future__ import annotations
 
-from ovs_rdt.model import vm_uuid
+from ovs_rdt.core.model import vm_uuid
 from ovs_rdt import procfs
 
 #: The extra labels of a group's metrics, in exposition order.

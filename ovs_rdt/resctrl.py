@@ -16,10 +16,10 @@ import fcntl
 import os
 import time
 
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
-from ovs_rdt.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it

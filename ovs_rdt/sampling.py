@@ -16,12 +16,9 @@ from __future__ import annotations
 import os
 from typing import Iterable, NamedTuple
 
-from ovs_rdt.bitmask import CBM
-from ovs_rdt.model import ROOT
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import label_of
 from ovs_rdt.resctrl import Resctrl
-
-#: The name the root group goes by in metrics, ``top`` and ``profile``.
-DEFAULT_LABEL = 'default'
 
 
 class GroupSample(NamedTuple):
@@ -37,16 +34,6 @@ class GroupSample(NamedTuple):
     @property
     def label(self) -> str:
         return label_of(self.name)
-
-
-def label_of(name: str) -> str:
-    """A group's name for people and metrics: ``default`` for the root."""
-    return DEFAULT_LABEL if name == ROOT else name
-
-
-def group_of(label: str) -> str:
-    """The resctrl group name for a label (:func:`label_of` reversed)."""
-    return ROOT if label == DEFAULT_LABEL else label
 
 
 def sample(rc: Resctrl, names: Iterable[str] | None = None,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Collection, Mapping
 
+from ovs_rdt.core.model import PMD_GROUP, ROOT, pool_group
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.exceptions import refuse
 from ovs_rdt.inputs import cpulists, names, request
-from ovs_rdt.model import PMD_GROUP, ROOT, pool_group
 
 KEY_WAYS = 'rdt-pmd-l3-ways'
 KEY_POOL = 'rdt-pmd-pool'

@@ -20,13 +20,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
-from ovs_rdt import members, procfs, sampling
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.reconcile import libvirt_domains
 from ovs_rdt.conf import parse_listen
+from ovs_rdt.core.mbm import Epochs
+from ovs_rdt.core.model import vm_uuid
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt.mbm import Epochs
-from ovs_rdt.model import vm_uuid
+from ovs_rdt import members, procfs, sampling
 from ovs_rdt.resctrl import Resctrl
 
 LOG = logging.getLogger(__name__)

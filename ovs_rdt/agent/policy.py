@@ -3,7 +3,7 @@
 A :class:`PolicyLoop` thread wakes up every ``[policy] interval``, reads
 the two pools' ``mon_data`` under ``LOCK_SH`` (a few small files), turns
 the MBM counters into rates, adds the drop counters of the OvS ports the
-high-priority pool's PMD threads serve, asks :class:`ovs_rdt.policy.Policy`
+high-priority pool's PMD threads serve, asks :class:`ovs_rdt.core.policy.Policy`
 and applies its decisions with :meth:`CacheManager.resplit` (``LOCK_EX``
 only for the writes, which the allocator orders kernel-safely and undoes
 on failure).  It has its own resctrl object (its own lock descriptor), so
@@ -20,10 +20,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from ovs_rdt.exceptions import RDTError
 from ovs_rdt.agent.lock import RUN_DIR, run_path
-from ovs_rdt.model import pool_group
-from ovs_rdt import policy as pol
+from ovs_rdt.core.model import pool_group
+from ovs_rdt.core import policy as pol
+from ovs_rdt.exceptions import RDTError
 
 LOG = logging.getLogger(__name__)
 

@@ -20,16 +20,16 @@ import re
 import time
 from typing import Any, Callable
 
-from ovs_rdt import GROUP_PREFIX, procfs
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import knobs as knobs_mod
 from ovs_rdt.agent.pmd import Scan
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import PMD_GROUP, ROOT, Platform, Request, pool_group
+from ovs_rdt.core.model import vm_group, vm_uuid
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt import GROUP_PREFIX, procfs
 from ovs_rdt.inputs import uuids
 from ovs_rdt.members import pmd_label
-from ovs_rdt.model import PMD_GROUP, ROOT, Platform, Request, pool_group
-from ovs_rdt.model import vm_group, vm_uuid
 
 LOG = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
+from ovs_rdt.core.model import pool_group
+from ovs_rdt.core.policy import bounds_from
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt.model import pool_group
-from ovs_rdt.policy import bounds_from
 
 DESCRIPTION = ('The ovs-rdt node agent: puts OvS PMD threads and ovs-vswitchd '
                'into their cache allocation per the Open_vSwitch other_config '

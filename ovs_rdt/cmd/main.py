@@ -31,10 +31,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                 'mount an emulated resctrl filesystem (FUSE)'),
     'install-hook': ('libvirt_hooks.install',
                      'install the libvirt hook wrapper'),
-    'provider-config': ('ovs_rdt.provider_config',
+    'provider-config': ('ovs_rdt.cmd.provider_config',
                         'write a Nova provider config with the node\'s '
                         'cache-way inventory'),
-    'demo': ('ovs_rdt.demo',
+    'demo': ('ovs_rdt.cmd.demo',
              'run the main job on an emulated platform'),
 }
 

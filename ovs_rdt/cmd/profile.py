@@ -13,10 +13,11 @@ import json
 import sys
 import time
 
-from ovs_rdt import members, sampling, sizing
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
+from ovs_rdt.core import model, sizing
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt import members, sampling
 from ovs_rdt.resctrl import Resctrl
 
 
@@ -69,11 +70,11 @@ def chosen(rc: Resctrl, labels: list[str]) -> list[str] | None:
     have = rc.group_names()
     names = []
     for label in labels:
-        name = sampling.group_of(label)
+        name = model.group_of(label)
         if name not in have:
             raise RDTError('--group %r: no such resctrl group in %s (there '
                            'are: %s)' % (label, rc.root, ', '.join(
-                               sampling.label_of(n) for n in have)))
+                               model.label_of(n) for n in have)))
         if name not in names:
             names.append(name)
     return names

@@ -5,11 +5,12 @@ import argparse
 import json
 import sys
 
-from ovs_rdt import members, report
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent.policy import read_state
 from ovs_rdt.cmd.common import resctrl_from
+from ovs_rdt.cmd import report
 from ovs_rdt.conf import Settings
+from ovs_rdt import members
 from ovs_rdt.resctrl import Resctrl
 
 

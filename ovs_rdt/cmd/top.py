@@ -12,9 +12,10 @@ import argparse
 import sys
 import time
 
-from ovs_rdt import members, sampling
 from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.conf import Settings
+from ovs_rdt.core import model
+from ovs_rdt import members, sampling
 from ovs_rdt.opts import whole_number
 from ovs_rdt.resctrl import Resctrl
 
@@ -59,7 +60,7 @@ def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
                 return None if delta < 0 else delta / seconds / 1e6
 
             occ = vals.get('llc_occupancy')
-            out.append((sampling.label_of(name), dom,
+            out.append((model.label_of(name), dom,
                         None if occ is None else occ / 1024,
                         rate('mbm_local_bytes'), rate('mbm_total_bytes')))
     return out
@@ -78,7 +79,7 @@ def render(table: list[tuple], interval: float,
         return '-' if value is None else '%.1f' % value
 
     for label, dom, occ, mbl, mbt in table:
-        who = named.get(sampling.group_of(label), '')
+        who = named.get(model.group_of(label), '')
         lines.append(('%-*s %4d %12s %12s %12s  %s' % (
             width, label, dom, fmt(occ), fmt(mbl), fmt(mbt), who)).rstrip())
     lines.append('(%.1f s interval)' % interval)

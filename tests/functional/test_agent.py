@@ -11,7 +11,7 @@ import time
 from typing import Any
 import uuid
 
-from ovs_rdt.model import PMD_GROUP, ROOT
+from ovs_rdt.core.model import PMD_GROUP, ROOT
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.ovs import OvsTestbed, wait_for
 
@@ -252,8 +252,8 @@ FAKE_QEMU = 'import time; time.sleep(60)'
 def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
                                                rdt_agent, tmp_path) -> None:
     from ovs_rdt.conf import Settings
+    from ovs_rdt.core.model import Request, vm_group
     from ovs_rdt.manager import CacheManager
-    from ovs_rdt.model import Request, vm_group
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
     mgr = CacheManager(rc, Settings.defaults(pools={'hp': {'l3_ways': 3}}))
     live, dead, kvm = (str(uuid.uuid4()) for _ in range(3))

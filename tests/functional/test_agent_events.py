@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ovs_rdt.model import PMD_GROUP, ROOT
+from ovs_rdt.core.model import PMD_GROUP, ROOT
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.ovs import OvsTestbed, wait_for
 from tests.functional.test_agent import HP, exists, isolated_ways, status

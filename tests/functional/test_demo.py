@@ -198,7 +198,7 @@ def test_libvirtd_that_never_comes_up_fails_in_one_line_and_cleans_up(
 
 def test_unusable_kvm_is_one_line_naming_the_fix(
         monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from ovs_rdt import demo as demo_mod
+    from ovs_rdt.cmd import demo as demo_mod
     from ovs_rdt import sandbox
     monkeypatch.setattr(sandbox, 'kvm_problem',
                         lambda: '/dev/kvm is root:root 0600')

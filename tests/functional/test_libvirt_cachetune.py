@@ -16,7 +16,7 @@ import uuid as uuidlib
 
 import pytest
 
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.sandbox import emulator as launcher
 from ovs_rdt.sandbox import libvirtd as private
 from tests.functional.fixtures.libvirt import LibvirtTestbed, libvirt_missing

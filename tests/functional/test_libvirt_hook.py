@@ -16,8 +16,8 @@ import pytest
 
 from ovs_rdt.agent import reconcile
 from ovs_rdt import conf
+from ovs_rdt.core.model import ROOT
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.model import ROOT
 from ovs_rdt import procfs
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.emulator import EmulatorFixture

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Request
 from ovs_rdt.exceptions import InsufficientWays, OutOfClosids, ResctrlError
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.model import Request
 from ovs_rdt.resctrl import Resctrl
 
 EXPLICIT = """

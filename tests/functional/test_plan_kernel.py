@@ -11,11 +11,11 @@ import os
 
 import pytest
 
-from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Request
 from ovs_rdt.exceptions import AllocationError, InvalidMask, ResctrlError
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.model import Request
 from ovs_rdt.resctrl import Resctrl
 
 E7 = 'xeon-e7-8890-v4'

@@ -5,9 +5,9 @@ import os
 
 from nova.compute import provider_config as nova_provider_config
 
-from ovs_rdt.bitmask import CBM
-from ovs_rdt.model import PMD_GROUP, Group, MBInfo, Platform
-from ovs_rdt import provider_config as pc
+from ovs_rdt.cmd import provider_config as pc
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import PMD_GROUP, Group, MBInfo, Platform
 
 
 def _write(folder: str, text: str) -> str:

@@ -24,8 +24,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ovs_rdt.bitmask import CBM
-from ovs_rdt.model import PMD_GROUP, ROOT
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import PMD_GROUP, ROOT
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from ovs_rdt.model import PMD_GROUP
+from ovs_rdt.core.model import PMD_GROUP
 from ovs_rdt.sandbox.wait import pid_alive
 from tests.functional.fixtures.libvirt import Guest
 from tests.stress import bed, figures

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from libvirt_hooks import install
-from ovs_rdt.model import PMD_GROUP, ROOT
+from ovs_rdt.core.model import PMD_GROUP, ROOT
 from tests.stress import bed, figures
 
 FOREIGN = ('COS1', 'qemu-1-ovsrdt-foreign-vcpus_0', 'handmade')

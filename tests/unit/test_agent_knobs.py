@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from ovs_rdt.agent import knobs
+from ovs_rdt.core.model import PMD_GROUP, ROOT
 from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.model import PMD_GROUP, ROOT
 
 POOLS = ('hp', 'noisy')
 

@@ -8,10 +8,10 @@ import pytest
 
 from ovs_rdt.agent.pmd import PmdThread, Scan
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
-from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, MBInfo, Platform, Request
 from ovs_rdt.exceptions import InsufficientWays, ResctrlUnavailable
-from ovs_rdt.model import PMD_GROUP, ROOT, Group, MBInfo, Platform, Request
 
 HP = 'ovsrdt-pool-hp'
 

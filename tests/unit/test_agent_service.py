@@ -12,7 +12,7 @@ import pytest
 from ovs_rdt.agent import ovsdb as ovsdb_mod
 from ovs_rdt.agent import service
 from ovs_rdt.conf import Settings
-from ovs_rdt.model import PMD_GROUP
+from ovs_rdt.core.model import PMD_GROUP
 from tests.unit.test_agent_reconcile import FakeManager
 
 

@@ -1,9 +1,9 @@
 import pytest
 
-from ovs_rdt.allocator import plan
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.allocator import plan
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Group, MBInfo, Platform, Request
 from ovs_rdt.exceptions import InsufficientWays, InvalidMask, OutOfClosids
-from ovs_rdt.model import Group, MBInfo, Platform, Request
 
 W = 11
 

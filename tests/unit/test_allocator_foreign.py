@@ -1,7 +1,7 @@
 """Other tools' groups (libvirt <cachetune>) and the default group."""
-from ovs_rdt.allocator import mirrors_default, plan
-from ovs_rdt.bitmask import CBM
-from ovs_rdt.model import Group, Platform, Request
+from ovs_rdt.core.allocator import mirrors_default, plan
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Group, Platform, Request
 
 W = 11
 LIBVIRT = 'qemu-1-guest-vcpus_0-1'

@@ -3,12 +3,12 @@ import os
 
 import pytest
 
-from ovs_rdt.allocator import plan, validate_mask
-from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.allocator import plan, validate_mask
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Group, MBInfo, Platform, Request
 from ovs_rdt.exceptions import AllocationError, InvalidMask
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.model import Group, MBInfo, Platform, Request
 from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
 

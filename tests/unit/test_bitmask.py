@@ -1,6 +1,6 @@
 import pytest
 
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.exceptions import InvalidMask
 
 

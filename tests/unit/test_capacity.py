@@ -4,14 +4,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ovs_rdt import allocator
-from ovs_rdt.bitmask import CBM
-from ovs_rdt import capacity
-from ovs_rdt.capacity import Holding, HostCapacity, Usage
+from ovs_rdt.cmd import provider_config
+from ovs_rdt.core import allocator
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core import capacity
+from ovs_rdt.core.capacity import Holding, HostCapacity, Usage
+from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, Platform, Request
+from ovs_rdt.core.model import pool_group, vm_group
 from ovs_rdt.exceptions import AllocationError
-from ovs_rdt.model import PMD_GROUP, ROOT, Group, Platform, Request
-from ovs_rdt.model import pool_group, vm_group
-from ovs_rdt import provider_config
 
 CAP = HostCapacity(l3_ways=11, system_ways=2, closids=16, reserved_closids=1)
 

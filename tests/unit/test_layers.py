@@ -38,13 +38,25 @@ def test_the_emulator_imports_nothing_of_the_core_it_emulates() -> None:
         assert not core, (path, core)
 
 
-@pytest.mark.parametrize('module', ['ovs_rdt/bitmask.py', 'ovs_rdt/allocator.py',
-                                    'ovs_rdt/capacity.py', 'ovs_rdt/model.py',
-                                    'ovs_rdt/ways.py', 'ovs_rdt/sizing.py',
-                                    'ovs_rdt/mbm.py'])
+CORE = sorted(imports('ovs_rdt.core'))
+
+
+def test_the_core_holds_the_pure_modules() -> None:
+    names = {os.path.basename(p) for p in CORE}
+    assert {'bitmask.py', 'allocator.py', 'capacity.py', 'model.py', 'ways.py',
+            'policy.py', 'sizing.py', 'mbm.py'} <= names
+
+
+@pytest.mark.parametrize('module', CORE)
 def test_pure_logic_imports_no_libvirt_ovs_or_oslo(module: str) -> None:
-    mods = imports('ovs_rdt')[module]
+    mods = imports('ovs_rdt.core')[module]
     heavy = {m for m in mods if m.split('.')[0] in
              ('libvirt', 'ovs', 'ovsdbapp', 'oslo_config', 'nova', 'mfusepy',
-              'subprocess', 'prometheus_client')}
+              'subprocess', 'prometheus_client', 'socket', 'threading')}
+    # Of ovs_rdt, pure logic imports only other pure logic and the
+    # constants/exceptions every layer shares.
+    ours = {m for m in mods if m.split('.')[0] == 'ovs_rdt'
+            and not m.startswith(('ovs_rdt.core', 'ovs_rdt.inputs'))
+            and m not in ('ovs_rdt', 'ovs_rdt.exceptions')}
     assert not heavy, (module, heavy)
+    assert not ours, (module, ours)

@@ -1,9 +1,9 @@
 import pytest
 
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.model import Request
 from ovs_rdt.exceptions import ConfigError, InsufficientWays, ResctrlError
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.model import Request
 from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from ovs_rdt.allocator import plan
-from ovs_rdt.bitmask import CBM
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.allocator import plan
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Request
 from ovs_rdt.manager import CacheManager
-from ovs_rdt.model import Request
 from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
 
@@ -80,7 +80,7 @@ def test_invalid_split_falls_back_to_configured(rc) -> None:
 
 def test_trading_ways_never_overlaps() -> None:
     """The pool giving ways up is written first, whatever the order."""
-    from ovs_rdt.model import Group, Platform
+    from ovs_rdt.core.model import Group, Platform
     plat = Platform(cbm_len=12, num_closids=16, domains=(0,))
     cur = [Group('', {0: CBM(0xc00, 12)}),
            Group(HP, {0: CBM(0x3e0, 12)}, mode='exclusive'),

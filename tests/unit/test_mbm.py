@@ -1,5 +1,5 @@
-"""ovs_rdt.mbm: counter resets from wraps and re-created groups."""
-from ovs_rdt.mbm import Epochs
+"""ovs_rdt.core.mbm: counter resets from wraps and re-created groups."""
+from ovs_rdt.core.mbm import Epochs
 
 T = 'mbm_total_bytes'
 

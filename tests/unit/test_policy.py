@@ -11,8 +11,8 @@ import random
 import pytest
 
 from ovs_rdt.conf import Settings
+from ovs_rdt.core import policy as pol
 from ovs_rdt.exceptions import ConfigError
-from ovs_rdt import policy as pol
 
 WAY = 1 << 20                     # xeon-d-1540: 12 MiB / 12 ways
 BOUNDS = pol.Bounds('hp', 'noisy', 3, 8, 2, 1.0)

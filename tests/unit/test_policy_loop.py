@@ -7,7 +7,7 @@ from typing import Any
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import policy as agent_policy
-from ovs_rdt import policy as pol
+from ovs_rdt.core import policy as pol
 
 BOUNDS = pol.Bounds('hp', 'noisy', 3, 8, 2, 0.1)
 

@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.cmd import provider_config as pc
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import PMD_GROUP, Group, MBInfo, Platform, pool_group
+from ovs_rdt.core.model import vm_group
 from ovs_rdt.exceptions import ConfigError
-from ovs_rdt.model import PMD_GROUP, Group, MBInfo, Platform, pool_group
-from ovs_rdt.model import vm_group
-from ovs_rdt import provider_config as pc
 from tests.unit import fakes
 
 W = 11

@@ -1,8 +1,9 @@
 import os
 
-from ovs_rdt import members, report
-from ovs_rdt.bitmask import CBM
-from ovs_rdt.model import Group, Platform
+from ovs_rdt.cmd import report
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Group, Platform
+from ovs_rdt import members
 
 
 def plan_with(colour=False):

@@ -11,8 +11,10 @@ from ovs_rdt.sandbox.wait import SandboxError
 
 @pytest.fixture
 def host(tmp_path, monkeypatch):
-    """A fake host: /etc/libvirt, /var/lib/libvirt and /var/log/libvirt from
-    the package, no /run/libvirt (tmpfs; only a running libvirtd makes it)."""
+    """A fake host without /run/libvirt (only a running libvirtd makes it).
+
+    /etc/libvirt, /var/lib/libvirt and /var/log/libvirt come from the package.
+    """
     dirs = {name: str(tmp_path / 'host' / name) for name in ('etc', 'run', 'lib', 'log')}
     for name in ('etc', 'lib', 'log'):
         os.makedirs(dirs[name])

@@ -1,6 +1,6 @@
-"""ovs_rdt.sizing: peaks -> ways -> lines to paste (seed 000 Table 3)."""
-from ovs_rdt import sizing
-from ovs_rdt.model import PMD_GROUP, ROOT
+"""ovs_rdt.core.sizing: peaks -> ways -> lines to paste (seed 000 Table 3)."""
+from ovs_rdt.core.model import PMD_GROUP, ROOT
+from ovs_rdt.core import sizing
 
 WAY = 2621440          # Xeon Gold 6230: 28835840 bytes / 11 ways
 KB = 1024              # seed 000's KB (2560 KB per way)

@@ -31,10 +31,10 @@ import sys
 import tempfile
 from typing import Any
 
-from ovs_rdt import allocator
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core import allocator
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import ROOT, Group, Platform, Request, vm_group
 from ovs_rdt.exceptions import AllocationError, ConfigError, RDTError
-from ovs_rdt.model import ROOT, Group, Platform, Request, vm_group
 
 RC_WAYS = 'CUSTOM_RDT_L3_WAY'
 RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
@@ -56,10 +56,10 @@ def reserved_ways(platform: Platform, groups: list[Group],
     """Ways per domain that VMs cannot have.
 
     The CBM length minus the most ways the node allocator
-    (:func:`ovs_rdt.allocator.plan`) would give one more VM group there,
+    (:func:`ovs_rdt.core.allocator.plan`) would give one more VM group there,
     with every group that is not a VM's where it is: other tools' groups
     with their whole mask except where they copy the default group's
-    (:func:`ovs_rdt.allocator.mirrors_default`), our pools and PMD group where their mask does
+    (:func:`ovs_rdt.core.allocator.mirrors_default`), our pools and PMD group where their mask does
     not overlap the default group's (elsewhere they hold no ways and follow
     it), the default group's minimum (``system_min_ways`` or the
     ``system_cbm`` mask), and what the allocator refuses VMs: the ways the

@@ -1,7 +1,7 @@
 """Cache-way and CLOSID arithmetic shared by the Nova filter and the node.
 
 Pure: no I/O, no oslo, no nova.  The scheduler filter
-(:mod:`nova_plugin.filters`) and the node allocator (:mod:`ovs_rdt.allocator`)
+(:mod:`nova_plugin.filters`) and the node allocator (:mod:`ovs_rdt.core.allocator`)
 use the same functions, so the same numbers decide on both sides.  Because
 the allocator repacks so that free ways form one contiguous run, a count of
 free ways per cache domain is exact.
@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from typing import AbstractSet, Iterable, NamedTuple
 
-from ovs_rdt.ways import closids_fit  # noqa: F401 (re-exported)
-from ovs_rdt.ways import closids_free
-from ovs_rdt.ways import free_ways
+from ovs_rdt.core.ways import closids_fit  # noqa: F401 (re-exported)
+from ovs_rdt.core.ways import closids_free
+from ovs_rdt.core.ways import free_ways
 
 
 class Holding(NamedTuple):

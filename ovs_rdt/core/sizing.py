@@ -7,8 +7,7 @@ configuration or annotation lines to paste.  Pure: no I/O.
 """
 from __future__ import annotations
 
-from ovs_rdt.model import PMD_GROUP, ROOT, pool_group, vm_uuid
-from ovs_rdt.sampling import label_of
+from ovs_rdt.core.model import PMD_GROUP, ROOT, label_of, pool_group, vm_uuid
 
 POOL_PREFIX = pool_group('')
 #: A peak within this share of the group's current allocation filled it:

@@ -1,7 +1,7 @@
 """The core cache-way arithmetic, with no imports at all.
 
-The node allocator (:mod:`ovs_rdt.allocator`, run by the libvirt hook on
-every VM start) and the Nova filter (through :mod:`ovs_rdt.capacity`) both
+The node allocator (:mod:`ovs_rdt.core.allocator`, run by the libvirt hook on
+every VM start) and the Nova filter (through :mod:`ovs_rdt.core.capacity`) both
 decide with these functions.
 """
 

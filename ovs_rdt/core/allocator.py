@@ -40,13 +40,13 @@ The writes are checked step by step against the kernel's rules
 """
 from __future__ import annotations
 
-from ovs_rdt.bitmask import CBM
-from ovs_rdt import ways as capacity
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import MBInfo, Platform, Request
+from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
+from ovs_rdt.core import ways as capacity
 from ovs_rdt.exceptions import AllocationError, InsufficientWays, InvalidMask
 from ovs_rdt.exceptions import OutOfClosids
 from ovs_rdt import GROUP_PREFIX
-from ovs_rdt.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
-from ovs_rdt.model import MBInfo, Platform, Request
 
 
 class Step(tuple):

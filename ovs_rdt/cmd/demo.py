@@ -278,9 +278,10 @@ def table4(plan: dict) -> str:
 
 
 def _main_job(box: Any, args: argparse.Namespace) -> None:
-    from ovs_rdt import conf, report
-    from ovs_rdt.cmd import status, top
     from ovs_rdt.cmd.common import manager_from, resctrl_from
+    from ovs_rdt.cmd import report
+    from ovs_rdt.cmd import status, top
+    from ovs_rdt import conf
     from ovs_rdt.sandbox import wait_for
 
     progress = Progress(10)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, Platform
 from ovs_rdt.members import summary
-from ovs_rdt.model import PMD_GROUP, ROOT, Group, Platform
 
 POOL = 'ovsrdt-pool-'
 VM = 'ovsrdt-vm-'

@@ -1,7 +1,7 @@
 """Plain value types shared by the resctrl layer and the allocator (no I/O)."""
 from __future__ import annotations
 
-from ovs_rdt.bitmask import CBM
+from ovs_rdt.core.bitmask import CBM
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.inputs import uuids
 
@@ -180,3 +180,17 @@ class Request:
     def __repr__(self) -> str:
         return 'Request(%r, ways=%r, cbm=%r)' % (self.name, self.ways,
                                                  self.cbm)
+
+
+#: The name the root group goes by in metrics, ``top`` and ``profile``.
+DEFAULT_LABEL = 'default'
+
+
+def label_of(name: str) -> str:
+    """A group's name for people and metrics: ``default`` for the root."""
+    return DEFAULT_LABEL if name == ROOT else name
+
+
+def group_of(label: str) -> str:
+    """The resctrl group name for a label (:func:`label_of` reversed)."""
+    return ROOT if label == DEFAULT_LABEL else label

@@ -1,0 +1,5 @@
+"""Pure logic: bitmasks, the way allocator, capacity, the policy's decision.
+
+Nothing here does I/O or imports libvirt, OVS, oslo, Nova or FUSE
+(tests/unit/test_layers.py checks it), so every surface can share it.
+"""

@@ -230,6 +230,11 @@ def test_drops_grow_without_pinned_occupancy() -> None:
     dec = m.decisions[-1]
     assert (dec.reason, dec.direction) == ('drops', 'grow')
     assert '12 packets dropped' in dec.describe()
+    # The occupancy (3 MiB) cannot tell whether 6 ways are enough: HP
+    # keeps them until the demand changes (the old policy shrank to 4 at
+    # once, back into the drops).
+    assert [m.step(3.0) for _ in range(5)] == [6] * 5
+    assert [m.step(1.5) for _ in range(3)] == [6, 3, 3]
 
 
 def test_unavailable_occupancy_decides_nothing() -> None:

@@ -33,13 +33,10 @@ In short, per domain:
 """
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any, NamedTuple
 
 from ovs_rdt.exceptions import ConfigError
-
-LOG = logging.getLogger(__name__)
 
 #: Occupancy at or above this share of the allocation: "pinned" (the
 #: footprint may not fit).
@@ -292,9 +289,9 @@ class Policy:
         st.quiet += 1
         lv = st.level
         if not lv.fits(occ):
-            # The demand changed: a new level, with its own decision.
-            LOG.debug('domain %d: demand changed (%.0f outside %.0f-%.0f)',
-                      domain, occ, lv.high, lv.low)
+            # The demand changed: a new level, with its own decision.  (No
+            # logging here: the libvirt hook imports this module, and
+            # logging imported early bypasses its bridge, see manager._Log.)
             lv = st.level = _Level()
             st.floor = 0
         lv.add(occ)

@@ -20,7 +20,8 @@ intervals until HP's ways settle and the interval-ways of shortage, the
 writes per 1,000 steady intervals, and the best-effort way-seconds gained
 over the static Table 6 split (HP fixed at 8), with ratios.
 
-    python3 bench/bench_policy.py [--seed 1] [--steady 1000] [--pause 0.02]
+    python3 bench/bench_policy.py [--seed 1 [2 3]] [--steady 1000]
+        [--pause 0.02] [--verbose]
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def per_step(trace: list[tuple[int, int]], phases: list[tuple[float, int]]
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, seed: int) -> dict[str, float]:
     tmp = tempfile.mkdtemp(prefix='bench-policy-',
                            dir='/dev/shm' if os.path.isdir('/dev/shm')
                            else None)
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             writes[0] += 1
             real_write(name, text)
         rc.write_schemata = counted
-        loop.reader = NoisyReader(loop.manager, random.Random(args.seed))
+        loop.reader = NoisyReader(loop.manager, random.Random(seed))
 
         def footprint(mib: float) -> None:
             emu.set_footprints({'default': 0, str(procs[0].pid): int(mib * MIB),
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
     ours = per_step(fig + steps, phases)
     base = per_step(baseline(8, phases), phases)
     print('xeon-d-1540, 12 ways of 1 MiB; HP 3-8 ways, BE >= 2, budget 10; '
-          'counter noise +-%d%%; seed %d' % (pol.NOISE * 100, args.seed))
+          'counter noise +-%d%%; seed %d' % (pol.NOISE * 100, seed))
     print('%-22s %5s %6s | %12s %14s | %11s %13s | %10s %12s'
           % ('step (HP footprint)', 'need', 'final', 'settle ours',
              'settle seed002', 'short ours', 'short seed002',
@@ -203,50 +204,93 @@ def run(args: argparse.Namespace) -> int:
               % ('%d -> %.1f MiB' % (prev, mib), need(mib), final, settle,
                  b_settle, short, b_short, ivl, b_ivl))
         prev = need(mib)
-    settle_max = max(o[1] for o in ours)
-    short_max = max(o[2] for o in ours)
-    print('settle intervals per step: ours max %d mean %.2f; seed 002 max %d '
-          'mean %.2f (ratio of means %.2f)'
-          % (settle_max, sum(o[1] for o in ours) / len(ours),
-             max(b[1] for b in base), sum(b[1] for b in base) / len(base),
-             (sum(o[1] for o in ours) / max(sum(b[1] for b in base), 1))))
-    print('shortage interval-ways per step: ours max %d total %d; seed 002 '
-          'max %d total %d (ratio %.2f)'
-          % (short_max, sum(o[2] for o in ours), max(b[2] for b in base),
-             sum(b[2] for b in base),
-             sum(o[2] for o in ours) / max(sum(b[2] for b in base), 1)))
-    print('intervals with a shortage per step: ours max %d; seed 002 max %d'
-          % (max(o[4] for o in ours), max(b[4] for b in base)))
-    flaps = sum(1 for a, b, c in zip(steady, steady[1:], steady[2:])
-                if (b[0] - a[0]) * (c[0] - b[0]) < 0)
+    fig_ = figures(ours, base, steady, steady_writes, fig + steps, phases)
+    print('settle intervals per step: ours max %(settle_max)d mean '
+          '%(settle_mean).2f; seed 002 max %(b_settle_max)d mean '
+          '%(b_settle_mean).2f (ratio of means %(settle_ratio).2f)' % fig_)
+    print('shortage interval-ways per step: ours max %(short_max)d total '
+          '%(short)d; seed 002 max %(b_short_max)d total %(b_short)d (ratio '
+          '%(short_ratio).2f)' % fig_)
+    print('intervals with a shortage per step: ours max %(ivl_max)d; '
+          'seed 002 max %(b_ivl_max)d' % fig_)
     print('steady noisy load (4.4 MiB, %d intervals): %.1f schemata writes '
           'per 1,000 intervals, %d flaps, HP at %s ways'
-          % (args.steady, steady_writes, flaps,
+          % (args.steady, steady_writes, fig_['flaps'],
              sorted({hp for hp, _ in steady})))
-    trace = fig + steps
-    gained = sum(policy_be - STATIC_BE for policy_be in
-                 (10 - hp for hp, _ in trace))
-    base_gained = sum(10 - hp - STATIC_BE
-                      for hp, _ in baseline(8, phases))
-    ideal = sum(10 - n - STATIC_BE for _, n in trace)
     print('BE way-seconds gained over static Table 6 (HP 8 / BE 2, 1 s '
-          'intervals, %d intervals): ours %d, seed 002 %d (ratio %.2f), '
-          'oracle %d (ours %.0f%% of it)'
-          % (len(trace), gained, base_gained, gained / max(base_gained, 1),
-             ideal, 100.0 * gained / max(ideal, 1)))
-    return 0
+          'intervals, %(intervals)d intervals): ours %(be)d, seed 002 '
+          '%(b_be)d (ratio %(be_ratio).2f), oracle %(oracle)d (ours '
+          '%(oracle_pct).0f%% of it)' % fig_)
+    return fig_
+
+
+def figures(ours: list[tuple[float, int, int, int, int]],
+            base: list[tuple[float, int, int, int, int]],
+            steady: list[tuple[int, int]], steady_writes: float,
+            trace: list[tuple[int, int]],
+            phases: list[tuple[float, int]]) -> dict[str, float]:
+    """The benchmark's figures, ours and seed 002's."""
+    out: dict[str, float] = {}
+    for key, rows in (('', ours), ('b_', base)):
+        out[key + 'settle_max'] = max(o[1] for o in rows)
+        out[key + 'settle_mean'] = sum(o[1] for o in rows) / len(rows)
+        out[key + 'short_max'] = max(o[2] for o in rows)
+        out[key + 'short'] = sum(o[2] for o in rows)
+        out[key + 'ivl_max'] = max(o[4] for o in rows)
+    out['settle_ratio'] = out['settle_mean'] / max(out['b_settle_mean'], 1e-9)
+    out['short_ratio'] = out['short'] / max(out['b_short'], 1)
+    out['flaps'] = sum(1 for a, b, c in zip(steady, steady[1:], steady[2:])
+                       if (b[0] - a[0]) * (c[0] - b[0]) < 0)
+    out['writes'] = steady_writes
+    out['be'] = sum(10 - hp - STATIC_BE for hp, _ in trace)
+    out['b_be'] = sum(10 - hp - STATIC_BE for hp, _ in baseline(8, phases))
+    out['be_ratio'] = out['be'] / max(out['b_be'], 1)
+    out['oracle'] = sum(10 - n - STATIC_BE for _, n in trace)
+    out['oracle_pct'] = 100.0 * out['be'] / max(out['oracle'], 1)
+    out['intervals'] = len(trace)
+    return out
+
+
+def summary(results: dict[int, dict[str, float]]) -> None:
+    """One line per seed against seed 002's agent and the targets."""
+    print()
+    print('targets: settle <= 2 intervals, shortage <= 1 interval per step, '
+          '0 flaps; seed 002 = one way per interval toward the exact need '
+          '(0 writes under steady load: it is given the need)')
+    print('%-5s | %-17s %-17s %6s | %-12s %-12s %9s | %-11s %6s | %-9s %9s'
+          % ('seed', 'settle max/mean', 'seed002 max/mean', 'ratio',
+             'short ivl', 'seed002 ivl', 'ivl-ways', 'writes/1k', 'flaps',
+             'BE w-s', 'ratio'))
+    for seed, f in sorted(results.items()):
+        print('%-5d | %-17s %-17s %6.2f | %-12d %-12d %4d/%-4d | %-11.1f '
+              '%6d | %4d/%-4d %9.2f'
+              % (seed, '%d / %.2f' % (f['settle_max'], f['settle_mean']),
+                 '%d / %.2f' % (f['b_settle_max'], f['b_settle_mean']),
+                 f['settle_ratio'], f['ivl_max'], f['b_ivl_max'], f['short'],
+                 f['b_short'], f['writes'], f['flaps'], f['be'], f['b_be'],
+                 f['be_ratio']))
+    met = all(f['settle_max'] <= 2 and f['ivl_max'] <= 1 and not f['flaps']
+              for f in results.values())
+    print('all targets met on seeds %s: %s'
+          % (', '.join(map(str, sorted(results))), 'yes' if met else 'NO'))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--seed', type=int, nargs='+', default=[1],
+                        help='noise seeds; more than one adds a summary')
     parser.add_argument('--verbose', action='store_true',
                         help='print every decision')
     parser.add_argument('--steady', type=int, default=1000)
     parser.add_argument('--pause', type=float, default=0.02,
                         help='real seconds per interval (MBM rates need '
                         'time to integrate)')
-    return run(parser.parse_args())
+    args = parser.parse_args()
+    results = {}
+    for seed in args.seed:
+        results[seed] = run(args, seed)
+    summary(results)
+    return 0
 
 
 if __name__ == '__main__':

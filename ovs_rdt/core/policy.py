@@ -17,11 +17,15 @@ In short, per domain:
   ``occupancy + miss rate / k`` (``k``: bytes/s of memory traffic per byte
   of footprint that does not fit, learnt from earlier grows), or to
   ``hp_max_ways`` while ``k`` is unknown;
-* **shrinking** waits for :data:`HOLD` intervals in a row that all show
-  the footprint fitting in fewer ways, then jumps to the ways that hold
-  the smallest recent reading divided by ``1 - NOISE``: with counter noise
-  within :data:`NOISE` that is never less than the footprint, so a shrink
-  is never followed by a shortage under steady load (no flapping);
+* **shrinking** happens once per demand level: readings that can all
+  come from one footprint (within :data:`NOISE`) are one level, a reading
+  outside that band starts a new one.  After :data:`HOLD` readings of a
+  level (one right after a pinned grow, when the footprint shows whole)
+  HP jumps to the ways that hold the level's smallest reading divided by
+  ``1 - NOISE``: with counter noise within :data:`NOISE` that is never
+  less than the footprint, so a shrink is never followed by a shortage
+  under steady load (no flapping), and no later reading of the same level
+  trims again (every change lands within two intervals of a step);
 * at ``hp_max_ways`` and still short, while BE draws more memory bandwidth
   than HP, BE's MBA percentage is halved per interval (down to the
   platform minimum); the cap is lifted after :data:`HOLD` intervals
@@ -29,7 +33,6 @@ In short, per domain:
 """
 from __future__ import annotations
 
-import collections
 import math
 from typing import Any, NamedTuple
 
@@ -44,8 +47,6 @@ NOISE = 0.1
 MISS_FLOOR = 1 << 20
 #: Intervals in a row that must show a smaller need before a shrink.
 HOLD = 2
-#: Readings the calm window keeps (its smallest bounds the footprint).
-WINDOW = 8
 
 
 class Bounds(NamedTuple):
@@ -181,6 +182,45 @@ class Decision(NamedTuple):
         return '%s (%s: %s)' % (text, self.reason, self.detail)
 
 
+class _Level:
+    """The occupancy readings of one demand level (no shortage between).
+
+    Readings of one footprint ``F`` lie in ``[(1 - NOISE) F, (1 + NOISE)
+    F]``, so they are consistent while ``max / (1 + NOISE) <= min / (1 -
+    NOISE)``; a reading that breaks this is a new demand level.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.low = math.inf
+        self.high = 0.0
+        self.total = 0.0
+        #: the level's one shrink decision has been taken
+        self.decided = False
+
+    def fits(self, reading: float) -> bool:
+        """Can ``reading`` come from this level's footprint?"""
+        if not self.count:
+            return True
+        return reading <= self.low / (1 - NOISE) * (1 + NOISE) and \
+            reading >= self.high / (1 + NOISE) * (1 - NOISE)
+
+    def add(self, reading: float) -> None:
+        self.count += 1
+        self.low = min(self.low, reading)
+        self.high = max(self.high, reading)
+        self.total += reading
+
+    @property
+    def bound(self) -> float:
+        """The largest footprint the readings allow (safe under NOISE)."""
+        return self.low / (1 - NOISE)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count
+
+
 class _Domain:
     """What the policy remembers about one domain."""
 
@@ -190,16 +230,15 @@ class _Domain:
         self.k: float | None = None
         #: (occupancy, rate, ways) when last pinned and grown: to learn k.
         self.probe: tuple[float, float, int] | None = None
-        #: footprints (bytes) of the last intervals without shortage.
-        self.calm: collections.deque[float] = collections.deque(
-            maxlen=WINDOW)
-        #: intervals in a row whose need was below the allocation
-        self.below = 0
+        #: the demand level of the intervals since the last shortage
+        self.level = _Level()
         #: the allocation last found short
         self.short_ways: int | None = None
         self.quiet = 0
-        #: HP grew and has not shrunk since
+        #: HP grew out of a pinned state and has not been read since
         self.grown = False
+        #: ways HP keeps until the demand changes (it grew on drops)
+        self.floor = 0
         self.last: Decision | None = None
 
 
@@ -237,7 +276,7 @@ class Policy:
         drops = bool(s.drops)
         dropped = s.drops or 0
         if occ is None:
-            st.calm.clear()
+            st.level = _Level()
             if drops and cur < b.hp_max:
                 return self._ways(domain, s, cur + 1, 'grow', 'drops',
                                   '%d packets dropped, occupancy unknown'
@@ -248,31 +287,33 @@ class Policy:
         if missing or drops:
             return self._short(domain, st, s, occ, rate, pinned, missing)
         st.quiet += 1
-        # The calm window: footprints that may all come from the demand of
-        # now (a sample above what the window's demand can read as starts
-        # a new window).
-        low = min(st.calm) if st.calm else None
-        if low is not None and occ > low / (1 - NOISE) * (1 + NOISE):
-            st.calm.clear()
-            st.below = 0
-        st.calm.append(occ)
+        lv = st.level
+        if not lv.fits(occ):
+            # The demand changed: a new level, with its own decision.  (No
+            # logging here: the libvirt hook imports this module, and
+            # logging imported early bypasses its bridge, see manager._Log.)
+            lv = st.level = _Level()
+            st.floor = 0
+        lv.add(occ)
         self._learn_calm(st)
         lift = self._lift(st, s)
-        # Every reading is at least (1 - NOISE) of the footprint: the
-        # smallest one bounds the footprint from above, safely.
-        need = min(st.calm) / (1 - NOISE)
-        target = self.clamp(math.ceil(need / way - 1e-9))
-        st.below = st.below + 1 if target < cur else 0
-        # After a grow the footprint shows whole: an overshoot is corrected
-        # at once; a falling demand must hold HOLD intervals.
+        # One shrink decision per level, after HOLD readings (one right
+        # after a pinned grow: the footprint shows whole at once).  Every
+        # reading is at least (1 - NOISE) of the footprint, so the smallest
+        # one bounds it safely; later readings of the same level never
+        # trim again (a late trim would only follow a lucky low reading).
         hold = 1 if st.grown else HOLD
-        if target >= cur or st.below < hold:
+        if lv.decided or lv.count < hold:
             return self._mb_only(domain, s, lift) if lift else None
-        st.below = 0
+        lv.decided = True
         st.grown = False
+        need = lv.bound
+        target = self.clamp(max(math.ceil(need / way - 1e-9), st.floor))
+        if target >= cur:
+            return self._mb_only(domain, s, lift) if lift else None
         return self._ways(domain, s, target, 'shrink', 'fits',
                           'footprint at most %s (%d readings) fits %d ways'
-                          % (_mib(need), len(st.calm), target), lift)
+                          % (_mib(need), lv.count, target), lift)
 
     def _short(self, domain: int, st: _Domain, s: Sample, occ: float,
                rate: float, pinned: bool, missing: bool) -> Decision | None:
@@ -280,8 +321,8 @@ class Policy:
         b = self.bounds
         cur = s.hp_ways
         way = float(s.way_bytes or 1)
-        st.calm.clear()
-        st.quiet = st.below = 0
+        st.level = _Level()
+        st.quiet = 0
         st.short_ways = cur
         held = cur * way
         if missing:
@@ -305,7 +346,11 @@ class Policy:
             how = '%d packets dropped, %s' % (s.drops, how)
         target = self.clamp(max(target, cur + 1))
         if target > cur:
-            st.grown = True
+            # Out of a pinned state the next reading shows the footprint
+            # whole; drops alone say nothing about it: keep the ways until
+            # the demand changes.
+            st.grown = missing
+            st.floor = 0 if missing else target
             detail = 'occupancy %s of %d ways pinned; %s' % (
                 _mib(occ), cur, how) if pinned else how
             return self._ways(domain, s, target, 'grow',
@@ -322,11 +367,11 @@ class Policy:
 
         k = the miss rate when pinned / the bytes that were missing.
         """
-        if st.probe is None or len(st.calm) < HOLD:
+        if st.probe is None or st.level.count < HOLD:
             return
         held, rate, _ways = st.probe
         st.probe = None
-        grown = sum(st.calm) / len(st.calm) - held
+        grown = st.level.mean - held
         if grown > held * NOISE:
             self._learn(st, rate / grown)
 

@@ -79,8 +79,10 @@ def request_flavor(spec_obj: Any) -> Any:
 
 
 def request_cells(spec_obj: Any) -> int:
-    """NUMA cells the request asks for: ``RequestSpec.numa_topology`` (unset
-    or None: 0)."""
+    """NUMA cells the request asks for (``RequestSpec.numa_topology``).
+
+    Unset or None: 0.
+    """
     numa = spec_obj.numa_topology \
         if spec_obj.obj_attr_is_set('numa_topology') else None
     return len(numa.cells) if numa is not None else 0
@@ -155,8 +157,10 @@ def request_key(spec_obj: Any) -> Any:
 
 # -- Flavor ----------------------------------------------------------------------
 def flavor_extra_specs(flavor: Any) -> dict[str, str]:
-    """``Flavor.extra_specs`` when loaded, else {} (never lazy-loads; the
-    stored value, as :func:`instance_loaded` reads it)."""
+    """``Flavor.extra_specs`` when loaded, else {}.
+
+    Never lazy-loads: the stored value, as :func:`instance_loaded` reads it.
+    """
     return getattr(flavor, _EXTRA_SPECS, None) or {}
 
 
@@ -283,8 +287,10 @@ def host_domains(host_state: Any) -> frozenset[int] | None:
 
 # -- private attributes on Nova objects --------------------------------------------
 def private_slot(name: str) -> str:
-    """The private attribute :func:`cached` and :func:`cache` use for
-    ``name`` (``_ovs_rdt_<name>``); computed once, at import."""
+    """The private attribute (``_ovs_rdt_<name>``) for ``name``.
+
+    What :func:`cached` and :func:`cache` take; computed once, at import.
+    """
     return '_ovs_rdt_' + name
 
 

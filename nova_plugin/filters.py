@@ -22,11 +22,12 @@ instances.  So a pass is tracked per RequestSpec (weakly: it ends with
 the request), restarted at index 0, and notes each host's placement count
 whenever it looks at it; a rise is instances of this request placed
 there, each holding what the request asks, on the NUMA cells Nova fitted
-(:func:`adapter.placed_cells`).  Every host seen at index i > 0 passed this filter at index i - 1, so each placement is seen.  A
-concurrent request consuming the same host in between counts as ours
-(conservative); a concurrent request refreshing the host from a compute
-report newer than our placement resets the count, and loses that placement
-as it loses Nova's own RAM and NUMA consumption (doc/nova.md).
+(:func:`adapter.placed_cells`).  Every host seen at index i > 0 passed
+this filter at index i - 1, so each placement is seen.  A concurrent
+request consuming the same host in between counts as ours (conservative);
+a concurrent request refreshing the host from a compute report newer than
+our placement resets the count, and loses that placement as it loses
+Nova's own RAM and NUMA consumption (doc/nova.md).
 
 A request with NUMA cells is checked on the cells Nova's NUMA fit will
 give it (:func:`adapter.numa_fit`): the filter cannot steer that choice,

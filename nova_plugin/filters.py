@@ -6,29 +6,32 @@ NUMATopologyFilter).  The arithmetic is :mod:`ovs_rdt.core.capacity`'s, the one
 the node allocator uses; capacity comes from aggregate metadata, else from
 the ``[ovs_rdt]`` options (:mod:`nova_plugin.opts`).
 
-Usage: ``host_state.instances`` (their flavors' ``rdt:`` specs and NUMA
+Every Nova internal it relies on (object storage, HostState, what
+``consume_from_request()`` changes, the NUMA fit, loading instances) is
+read through :mod:`nova_plugin.adapter`, one function each, tested inside
+Nova; this module is the filter class and the accounting.
+
+Usage: the host's instances (their flavors' ``rdt:`` specs and NUMA
 cells, parsed once per Instance object; bare stubs are loaded from the
 database in one query per host), plus this request's own placements.
 
 Multi-create (``--min-count N``): Nova filters the hosts for instance
-``i`` (``run_filter_for_index(i)``), picks one, then calls
-``HostState.consume_from_request()`` on it, which bumps
-``host_state.num_instances`` but does not add the instance to
-``host_state.instances`` (only a bare stub, and only with a server group).
-So a pass is tracked per RequestSpec (weakly: it ends with the request),
-restarted at index 0, and notes each host's ``num_instances`` whenever it
-looks at it; a rise is instances of this request placed there, each
-holding what the request asks, on the NUMA cells ``consume_from_request``
-fitted (left in ``spec_obj.numa_topology``).  Every host seen at index
-i > 0 passed this filter at index i - 1, so each placement is seen.  A
-concurrent request consuming the same host in between counts as ours
-(conservative); a concurrent request refreshing the host from a compute
-report newer than our placement resets the count, and loses that placement
-as it loses Nova's own RAM and NUMA consumption (doc/nova.md).
+``i``, picks one, then consumes it, which raises its placement count
+(:func:`adapter.placements`) but does not add the instance to its
+instances.  So a pass is tracked per RequestSpec (weakly: it ends with
+the request), restarted at index 0, and notes each host's placement count
+whenever it looks at it; a rise is instances of this request placed
+there, each holding what the request asks, on the NUMA cells Nova fitted
+(:func:`adapter.placed_cells`).  Every host seen at index i > 0 passed
+this filter at index i - 1, so each placement is seen.  A concurrent
+request consuming the same host in between counts as ours (conservative);
+a concurrent request refreshing the host from a compute report newer than
+our placement resets the count, and loses that placement as it loses
+Nova's own RAM and NUMA consumption (doc/nova.md).
 
 A request with NUMA cells is checked on the cells Nova's NUMA fit will
-give it (the same ``numa_fit_instance_to_host`` call on the same host
-state): the filter cannot steer that choice, only refuse it.
+give it (:func:`adapter.numa_fit`): the filter cannot steer that choice,
+only refuse it.
 """
 from __future__ import annotations
 
@@ -40,35 +43,22 @@ from typing import Any, Iterable
 
 from oslo_log import log as logging
 
-import nova.conf
-from nova import objects
-from nova.objects import base as obj_base
-from nova.scheduler import filters
-from nova.scheduler import utils as scheduler_utils
-from nova.virt import hardware
-
+from nova_plugin import adapter
 from nova_plugin import opts
 from ovs_rdt.core import capacity
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import integers, request
 
 LOG = logging.getLogger(__name__)
-CONF = nova.conf.CONF
+CONF = adapter.CONF
 opts.register_opts(CONF)
 
 #: Aggregate metadata keys (and [ovs_rdt] options), in HostCapacity order.
 KEYS = ('rdt_l3_ways', 'rdt_system_ways', 'rdt_closids',
         'rdt_reserved_closids', 'rdt_pools')
-_HOLDING = '_ovs_rdt_holding'        # cached Holding on an Instance object
-_USAGE = '_ovs_rdt_usage'            # cached (instances, Usage) on a HostState
-_DOMAINS = '_ovs_rdt_domains'        # cached (numa_topology, ids) on a HostState
 _UNSET = object()
-# Where Nova objects keep their fields: hasattr() on these is
-# obj_attr_is_set() without its cost (it lists every field on each call).
-_FLAVOR = obj_base.get_attrname('flavor')
-_NUMA = obj_base.get_attrname('numa_topology')
-_EXTRA_SPECS = obj_base.get_attrname('extra_specs')
-_NAME = obj_base.get_attrname('name')
+_HOLDING = adapter.private_slot('holding')   # Holding on an Instance
+_USAGE = adapter.private_slot('usage')       # (instances, Usage) on a HostState
 #: Seconds a holding loaded from the database for a bare instance stub is
 #: reused on the same host (only a resize in place changes it there).
 LOADED_TTL = 60.0
@@ -91,42 +81,35 @@ class _Pass:
         self.seen: dict[tuple, int] = {}
         self.placed: dict[tuple, list[capacity.Holding]] = {}
         self.warned = False
-        flavor = spec_obj.flavor
+        flavor = adapter.request_flavor(spec_obj)
         try:
-            spec = request.from_extra_specs(_extra_specs(flavor))
+            spec = request.from_extra_specs(adapter.flavor_extra_specs(flavor))
         except InvalidValue as exc:
-            self.error = 'flavor %s: %s' % (_name(flavor), exc)
+            self.error = 'flavor %s: %s' % (adapter.flavor_name(flavor), exc)
             return
         if spec is None or (spec.l3_ways is None and spec.pool is None):
             return
         self.request = capacity.Holding(spec.l3_ways or 0, None, spec.pool)
-        numa = spec_obj.numa_topology \
-            if spec_obj.obj_attr_is_set('numa_topology') else None
-        self.cells = len(numa.cells) if numa is not None else 0
+        self.cells = adapter.request_cells(spec_obj)
 
 
-class RDTCacheFilter(filters.BaseHostFilter):
+class RDTCacheFilter(adapter.IndexedHostFilter):
     """Pass hosts with the L3 cache ways and CLOSID a request needs."""
 
     RUN_ON_REBUILD = False
 
     def __init__(self) -> None:
+        super().__init__()
         self._lock = threading.Lock()
         self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self._local = threading.local()
         self._loaded: dict[tuple, tuple[float, capacity.Holding | None]] = {}
         self._load_failed_at = -WARN_INTERVAL
 
     # -- Nova's filter interface ------------------------------------------
-    def run_filter_for_index(self, index: int) -> bool:
-        self._local.index = index
-        return True
-
     def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
-        index = getattr(self._local, 'index', None)
-        self._local.index = None
+        index = self.take_index()
         hosts = list(filter_obj_list)
-        if scheduler_utils.request_is_rebuild(spec_obj):
+        if adapter.is_rebuild(spec_obj):
             return hosts
         rdt_pass = self._start(spec_obj, index)
         if rdt_pass is None:
@@ -150,37 +133,34 @@ class RDTCacheFilter(filters.BaseHostFilter):
             return False
         if rdt_pass.request is None and rdt_pass.error is None:
             return True
-        return self._passes_safely(host_state, spec_obj, rdt_pass)
+        try:
+            return self._host_fits(host_state, spec_obj, rdt_pass)
+        except Exception:
+            _unexpected(host_state, rdt_pass)
+            return False
 
     # -- the pass ---------------------------------------------------------
     def _start(self, spec_obj: Any, index: int | None) -> _Pass | None:
         """The pass of ``spec_obj`` (a new one at index 0); None: broken."""
         try:
+            key = adapter.request_key(spec_obj)
             with self._lock:
-                rdt_pass = self._passes.get(spec_obj)
+                rdt_pass = self._passes.get(key)
                 if rdt_pass is None or index == 0:
-                    rdt_pass = self._passes[spec_obj] = _Pass(spec_obj)
+                    rdt_pass = self._passes[key] = _Pass(spec_obj)
             group = CONF.ovs_rdt
             rdt_pass.defaults = tuple(
                 tuple(group[k]) if k == 'rdt_pools' and group[k] is not None
                 else group[k] for k in KEYS)
-            if spec_obj.obj_attr_is_set('instance_uuid') and \
-                    spec_obj.instance_uuid:
-                rdt_pass.uuids.add(spec_obj.instance_uuid)
+            uuid = adapter.request_instance_uuid(spec_obj)
+            if uuid:
+                rdt_pass.uuids.add(uuid)
         except Exception:
             LOG.warning('RDTCacheFilter cannot read the request %(spec)s, '
                         'failing every host', {'spec': spec_obj},
                         exc_info=True)
             return None
         return rdt_pass
-
-    def _passes_safely(self, host_state: Any, spec_obj: Any,
-                       rdt_pass: _Pass) -> bool:
-        try:
-            return self._host_fits(host_state, spec_obj, rdt_pass)
-        except Exception:
-            _unexpected(host_state, rdt_pass)
-            return False
 
     def _host_fits(self, host_state: Any, spec_obj: Any,
                    rdt_pass: _Pass) -> bool:
@@ -189,8 +169,7 @@ class RDTCacheFilter(filters.BaseHostFilter):
                       '%(error)s', {'host_state': host_state,
                                     'error': rdt_pass.error})
             return False
-        cap = _capacity(tuple([tuple(map(agg.metadata.get, KEYS))
-                               for agg in host_state.aggregates]),
+        cap = _capacity(adapter.aggregate_metadata(host_state, KEYS),
                         rdt_pass.defaults)
         if cap is None:
             LOG.debug('%(host_state)s fails RDT cache requirements: no cache '
@@ -204,7 +183,7 @@ class RDTCacheFilter(filters.BaseHostFilter):
                       'flavors of its instances could not be loaded',
                       {'host_state': host_state})
             return False
-        domains = _domains(host_state, usage)
+        domains = adapter.host_domains(host_state) or usage.domains() | {0}
         request = rdt_pass.request
         assert request is not None
         if request.ways and rdt_pass.cells:
@@ -231,23 +210,22 @@ class RDTCacheFilter(filters.BaseHostFilter):
 
         None when the instances' flavors could not be loaded.
         """
-        instances = host_state.instances
-        usage = self._instances_usage(host_state)
+        instances = adapter.host_instances(host_state)
+        usage = self._instances_usage(host_state, instances)
         if usage is None:
             return None
         own = [instances[u] for u in rdt_pass.uuids if u in instances]
-        key = (host_state.host, host_state.nodename)
+        key = adapter.host_key(host_state)
         placed = rdt_pass.placed.get(key, ())
-        count = host_state.num_instances
+        count = adapter.placements(host_state)
         new = count - rdt_pass.seen.setdefault(key, count)
         rdt_pass.seen[key] = count
         if new > 0:
             holding = rdt_pass.request
             assert holding is not None
-            numa = spec_obj.numa_topology
-            if holding.ways and numa is not None and numa.cells:
-                holding = holding._replace(
-                    domains=frozenset(c.id for c in numa.cells))
+            cells = adapter.placed_cells(spec_obj) if holding.ways else None
+            if cells is not None:
+                holding = holding._replace(domains=cells)
             placed = rdt_pass.placed[key] = [*placed, *[holding] * new]
         if not own and not placed:
             return usage
@@ -260,47 +238,55 @@ class RDTCacheFilter(filters.BaseHostFilter):
             usage.add(held)
         return usage
 
-    def _instances_usage(self, host_state: Any) -> capacity.Usage | None:
-        """Sum of host_state.instances, cached while they are the same objects.
+    def _instances_usage(self, host_state: Any,
+                         instances: dict) -> capacity.Usage | None:
+        """Sum of the host's instances, cached while they are the same objects.
 
-        Nova replaces Instance objects in HostState.instances when they
-        change, it does not modify them.  None when bare stubs could not be
-        loaded: counting them as holding nothing could over-commit the host.
+        None when bare stubs could not be loaded: counting them as holding
+        nothing could over-commit the host.
         """
-        current = tuple(host_state.instances.values())
-        cached = getattr(host_state, _USAGE, None)
-        # Instance defines no __eq__: == compares identities, in C
-        if cached is not None and cached[0] == current:
+        current = tuple(instances.values())
+        cached = adapter.cached(host_state, _USAGE)
+        if cached is not None and adapter.same_instances(cached[0], current):
             return cached[1]
-        stubs = [i for i in current if getattr(i, _HOLDING, _UNSET) is _UNSET
-                 and not hasattr(i, _FLAVOR) and i._context is not None]
-        if stubs and not self._load(stubs, (host_state.host,
-                                            host_state.nodename)):
-            return None
         usage = capacity.Usage()
+        stubs = []
         for inst in current:
-            held = self._holding(inst)
+            held = adapter.cached(inst, _HOLDING, _UNSET)
+            if held is _UNSET:
+                if adapter.is_loadable_stub(inst):
+                    stubs.append(inst)
+                    continue
+                held = self._holding(inst)
             if held is not None:
                 usage.add(held)
-        setattr(host_state, _USAGE, (current, usage))
+        if stubs:
+            if not self._load(stubs, adapter.host_key(host_state)):
+                return None
+            for inst in stubs:
+                held = adapter.cached(inst, _HOLDING)
+                if held is not None:
+                    usage.add(held)
+        adapter.cache(host_state, _USAGE, (current, usage))
         return usage
 
     def _holding(self, inst: Any) -> capacity.Holding | None:
-        held: Any = getattr(inst, _HOLDING, _UNSET)
+        """What an instance holds, parsed once per Instance object."""
+        held: Any = adapter.cached(inst, _HOLDING, _UNSET)
         if held is _UNSET:
-            held = _holding_of(inst) if hasattr(inst, _FLAVOR) \
-                else None  # a stub of this request, or its flavor not loaded
-            setattr(inst, _HOLDING, held)
+            # no flavor: a stub of this request, or its flavor not loaded
+            loaded = adapter.instance_loaded(inst)
+            held = None if loaded is None else _holding_of(inst.uuid, *loaded)
+            adapter.cache(inst, _HOLDING, held)
         return held
 
     def _load(self, stubs: list, host: tuple) -> bool:
-        """Load the flavors of bare Instance stubs (uuid + context), at once.
+        """Load the flavors of bare Instance stubs, in one query.
 
-        HostManager gives filters such stubs when computes do not report
-        their instances (``[filter_scheduler] track_instance_changes``).
-        What was loaded is reused for LOADED_TTL seconds on the same host
-        (an instance that moved has other NUMA cells).  False when the
-        query failed.
+        Computes that do not report their instances leave such stubs
+        (``[filter_scheduler] track_instance_changes``).  What was loaded
+        is reused for LOADED_TTL seconds on the same host (an instance
+        that moved has other NUMA cells).  False when the query failed.
         """
         now = time.monotonic()
         loaded = self._loaded
@@ -308,16 +294,13 @@ class RDTCacheFilter(filters.BaseHostFilter):
         for inst in stubs:
             hit = loaded.get((inst.uuid, host))
             if hit is not None and hit[0] > now:
-                setattr(inst, _HOLDING, hit[1])
+                adapter.cache(inst, _HOLDING, hit[1])
             else:
                 todo.append(inst)
         if not todo:
             return True
         try:
-            found = objects.InstanceList.get_by_filters(
-                todo[0]._context,
-                {'uuid': [i.uuid for i in todo], 'deleted': False},
-                expected_attrs=['flavor', 'numa_topology'])
+            found = adapter.load_instances(todo)
         except Exception as exc:
             if now - self._load_failed_at >= WARN_INTERVAL:
                 self._load_failed_at = now
@@ -326,15 +309,37 @@ class RDTCacheFilter(filters.BaseHostFilter):
                             'it cannot load fail RDT requests): %(error)s',
                             {'host': host[0], 'error': exc})
             return False
-        held = {i.uuid: _holding_of(i) for i in found}
+        held = {uuid: _holding_of(uuid, *(adapter.instance_loaded(i)
+                                          or (None, None)))
+                for uuid, i in found.items()}
         if len(loaded) > 100000:
             loaded = self._loaded = {k: v for k, v in loaded.items()
                                      if v[0] > now}
         for inst in todo:
-            setattr(inst, _HOLDING, held.get(inst.uuid))
+            adapter.cache(inst, _HOLDING, held.get(inst.uuid))
             loaded[(inst.uuid, host)] = (now + LOADED_TTL,
                                          held.get(inst.uuid))
         return True
+
+
+def _request_domains(host_state: Any, spec_obj: Any,
+                     cap: capacity.HostCapacity, usage: capacity.Usage,
+                     domains: frozenset[int], cells: int) -> frozenset[int]:
+    """The domains a request with NUMA cells will get on this host.
+
+    The NUMA cells Nova will pick (NUMATopologyFilter's limits, so list
+    RDTCacheFilter after it).  When that fit fails (NUMATopologyFilter
+    rejects the host anyway) or cannot be computed, the best case.
+    """
+    try:
+        fitted = adapter.numa_fit(host_state, spec_obj)
+    except Exception as exc:
+        LOG.debug('%(host_state)s: NUMA fit for the RDT check failed: '
+                  '%(error)s', {'host_state': host_state, 'error': exc})
+        fitted = None
+    if fitted is not None:
+        return fitted
+    return capacity.best_domains(cap, usage, domains, cells)
 
 
 def _unexpected(host_state: Any, rdt_pass: _Pass) -> None:
@@ -349,15 +354,18 @@ def _unexpected(host_state: Any, rdt_pass: _Pass) -> None:
                 {'host_state': host_state}, exc_info=True)
 
 
-def _holding_of(inst: Any) -> capacity.Holding | None:
-    """What an instance with a loaded flavor holds; malformed specs: nothing."""
-    flavor = inst.flavor
+def _holding_of(uuid: str, flavor: Any,
+                cells: frozenset[int] | None) -> capacity.Holding | None:
+    """What an instance holds; malformed specs (or no flavor): nothing."""
+    if flavor is None:
+        return None
     try:
-        spec = request.from_extra_specs(_extra_specs(flavor), strict=False)
+        spec = request.from_extra_specs(adapter.flavor_extra_specs(flavor),
+                                        strict=False)
     except InvalidValue as exc:
         LOG.warning('Instance %(uuid)s counted as holding no cache ways: its '
                     'flavor %(flavor)s has invalid extra specs: %(error)s',
-                    {'uuid': inst.uuid, 'flavor': _name(flavor),
+                    {'uuid': uuid, 'flavor': adapter.flavor_name(flavor),
                      'error': exc})
         return None
     if spec is None:
@@ -366,64 +374,7 @@ def _holding_of(inst: Any) -> capacity.Holding | None:
         return capacity.Holding(0, None, spec.pool)
     if spec.l3_ways is None:
         return None
-    numa = inst.numa_topology if hasattr(inst, _NUMA) else None
-    if numa is not None and numa.cells:
-        return capacity.Holding(spec.l3_ways,
-                                frozenset(c.id for c in numa.cells))
-    return capacity.Holding(spec.l3_ways)
-
-
-def _request_domains(host_state: Any, spec_obj: Any,
-                     cap: capacity.HostCapacity, usage: capacity.Usage,
-                     domains: frozenset[int], cells: int) -> frozenset[int]:
-    """The domains a request with NUMA cells will get on this host.
-
-    The NUMA cells ``consume_from_request()`` will pick: the same call on
-    the same host state (NUMATopologyFilter's limits, so list
-    RDTCacheFilter after it).  When that fit fails (NUMATopologyFilter
-    rejects the host anyway) or cannot be computed, the best case.
-    """
-    fitted = None
-    if host_state.numa_topology is not None:
-        try:
-            pci = spec_obj.pci_requests if 'pci_requests' in spec_obj \
-                else None
-            pci = pci.requests if pci and host_state.pci_stats else None
-            candidates = getattr(host_state, 'allocation_candidates', None)
-            mapping = candidates[0]['mappings'] if candidates \
-                else spec_obj.get_request_group_mapping()
-            fitted = hardware.numa_fit_instance_to_host(
-                host_state.numa_topology, spec_obj.numa_topology.obj_clone(),
-                limits=host_state.limits.get('numa_topology'),
-                pci_requests=pci, pci_stats=host_state.pci_stats,
-                provider_mapping=mapping)
-        except Exception as exc:
-            LOG.debug('%(host_state)s: NUMA fit for the RDT check failed: '
-                      '%(error)s', {'host_state': host_state, 'error': exc})
-    if fitted is not None:
-        return frozenset(c.id for c in fitted.cells)
-    return capacity.best_domains(cap, usage, domains, cells)
-
-
-def _extra_specs(flavor: Any) -> dict[str, str]:
-    return flavor.extra_specs if hasattr(flavor, _EXTRA_SPECS) else {}
-
-
-def _name(flavor: Any) -> str:
-    return flavor.name if hasattr(flavor, _NAME) else '?'
-
-
-def _domains(host_state: Any, usage: capacity.Usage) -> frozenset[int]:
-    """The host's L3 domains: its NUMA node ids (one L3 per NUMA node)."""
-    numa = host_state.numa_topology
-    cached = getattr(host_state, _DOMAINS, None)
-    if cached is not None and cached[0] is numa and numa is not None:
-        return cached[1]
-    if numa is None or not numa.cells:
-        return usage.domains() | {0}
-    ids = frozenset(c.id for c in numa.cells)
-    setattr(host_state, _DOMAINS, (numa, ids))
-    return ids
+    return capacity.Holding(spec.l3_ways, cells)
 
 
 @functools.lru_cache(maxsize=1024)

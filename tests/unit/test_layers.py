@@ -60,3 +60,17 @@ def test_pure_logic_imports_no_libvirt_ovs_or_oslo(module: str) -> None:
             and m not in ('ovs_rdt', 'ovs_rdt.exceptions')}
     assert not heavy, (module, heavy)
     assert not ours, (module, ours)
+
+
+def test_nova_is_imported_by_the_adapter_and_the_validators_only() -> None:
+    """Nova internals live in one module, each tested inside Nova.
+
+    nova_plugin.adapter (tests/nova/test_adapter.py); the validators use
+    Nova's documented extension point (nova.api.validation.extra_specs).
+    """
+    allowed = {os.path.join('nova_plugin', 'adapter.py'),
+               os.path.join('nova_plugin', 'validators.py')}
+    for package in ('ovs_rdt', 'libvirt_hooks', 'nova_plugin'):
+        for path, mods in imports(package).items():
+            nova = {m for m in mods if m.split('.')[0] == 'nova'}
+            assert path in allowed or not nova, (path, nova)

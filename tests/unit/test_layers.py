@@ -43,8 +43,9 @@ CORE = sorted(imports('ovs_rdt.core'))
 
 def test_the_core_holds_the_pure_modules() -> None:
     names = {os.path.basename(p) for p in CORE}
-    assert {'bitmask.py', 'allocator.py', 'capacity.py', 'model.py', 'ways.py',
-            'policy.py', 'sizing.py', 'mbm.py'} <= names
+    assert {'bitmask.py', 'allocator.py', 'layout.py', 'writes.py',
+            'kernel.py', 'capacity.py', 'model.py', 'ways.py', 'policy.py',
+            'sizing.py', 'mbm.py'} <= names
 
 
 @pytest.mark.parametrize('module', CORE)

@@ -1,0 +1,394 @@
+"""Where the ways go on one L3 cache domain (pure logic, no I/O).
+
+Domains are independent; :func:`layout_domain` places every group of ours
+and the default (root) group on one of them:
+
+* Fixed: masks of foreign groups (not ``ovsrdt-``), explicit ``l3_cbm``
+  masks and an explicit system mask.  They are never moved; ways they use
+  are never given to a counted request (:func:`place_explicit`).
+* Counted requests (``ways``) are packed from the highest way down, in a
+  stable order (where they are now, highest first; new ones last:
+  :func:`packing_order`), each at the top of the smallest free run that
+  fits (:func:`best_fit`, so the default group keeps the largest run).
+  Recomputing this canonical layout on every change is the repacking:
+  when a group goes, the ones below it move up, so the free ways stay one
+  contiguous run at the bottom and a count of free ways is something a
+  scheduler can trust (:func:`place_counted`).
+* Isolated requests never get the ways in ``info/L3/shareable_bits``: the
+  hardware (I/O) fills them too and the kernel refuses an exclusive group
+  there.  Shared requests and the default group may use them.
+* The default group gets the largest contiguous run of the ways no group
+  of ours gets and no foreign group holds; while foreign groups exist,
+  only of the ways it has now or our groups have now (:func:`root_may`),
+  and at least ``system_min_ways`` ways (taking only that many from the
+  ways nobody holds when it has fewer): :func:`root_mask`.  So it never
+  grows over another tool's ways, and ways another tool took out of it,
+  or freed, stay free for that tool while it has groups (libvirt counts
+  as free only what neither the default group nor any group has).  A
+  foreign group holds no ways on a domain where its mask overlaps the
+  default group's while it holds ways elsewhere: :func:`mirrors_default`.
+* A group that holds no ways on a domain (its tasks never run there) gets
+  the default group's mask there; such a group cannot be kernel-exclusive.
+"""
+from __future__ import annotations
+
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.kernel import UNSHAREABLE, lowest_run, validate_mask
+from ovs_rdt.core.model import ROOT, Group, Platform, Request
+from ovs_rdt.core import ways as capacity
+from ovs_rdt.exceptions import InsufficientWays, InvalidMask
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    #: group -> domain -> mask: where the groups are (or were last placed).
+    Positions = dict[str, dict[int, CBM]]
+
+
+class Domain:
+    """What the layout of one cache domain depends on.
+
+    The ways foreign groups hold (:attr:`fixed`, :attr:`foreign_exclusive`)
+    and the ways the default group may have (:attr:`root_may`) depend on
+    nothing but the groups as they are, so they are worked out once.
+    """
+
+    __slots__ = ('platform', 'index', 'groups', 'requests', 'system_min_ways',
+                 'system_cbm', 'width', 'hw_shared', 'fixed',
+                 'foreign_exclusive', 'root_may')
+
+    def __init__(self, platform: Platform, index: int, groups: list[Group],
+                 requests: list[Request], system_min_ways: int,
+                 system_cbm: CBM | None) -> None:
+        self.platform = platform
+        self.index = index
+        self.groups = groups
+        self.requests = requests
+        self.system_min_ways = system_min_ways
+        self.system_cbm = system_cbm
+        self.width = width = platform.cbm_len
+        # Ways the hardware also fills (I/O): the kernel refuses them to an
+        # exclusive group, and an isolated allocation is not isolated there.
+        self.hw_shared = CBM(platform.shareable_bits & ((1 << width) - 1),
+                             width)
+        self.fixed, self.foreign_exclusive = foreign_ways(self)
+        self.root_may = root_may(self)
+
+
+class Layout:
+    """One domain's result: every mask (in placing order) and free ways."""
+
+    __slots__ = ('masks', 'free')
+
+    def __init__(self, masks: dict[str, CBM], free: int) -> None:
+        #: group (ours and the default group) -> mask on this domain.
+        self.masks = masks
+        #: ways a new counted request could still get.
+        self.free = free
+
+
+def best_fit(free: CBM, ways: int, sparse: bool,
+             min_bits: int = 1, shared: int = 0) -> CBM | None:
+    """``ways`` contiguous ways from ``free``: the top of the smallest run
+    that holds them (the highest such run on a tie), which keeps the largest
+    run whole for the default group; highest bits when only sparse fits
+    (and only if the lowest run of those is at least ``min_bits`` long).
+
+    ``shared``: ways the default group may use but this request may not
+    (``shareable_bits``).  When they sit just above the chosen run, the
+    request takes the run's bottom instead, so that the default group's
+    run reaches into them rather than stranding them.
+    """
+    if ways <= 0:
+        return CBM.empty(free.width)
+    runs = [(length, -low, low) for low, length in free.runs()
+            if length >= ways]
+    if runs:
+        length, _, low = min(runs)
+        if shared >> (low + length) & 1:
+            return CBM.span(low, ways, free.width)
+        return CBM.span(low + length - ways, ways, free.width)
+    if sparse and free.count >= ways:
+        value = 0
+        for bit in sorted(free.bits(), reverse=True)[:ways]:
+            value |= 1 << bit
+        if lowest_run(value) >= min_bits:
+            return CBM(value, free.width)
+    return None
+
+
+def sparse_spare(spare: CBM, min_bits: int) -> CBM:
+    """``spare`` without the low runs shorter than ``min_bits``.
+
+    A sparse mask is only valid when its lowest run is long enough.
+    """
+    value = spare.value
+    for low, length in spare.runs():
+        if length >= min_bits:
+            break
+        value &= ~(((1 << length) - 1) << low)
+    return CBM(value, spare.width)
+
+
+def held(mask: CBM | None, root: CBM | None) -> bool:
+    """Whether a group of ours holds ``mask`` as its own ways.
+
+    A group that holds no ways on a domain has the default group's mask
+    there; every mask that holds ways is disjoint from it.
+    """
+    if not mask:
+        return False
+    return root is None or not mask.overlaps(root)
+
+
+def mirrors_default(group: Group, domain: int, groups: list[Group]) -> bool:
+    """Whether a foreign group only copies the default group on ``domain``.
+
+    libvirt takes a ``<cachetune>``'s ways from those no group holds, not
+    the default group's (``virResctrlAllocGetUnused``), and writes the
+    default group's mask for the domains the ``<cachetune>`` does not name
+    (``virResctrlAllocCopyMasks``).  So a group that holds ways (a mask
+    disjoint from the default group's) on some domain and overlaps the
+    default group on ``domain`` holds nothing there.  A group that
+    overlaps the default group everywhere (``pqos`` classes on a host
+    whose default group was never shrunk) holds its whole mask.
+    """
+    root = next((g for g in groups if g.is_root), None)
+    if root is None:
+        return False
+    mask = group.l3.get(domain)
+    if mask is None or held(mask, root.l3.get(domain)):
+        return False
+    return any(held(m, root.l3.get(d)) for d, m in group.l3.items()
+               if d != domain)
+
+
+def foreign_ways(dom: Domain) -> tuple[CBM, CBM]:
+    """The ways foreign groups hold on the domain, and those of them in
+    groups no other group may overlap (exclusive, pseudo-locked).
+
+    Ways a foreign group shares with the default group on a domain where
+    it holds none (:func:`mirrors_default`) are the default group's.
+    """
+    fixed = foreign_exclusive = CBM.empty(dom.width)
+    for grp in dom.groups:
+        mask = grp.l3.get(dom.index)
+        if grp.is_root or grp.owned or mask is None:
+            continue
+        if grp.mode in UNSHAREABLE:
+            foreign_exclusive |= mask
+        elif mirrors_default(grp, dom.index, dom.groups):
+            continue
+        fixed |= mask
+    return fixed, foreign_exclusive
+
+
+def root_may(dom: Domain) -> CBM:
+    """The ways the default group may have on the domain.
+
+    Beside another tool's groups, only the ways it has now and those our
+    groups hold now: ways nobody holds (the other tool took them out of
+    the default group, or freed them) stay free for that tool too.
+    Without one, every spare way.
+    """
+    foreign = any(not g.is_root and not g.owned for g in dom.groups)
+    root_now = next((g.l3.get(dom.index) for g in dom.groups if g.is_root),
+                    None)
+    if not foreign or root_now is None:
+        return CBM.full(dom.width)
+    may = root_now
+    for grp in dom.groups:
+        mask = grp.l3.get(dom.index)
+        if grp.owned and mask is not None and held(mask, root_now):
+            may |= mask
+    return may
+
+
+def packing_order(requests: list[Request], positions: Positions,
+                  domain: int) -> list[Request]:
+    """Stable packing order: existing groups by position, new ones last.
+
+    A group that follows the default group on ``domain`` has no position
+    there yet: it is placed like a new one, so nothing else moves for it.
+    """
+    existing = []
+    new = []
+    root = positions.get(ROOT, {}).get(domain)
+    for idx, req in enumerate(requests):
+        mask = positions.get(req.name, {}).get(domain)
+        if mask is not None and held(mask, root):
+            existing.append((-mask.high, idx, req))
+        else:
+            new.append(req)
+    existing.sort(key=lambda item: (item[0], item[1]))
+    return [item[2] for item in existing] + new
+
+
+def check_explicit(dom: Domain, req: Request, mask: CBM, ours: CBM,
+                   ours_exclusive: CBM) -> None:
+    """Raise InvalidMask unless ``req``'s own ``l3_cbm`` can go there."""
+    field = '%s l3_cbm on domain %d' % (req.name, dom.index)
+    validate_mask(dom.platform, mask, field)
+    if req.exclusive and mask.overlaps(dom.fixed | ours):
+        raise InvalidMask('%s %s overlaps ways already in use (%s)'
+                          % (field, mask, dom.fixed | ours))
+    if mask.overlaps(dom.foreign_exclusive):
+        raise InvalidMask('%s %s overlaps an exclusive group of another '
+                          'tool (%s)' % (field, mask, dom.foreign_exclusive))
+    if req.exclusive and mask.overlaps(dom.hw_shared):
+        raise InvalidMask('%s %s is isolated but overlaps the ways the '
+                          'hardware shares with I/O (info/L3/'
+                          'shareable_bits %s)' % (field, mask, dom.hw_shared))
+    if not req.exclusive and mask.overlaps(ours_exclusive):
+        raise InvalidMask('%s %s overlaps the ways of an isolated pool '
+                          '(%s)' % (field, mask, ours_exclusive))
+
+
+def place_explicit(dom: Domain, out: dict[str, CBM]) -> CBM:
+    """Explicit masks first: they are where the operator put them.
+
+    Adds them to ``out``; returns the ways they take.
+    """
+    ours = ours_exclusive = CBM.empty(dom.width)
+    for req in dom.requests:
+        mask = req.cbm.get(dom.index)
+        if mask is None:
+            continue
+        check_explicit(dom, req, mask, ours, ours_exclusive)
+        out[req.name] = mask
+        ours |= mask
+        if req.exclusive:
+            ours_exclusive |= mask
+    return ours
+
+
+def system_reserve(dom: Domain, ours: CBM) -> int:
+    """Ways kept for the default group (``system_min_ways``).
+
+    None with an explicit system mask: that mask is what it gets, checked
+    here.
+    """
+    system_cbm = dom.system_cbm
+    if system_cbm is None:
+        return max(dom.system_min_ways, dom.platform.min_cbm_bits)
+    validate_mask(dom.platform, system_cbm,
+                  '[allocation] system_l3_cbm on domain %d' % dom.index)
+    if system_cbm.overlaps(ours | dom.foreign_exclusive):
+        raise InvalidMask('[allocation] system_l3_cbm %s on domain %d '
+                          'overlaps ways held by pools or exclusive '
+                          'groups' % (system_cbm, dom.index))
+    return 0
+
+
+def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
+                positions: Positions, keep: bool) -> CBM:
+    """The mask of one counted request, given the ways already ``taken``.
+
+    With ``keep``, a group that already holds as many ways as it asks,
+    all of them allowed, stays where it is.
+    """
+    plat = dom.platform
+    ways = req.ways[dom.index]
+    if ways < plat.min_cbm_bits:
+        raise InvalidMask('%s asks for %d ways on domain %d, fewer than '
+                          'the platform minimum %d'
+                          % (req.name, ways, dom.index, plat.min_cbm_bits))
+    allowed = ~taken - dom.hw_shared if req.exclusive else ~taken
+    free = max(0, min(allowed.count, (~taken).count - reserve))
+    if free < ways:
+        raise _insufficient(dom, req, taken, reserve, free)
+    if keep:
+        now = positions.get(req.name, {}).get(dom.index)
+        root_now = positions.get(ROOT, {}).get(dom.index)
+        if now is not None and held(now, root_now) and \
+                now.count == ways and now.value & ~allowed.value == 0:
+            return now
+    mask = best_fit(allowed, ways, plat.sparse_masks, plat.min_cbm_bits,
+                    dom.hw_shared.value if req.exclusive else 0)
+    if mask is None:
+        raise _insufficient(dom, req, taken, reserve, free)
+    return mask
+
+
+def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
+                  free: int) -> InsufficientWays:
+    ways = req.ways[dom.index]
+    system = dom.system_cbm or CBM.empty(dom.width)
+    io = (~taken & dom.hw_shared).count if req.exclusive else 0
+    return InsufficientWays(
+        '%s needs %d %sways on cache domain %d, but only %d of %d are '
+        'free (%d held by other groups, %d kept for the system%s)'
+        % (req.name, ways, 'contiguous ' if free >= ways else '',
+           dom.index, free, dom.width, (taken - system).count,
+           system.count if dom.system_cbm is not None else reserve,
+           ', %d shared with I/O (info/L3/shareable_bits %s)'
+           % (io, dom.hw_shared) if io else ''))
+
+
+def place_counted(dom: Domain, taken: CBM, reserve: int,
+                  positions: Positions, keep: bool,
+                  out: dict[str, CBM]) -> tuple[CBM, CBM]:
+    """Pack the counted requests (adding them to ``out``).
+
+    Returns the ways taken now, and the ways the counted requests got.
+    """
+    ours = CBM.empty(dom.width)
+    counted = [r for r in dom.requests if r.ways.get(dom.index)]
+    for req in packing_order(counted, positions, dom.index):
+        mask = fit_counted(dom, req, taken, reserve, positions, keep)
+        out[req.name] = mask
+        taken |= mask
+        ours |= mask
+    return taken, ours
+
+
+def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:
+    """The default group's mask, at least ``reserve`` ways.
+
+    The largest run it may have of what no group of ours and no foreign
+    group holds.
+    """
+    if dom.system_cbm is not None:
+        return dom.system_cbm
+    plat = dom.platform
+
+    def fit(spare: CBM) -> CBM:
+        return (sparse_spare(spare, plat.min_cbm_bits)
+                if plat.sparse_masks else spare.largest_run())
+    spare = ~(ours | dom.fixed)
+    mask = fit(spare & dom.root_may)
+    if mask.count < reserve:
+        # Only as many more as the minimum needs.
+        mask = best_fit(spare, reserve, plat.sparse_masks,
+                        plat.min_cbm_bits) or fit(spare)
+    if mask.count < reserve:
+        raise InsufficientWays(
+            'the default group would keep %d contiguous ways on cache '
+            'domain %d, fewer than %s'
+            % (mask.count, dom.index,
+               '[allocation] system_min_ways = %d' % dom.system_min_ways
+               if dom.system_min_ways >= plat.min_cbm_bits else
+               'the platform minimum %d (info/L3/min_cbm_bits)'
+               % plat.min_cbm_bits))
+    return mask
+
+
+def layout_domain(dom: Domain, positions: Positions,
+                  keep: bool = False) -> Layout:
+    """Every group's mask on the domain, packed from ``positions``.
+
+    With ``keep``, counted groups stay where they are when they still fit.
+    Raises InsufficientWays or InvalidMask.
+    """
+    masks: dict[str, CBM] = {}
+    explicit = place_explicit(dom, masks)
+    reserve = system_reserve(dom, explicit)
+    system = dom.system_cbm or CBM.empty(dom.width)
+    taken, counted = place_counted(dom, dom.fixed | explicit | system,
+                                   reserve, positions, keep, masks)
+    root = masks[ROOT] = root_mask(dom, explicit | counted, reserve)
+    free = max(0, min((~taken - dom.hw_shared).count,
+                      capacity.free_ways((~taken).count, reserve, 0)))
+    # Groups of ours that hold nothing here follow the default group.
+    for name in {r.name for r in dom.requests}:
+        masks.setdefault(name, root)
+    return Layout(masks, free)

@@ -1,0 +1,239 @@
+"""The order of the writes that reach a plan, each one kernel-safe (no I/O).
+
+:func:`steps` turns the groups as they are and a target layout into
+mkdir/rmdir/schemata/mode writes, and checks each against the kernel's
+rules (:class:`ovs_rdt.core.kernel.Kernel`) before any is made:
+
+1. Groups of ours whose L3 masks change, or that go away, drop to
+   shareable: the kernel refuses any mask overlapping an exclusive one.
+2. New groups are created (removals first only when CLOSIDs are short).
+3. The default group first gives up the ways it loses, masks are written
+   (groups giving ways up before the groups taking them:
+   :func:`shrinking_first`), then it takes the ways it gains.  At every
+   point a group that holds ways does not overlap the default group,
+   which is how :meth:`CacheManager.existing_request` tells them from
+   groups that follow it, even after a crash half-way.
+4. Removals, then modes (exclusive last, when nothing overlaps).
+
+Every step but a removal can be undone by writing back what was there
+before, which the kernel accepts in reverse order.
+"""
+from __future__ import annotations
+
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.kernel import Kernel, is_valid
+from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
+from ovs_rdt.core.model import Platform
+from ovs_rdt.exceptions import AllocationError
+from ovs_rdt import GROUP_PREFIX
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from ovs_rdt.core.allocator import Plan
+
+
+class Step(tuple):
+    """One write: ``(op, group, value)``; op is mkdir/rmdir/schemata/mode."""
+
+    __slots__ = ()
+
+    def __new__(cls, op: str, group: str, value: str = '') -> 'Step':
+        return tuple.__new__(cls, (op, group, value))
+
+    @property
+    def op(self) -> str:
+        return self[0]
+
+    @property
+    def group(self) -> str:
+        return self[1]
+
+    @property
+    def value(self) -> str:
+        return self[2]
+
+
+def schemata_line(masks: dict[int, CBM]) -> str:
+    return 'L3:' + ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+
+
+def mb_line(values: dict[int, int]) -> str:
+    return 'MB:' + ';'.join('%d=%d' % (d, values[d]) for d in sorted(values))
+
+
+class _Writes:
+    """The steps so far, each checked on the kernel's model first."""
+
+    def __init__(self, platform: Platform, current: dict[str, Group]) -> None:
+        self.platform = platform
+        self.sim = Kernel(platform, current)
+        self.steps: list[Step] = []
+
+    def mode(self, name: str, value: str) -> None:
+        self._check(Step('mode', name, value), self.sim.set_mode(name, value))
+
+    def write(self, name: str, masks: dict[int, CBM], mb: str = '') -> None:
+        step = Step('schemata', name, schemata_line(masks) + '\n' + mb)
+        self._check(step, self.sim.write(name, masks))
+
+    def rmdir(self, name: str) -> None:
+        self.sim.rmdir(name)
+        self.steps.append(Step('rmdir', name))
+
+    def mkdir(self, name: str) -> None:
+        """Create ``name``; our exclusive groups step aside if they must.
+
+        The kernel needs a free CLOSID, and gives a new group the lowest
+        run of what is not exclusive, refusing the mkdir when that run is
+        too short.
+        """
+        if self.sim.closids_left() <= 0:
+            raise _refused(Step('mkdir', name),
+                           'No space (all %d CLOSIDs have a group)'
+                           % self.platform.num_closids)
+        if self.sim.mkdir_fits() is not None:
+            for other in [n for n in self.sim.modes
+                          if n.startswith(GROUP_PREFIX)
+                          and self.sim.modes[n] == MODE_EXCLUSIVE]:
+                self.mode(other, MODE_SHAREABLE)
+            domain = self.sim.mkdir_fits()
+            if domain is not None:
+                raise _refused(Step('mkdir', name),
+                               'No space on L3:%d (its initial mask would '
+                               'have fewer than min_cbm_bits = %d ways)'
+                               % (domain, self.platform.min_cbm_bits))
+        self.sim.mkdir(name)
+        self.steps.append(Step('mkdir', name))
+
+    def _check(self, step: Step, why: str | None) -> None:
+        if why is not None:
+            raise _refused(step, why)
+        self.steps.append(step)
+
+
+def _refused(step: Step, why: str) -> AllocationError:
+    return AllocationError(
+        'the kernel would refuse %s of %s (%s): %s; nothing was changed'
+        % (step.op, step.group or 'the default group',
+           step.value.strip().replace('\n', ' ') or '-', why))
+
+
+def _changes(current: dict[str, Group],
+             target: Plan) -> tuple[set[str], dict[str, str]]:
+    """Groups whose schemata change, and the MB line each one writes.
+
+    A capped group keeps its MB line with its L3 line.
+    """
+    l3_changes = set()
+    mb_lines = {}
+    for name, masks in target.l3.items():
+        grp = current.get(name)
+        if grp is None or grp.l3 != masks:
+            l3_changes.add(name)
+        new_mb = target.mb.get(name, {}) if name != ROOT else {}
+        old_mb = grp.mb if grp is not None else {}
+        if any(old_mb.get(d, 100) != v for d, v in new_mb.items()):
+            mb_lines[name] = mb_line(new_mb) + '\n'
+    for name in list(mb_lines):
+        l3_changes.add(name)
+    for name in l3_changes:
+        new_mb = target.mb.get(name, {}) if name != ROOT else {}
+        if any(v != 100 for v in new_mb.values()):
+            mb_lines[name] = mb_line(new_mb) + '\n'
+    return l3_changes, mb_lines
+
+
+def _unlock(out: _Writes, current: dict[str, Group], target: Plan,
+            l3_changes: set[str]) -> None:
+    """Step 1: groups that move, go or end shareable drop exclusive."""
+    moving = [n for n in target.l3 if n in l3_changes and n != ROOT
+              and n in current and current[n].l3 != target.l3[n]]
+    # Also the ones that stay put but end shareable: the default group
+    # may take over those very ways (a VM re-pinned off a domain).
+    ending = [n for n, m in target.modes.items() if m != MODE_EXCLUSIVE]
+    for name in dict.fromkeys(moving + target.remove + ending):
+        if out.sim.modes.get(name) == MODE_EXCLUSIVE:
+            out.mode(name, MODE_SHAREABLE)
+
+
+def _root_shrinks(out: _Writes, current: dict[str, Group],
+                  target: Plan) -> bool:
+    """Step 3's start: the default group gives up the ways it loses.
+
+    True when it gains ways too, to be written after the other groups.
+    """
+    root_new = target.l3.get(ROOT, {})
+    root_old = current[ROOT].l3 if ROOT in current else {}
+    gains = any(m.value & ~root_old.get(d, m).value
+                for d, m in root_new.items())
+    loses = any(root_old[d].value & ~m.value
+                for d, m in root_new.items() if d in root_old)
+    if not gains:
+        out.write(ROOT, root_new)
+        return False
+    if loses:
+        inter = {d: root_old[d] & m if d in root_old else m
+                 for d, m in root_new.items()}
+        if all(is_valid(out.platform, m) for m in inter.values()):
+            out.write(ROOT, inter)
+    return True
+
+
+def shrinking_first(pending: list[str], sim: Kernel,
+                    target: Plan) -> list[str]:
+    """``pending`` ordered so that no write takes ways another pending
+    group still holds (a group giving ways up is written before the one
+    taking them: two pools trading ways never overlap, even for a moment).
+    Where no such order exists, the planned order.
+    """
+    root = sim.l3.get(ROOT, {})
+    left = list(pending)
+    out = []
+
+    def takes(name: str) -> bool:
+        for other in left:
+            if other == name:
+                continue
+            for dom, mask in target.l3[name].items():
+                held = sim.l3.get(other, {}).get(dom, 0)
+                if held & mask.value and not held & root.get(dom, 0):
+                    return True
+        return False
+
+    while left:
+        pick = next((n for n in left if not takes(n)), left[0])
+        left.remove(pick)
+        out.append(pick)
+    return out
+
+
+def steps(platform: Platform, current: dict[str, Group],
+          target: Plan) -> list[Step]:
+    """The writes from ``current`` to ``target``, in a kernel-safe order.
+
+    Raises AllocationError when the kernel's model refuses one of them.
+    """
+    out = _Writes(platform, current)
+    l3_changes, mb_lines = _changes(current, target)
+    _unlock(out, current, target, l3_changes)
+    # Removals first only when the new groups need their CLOSIDs.
+    removed_early = out.sim.closids_left() < len(target.create)
+    if removed_early:
+        for name in target.remove:
+            out.rmdir(name)
+    for name in target.create:
+        out.mkdir(name)
+    root_last = ROOT in l3_changes and _root_shrinks(out, current, target)
+    pending = [n for n in target.l3
+               if n != ROOT and (n in l3_changes or n in mb_lines)]
+    for name in shrinking_first(pending, out.sim, target):
+        out.write(name, target.l3[name], mb_lines.get(name, ''))
+    if root_last:
+        out.write(ROOT, target.l3.get(ROOT, {}))
+    if not removed_early:
+        for name in target.remove:
+            out.rmdir(name)
+    for name, want in target.modes.items():
+        if out.sim.modes.get(name) != want:
+            out.mode(name, want)
+    return out.steps

@@ -130,7 +130,7 @@ class Node:
     def groups(self) -> list[Group]:
         width = self.platform.cbm_len
         return [Group(g.name, {d: CBM(v, width)
-                               for d, v in self.rc.cbm[g.closid].items()},
+                               for d, v in self.rc.ctrl['L3'][g.closid].items()},
                       mode=g.mode)
                 for g in self.rc.ctrl_groups()]
 

@@ -17,7 +17,7 @@ import os
 import time
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import MB_AMD, MB_MBPS, MB_PERCENT
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
 from ovs_rdt.core.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
@@ -287,7 +287,7 @@ class Resctrl:
         return mount_options(text, os.path.realpath(self.root))
 
     def _mb_unit(self, delay_linear: bool) -> str:
-        """What the ``MB:`` values mean here (see :data:`MB_PERCENT`).
+        """What the ``MB:`` values mean here (see :data:`UNIT_PERCENT`).
 
         * ``delay_linear`` 0: AMD.  The kernel enables a non-linear Intel
           MBA nowhere (``arch_needs_linear``), AMD's is never linear.
@@ -296,12 +296,12 @@ class Resctrl:
           (``rdtgroup_show_options()``, every kernel).
         """
         if not delay_linear:
-            return MB_AMD
+            return UNIT_AMD
         if os.path.exists(self.path(ROOT, 'mba_MBps_event')):
-            return MB_MBPS
+            return UNIT_MBPS
         if 'mba_MBps' in (self.mount_options() or ()):
-            return MB_MBPS
-        return MB_PERCENT
+            return UNIT_MBPS
+        return UNIT_PERCENT
 
     def _assign_mode(self) -> str | None:
         """The active ``info/L3_MON/mbm_assign_mode`` (``[mbm_event]``)."""
@@ -340,7 +340,7 @@ class Resctrl:
             unit = self._mb_unit(linear)
             # AMD's "no limit" is the value a fresh mount gives every
             # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).
-            top = max(root_mb.values()) if unit == MB_AMD and root_mb \
+            top = max(root_mb.values()) if unit == UNIT_AMD and root_mb \
                 else None
             mb = MBInfo(int(self._info('MB', 'min_bandwidth') or '0'),
                         int(self._info('MB', 'bandwidth_gran') or '1'),

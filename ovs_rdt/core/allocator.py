@@ -19,9 +19,11 @@ Layout rules, per cache domain (domains are independent):
   and a count of free ways is something a scheduler can trust.  Where
   fixed masks split the free ways, the packing is repeated until it
   settles, else the groups stay where they are (see :func:`plan`).
-* Isolated requests never get the ways in ``info/L3/shareable_bits``: the
-  hardware (I/O) fills them too and the kernel refuses an exclusive group
-  there.  Shared requests and the default group may use them.
+* Isolated requests never get the ways in ``info/L3/shareable_bits`` or,
+  while io_alloc is enabled, ``io_alloc_cbm``: the hardware (I/O) fills
+  them too and the kernel refuses an exclusive group there.  Shared
+  requests and the default group may use them; the default group's floor
+  (``system_min_ways``) counts only ways outside ``io_alloc_cbm``.
 * The default group gets the largest contiguous run of the ways no group
   of ours gets and no foreign group holds; while foreign groups exist,
   only of the ways it has now or our groups have now, and at least
@@ -41,7 +43,7 @@ The writes are checked step by step against the kernel's rules
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import MBInfo, Platform, Request
+from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.exceptions import AllocationError, InsufficientWays, InvalidMask
@@ -242,7 +244,10 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
     wanted = {r.name for r in requests}
     # Ways the hardware also fills (I/O): the kernel refuses them to an
     # exclusive group, and an isolated allocation is not isolated there.
-    hw_shared = CBM(platform.shareable_bits & ((1 << width) - 1), width)
+    hw_shared = CBM(platform.hw_shared(domain) & ((1 << width) - 1), width)
+    # Ways reserved for I/O (io_alloc): never part of the system's floor.
+    io_ways = platform.io_ways(domain)
+    hw_source = platform.hw_shared_source(domain)
     foreign = [g for g in groups if not g.is_root and not g.owned]
     root_now = next((g.l3.get(domain) for g in groups if g.is_root), None)
     fixed = empty
@@ -286,8 +291,8 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
                               'tool (%s)' % (field, mask, foreign_exclusive))
         if req.exclusive and mask.overlaps(hw_shared):
             raise InvalidMask('%s %s is isolated but overlaps the ways the '
-                              'hardware shares with I/O (info/L3/'
-                              'shareable_bits %s)' % (field, mask, hw_shared))
+                              'hardware shares with I/O (%s)'
+                              % (field, mask, hw_source))
         if not req.exclusive and mask.overlaps(ours_exclusive):
             raise InvalidMask('%s %s overlaps the ways of an isolated pool '
                               '(%s)' % (field, mask, ours_exclusive))
@@ -314,7 +319,8 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
                               'the platform minimum %d'
                               % (req.name, ways, domain, platform.min_cbm_bits))
         allowed = ~taken - hw_shared if req.exclusive else ~taken
-        free = max(0, min(allowed.count, (~taken).count - reserve))
+        free = max(0, min(allowed.count, (~taken - io_ways).count - reserve
+                          + (allowed & io_ways).count))
         mask = best_fit(allowed, ways, platform.sparse_masks,
                         platform.min_cbm_bits,
                         hw_shared.value if req.exclusive else 0) \
@@ -333,8 +339,8 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
                 % (req.name, ways, 'contiguous ' if free >= ways else '',
                    domain, free, width, (taken - system).count,
                    system.count if system_cbm is not None else reserve,
-                   ', %d shared with I/O (info/L3/shareable_bits %s)'
-                   % (io, hw_shared) if io else ''))
+                   ', %d shared with I/O (%s)'
+                   % (io, hw_source) if io else ''))
         plan.l3.setdefault(req.name, {})[domain] = mask
         taken |= mask
         ours |= mask
@@ -347,47 +353,81 @@ def _layout_domain(platform: Platform, domain: int, groups: list[Group],
                     if platform.sparse_masks else spare.largest_run())
         spare = ~(ours | fixed)
         root_mask = fit(spare & root_may)
-        if root_mask.count < reserve:
-            # Only as many more as the minimum needs.
-            root_mask = best_fit(spare, reserve, platform.sparse_masks,
+        if (root_mask - io_ways).count < reserve:
+            # Only as many more as the minimum needs (not I/O's ways).
+            root_mask = best_fit(spare - io_ways, reserve,
+                                 platform.sparse_masks,
                                  platform.min_cbm_bits) or fit(spare)
-        if root_mask.count < reserve:
+        if (root_mask - io_ways).count < reserve:
             raise InsufficientWays(
-                'the default group would keep %d contiguous ways on cache '
+                'the default group would keep %d contiguous ways%s on cache '
                 'domain %d, fewer than %s'
-                % (root_mask.count, domain,
+                % ((root_mask - io_ways).count,
+                   ' outside the ways reserved for I/O (io_alloc_cbm %s)'
+                   % io_ways if io_ways else '', domain,
                    '[allocation] system_min_ways = %d' % system_min_ways
                    if system_min_ways >= platform.min_cbm_bits else
                    'the platform minimum %d (info/L3/min_cbm_bits)'
                    % platform.min_cbm_bits))
     plan.l3.setdefault(ROOT, {})[domain] = root_mask
     plan.free[domain] = max(0, min((~taken - hw_shared).count,
-                                   capacity.free_ways((~taken).count,
-                                                      reserve, 0)))
+                                   capacity.free_ways(
+                                       (~taken - io_ways).count, reserve,
+                                       0)))
     # Groups of ours that hold nothing here follow the default group.
     for name in wanted:
         plan.l3.setdefault(name, {}).setdefault(domain, root_mask)
 
 
-def _schemata_line(masks: dict[int, CBM]) -> str:
-    return 'L3:' + ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+def _schemata_line(masks: dict[int, CBM], cdp: bool = False) -> str:
+    """The L3 line; under CDP an ``L3CODE`` and an ``L3DATA`` line with
+    the same masks (code and data share the group's ways).
+    """
+    items = ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+    if cdp:
+        return 'L3CODE:%s\nL3DATA:%s' % (items, items)
+    return 'L3:' + items
 
 
 def _mb_line(values: dict[int, int]) -> str:
     return 'MB:' + ';'.join('%d=%d' % (d, values[d]) for d in sorted(values))
 
 
-def _check_mb(mba: MBInfo, name: str, pct: int) -> None:
-    if not mba.delay_linear:
+def _check_mb(mba: MBInfo, req: Request) -> None:
+    """The allocator's own check of a request's MB cap against the unit.
+
+    Operators' values are refused earlier, naming their field
+    (:func:`ovs_rdt.inputs.request.check_host`, the configuration); this
+    guards every other path (a group kept as it is, the policy).
+    """
+    percents = sorted(set(req.mb.values()) | (
+        {req.mb_percent} if req.mb_percent is not None else set()))
+    if mba.unit != UNIT_PERCENT:
+        if percents:
+            raise AllocationError(
+                '%s asks for mb_percent %d, but %s: give mb_mbps'
+                % (req.name, percents[0], mba.kind))
+        if req.mb_mbps is not None and req.mb_mbps < 1:
+            raise AllocationError('%s asks for mb_mbps %d, below 1'
+                                  % (req.name, req.mb_mbps))
+        return
+    if req.mb_mbps is not None:
         raise AllocationError(
-            '%s asks for mb_percent %d, but this platform\'s memory '
-            'bandwidth allocation is not linear (info/MB/delay_linear is '
-            '0): it takes no percentages' % (name, pct))
-    if not mba.min_bandwidth <= pct <= 100:
-        raise AllocationError(
-            '%s asks for mb_percent %d, outside the %d-100 this platform '
-            'accepts (info/MB/min_bandwidth)'
-            % (name, pct, mba.min_bandwidth))
+            '%s asks for mb_mbps %d, but %s: give mb_percent'
+            % (req.name, req.mb_mbps, mba.kind))
+    for pct in percents:
+        if not mba.min_bandwidth <= pct <= 100:
+            raise AllocationError(
+                '%s asks for mb_percent %d, outside the %d-100 this platform '
+                'accepts (info/MB/min_bandwidth)'
+                % (req.name, pct, mba.min_bandwidth))
+
+
+def _mb_values(mba: MBInfo, req: Request) -> dict[int, int]:
+    """The ``MB:`` value per domain: the cap, or the platform's maximum."""
+    if mba.unit == UNIT_PERCENT:
+        return {d: mba.value(percent=req.mb_on(d)) for d in mba.domains}
+    return {d: mba.value(mbps=req.mb_mbps) for d in mba.domains}
 
 
 def plan(platform: Platform, groups: list[Group], requests: list[Request],
@@ -423,12 +463,8 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
                               'does not have (it has %s)'
                               % (req.name, sorted(unknown),
                                  list(platform.domains)))
-        asked = set(req.mb.values()) | (
-            {req.mb_percent} if req.mb_percent is not None else set())
-        if mba is None:
-            continue
-        for pct in sorted(asked):
-            _check_mb(mba, req.name, pct)
+        if mba is not None:
+            _check_mb(mba, req)
     # Packing follows the groups' positions, and the new ones go last;
     # once placed, a new group has a position of its own, which can change
     # the order the next time (when foreign groups or explicit masks split
@@ -484,9 +520,8 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
         result.modes[req.name] = (MODE_EXCLUSIVE if req.exclusive and
                                   holds == all_domains and not overlaps
                                   else MODE_SHAREABLE)
-        if mba is not None and mba.delay_linear:
-            result.mb[req.name] = {d: mba.round(req.mb_on(d))
-                                   for d in mba.domains}
+        if mba is not None:
+            result.mb[req.name] = _mb_values(mba, req)
     result.steps = _steps(platform, current, result)
     return result
 
@@ -513,8 +548,8 @@ class _Kernel:
     def overlap(self, name: str, domain: int, value: int,
                 exclusive_only: bool) -> str | None:
         """What ``value`` on ``domain`` would collide with, or None."""
-        if not exclusive_only and value & self.platform.shareable_bits:
-            return 'info/L3/shareable_bits %x' % self.platform.shareable_bits
+        if not exclusive_only and value & self.platform.hw_shared(domain):
+            return self.platform.hw_shared_source(domain)
         for other, masks in self.l3.items():
             mode = self.modes[other]
             if other == name or mode == 'pseudo-locksetup':
@@ -550,7 +585,10 @@ class _Kernel:
         plat = self.platform
         full = (1 << plat.cbm_len) - 1
         for domain in plat.domains:
-            used = new = plat.shareable_bits
+            # io_alloc's CLOSID is no group's and not shareable: a new
+            # group starts off its ways.
+            used = plat.hw_shared(domain)
+            new = plat.shareable_bits
             for other, masks in self.l3.items():
                 mode = self.modes[other]
                 if mode == 'pseudo-locksetup':
@@ -634,7 +672,8 @@ def _steps(platform: Platform, current: dict[str, Group],
         steps.append(step)
 
     def write(name: str, masks: dict[int, CBM], mb: str = '') -> None:
-        step = Step('schemata', name, _schemata_line(masks) + '\n' + mb)
+        step = Step('schemata', name,
+                    _schemata_line(masks, platform.cdp) + '\n' + mb)
         why = sim.write(name, masks)
         if why is not None:
             raise refuse(step, why)
@@ -646,20 +685,22 @@ def _steps(platform: Platform, current: dict[str, Group],
 
     l3_changes = set()
     mb_lines = {}
+    # "No cap": 100 percent, MBA_MAX_MBPS, AMD's maximum.
+    top = platform.mb.max_value if platform.mb is not None else 100
     for name, masks in target.l3.items():
         grp = current.get(name)
-        if grp is None or grp.l3 != masks:
+        if grp is None or grp.l3 != masks or (platform.cdp and grp.cdp_split):
             l3_changes.add(name)
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
         old_mb = grp.mb if grp is not None else {}
-        if any(old_mb.get(d, 100) != v for d, v in new_mb.items()):
+        if any(old_mb.get(d, top) != v for d, v in new_mb.items()):
             mb_lines[name] = _mb_line(new_mb) + '\n'
     for name in list(mb_lines):
         l3_changes.add(name)
     for name in l3_changes:
         # A capped group keeps its MB line with its L3 line.
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
-        if any(v != 100 for v in new_mb.values()):
+        if any(v != top for v in new_mb.values()):
             mb_lines[name] = _mb_line(new_mb) + '\n'
     moving = [n for n in target.l3 if n in l3_changes and n != ROOT
               and n in current and current[n].l3 != target.l3[n]]

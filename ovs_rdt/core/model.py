@@ -17,14 +17,14 @@ MODE_EXCLUSIVE = 'exclusive'
 
 
 #: Units of the values on a schemata ``MB:`` line (:attr:`MBInfo.unit`).
-MB_PERCENT = 'percent'
+UNIT_PERCENT = 'percent'
 """Intel MBA, resctrl mounted without ``mba_MBps``: a percentage of the
 peak bandwidth, ``min_bandwidth``-100 in steps of ``bandwidth_gran``."""
-MB_MBPS = 'MiB/s'
+UNIT_MBPS = 'MiB/s'
 """resctrl mounted with ``-o mba_MBps`` (the kernel's software controller):
 a bandwidth in MiB/s, any 32-bit number, ``MBA_MAX_MBPS`` (U32_MAX) for no
 cap."""
-MB_AMD = '1/8 GB/s'
+UNIT_AMD = '1/8 GB/s'
 """AMD (``info/MB/delay_linear`` 0, which no Intel MBA the kernel enables
 has): a bandwidth limit in units of 1/8 GB/s; the largest value (2048 as
 the kernel sets it on a fresh mount) is the "unlimited" bit."""
@@ -40,7 +40,7 @@ AMD_UNIT_BYTES = 125000000
 MIB = 1 << 20
 
 #: The request field each unit takes (``mb_percent`` / ``mb_mbps``).
-MB_FIELD = {MB_PERCENT: 'mb_percent', MB_MBPS: 'mb_mbps', MB_AMD: 'mb_mbps'}
+UNIT_FIELD = {UNIT_PERCENT: 'mb_percent', UNIT_MBPS: 'mb_mbps', UNIT_AMD: 'mb_mbps'}
 
 
 class MBInfo:
@@ -51,29 +51,29 @@ class MBInfo:
 
     def __init__(self, min_bandwidth: int, bandwidth_gran: int,
                  delay_linear: bool, domains: tuple[int, ...],
-                 unit: str = MB_PERCENT, max_value: int | None = None) -> None:
+                 unit: str = UNIT_PERCENT, max_value: int | None = None) -> None:
         self.min_bandwidth = min_bandwidth
         self.bandwidth_gran = bandwidth_gran
         self.delay_linear = delay_linear
         self.domains = domains
         self.unit = unit
         if max_value is None:
-            max_value = {MB_MBPS: MBA_MAX_MBPS,
-                         MB_AMD: MAX_MBA_BW_AMD}.get(unit, 100)
+            max_value = {UNIT_MBPS: MBA_MAX_MBPS,
+                         UNIT_AMD: MAX_MBA_BW_AMD}.get(unit, 100)
         self.max_value = max_value
 
     @property
     def field(self) -> str:
         """The request field this platform takes: mb_percent or mb_mbps."""
-        return MB_FIELD[self.unit]
+        return UNIT_FIELD[self.unit]
 
     @property
     def kind(self) -> str:
         """What the MB values are here, for messages and ``status``."""
-        if self.unit == MB_MBPS:
+        if self.unit == UNIT_MBPS:
             return ('MB values are MiB/s (resctrl is mounted with '
                     'mba_MBps)')
-        if self.unit == MB_AMD:
+        if self.unit == UNIT_AMD:
             return ('MB values are AMD bandwidth limits in 1/8 GB/s '
                     '(info/MB/delay_linear is 0)')
         return ('MB values are percentages (resctrl is mounted without '
@@ -94,18 +94,18 @@ class MBInfo:
         1/8 GB/s units, rounded up (never a tighter cap than asked), at
         least 1, at most the maximum.
         """
-        if self.unit == MB_PERCENT:
+        if self.unit == UNIT_PERCENT:
             return self.round(percent) if percent is not None else 100
         if mbps is None:
             return self.max_value
-        if self.unit == MB_AMD:
+        if self.unit == UNIT_AMD:
             units = -(-mbps * MIB // AMD_UNIT_BYTES)
             return max(1, min(self.max_value, units))
         return min(self.max_value, mbps)
 
     def mbps_of(self, value: int) -> int:
         """The MiB/s a non-percent ``value`` stands for (rounded down)."""
-        if self.unit == MB_AMD:
+        if self.unit == UNIT_AMD:
             return value * AMD_UNIT_BYTES // MIB
         return value
 
@@ -288,7 +288,7 @@ class Request:
     group holds ways on every domain.  ``mb`` overrides ``mb_percent`` per
     domain (the dynamic policy's cap on the best-effort pool).
     ``mb_mbps`` is the cap in MiB/s, for platforms whose MB values are
-    bandwidths (:data:`MB_MBPS`, :data:`MB_AMD`).
+    bandwidths (:data:`UNIT_MBPS`, :data:`UNIT_AMD`).
     """
 
     __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent', 'mb',

@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import MB_AMD, MB_MBPS, MB_PERCENT, MBA_MAX_MBPS
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, MBA_MAX_MBPS
 from ovs_rdt.exceptions import ResctrlUnavailable
 from ovs_rdt.resctrl import Resctrl, mount_options, parse_schemata
 from tests.unit.fakes import make_tree
@@ -111,7 +111,7 @@ def test_padded_names_and_smba_lines_parse():
 def test_intel_percent_by_default(tmp_path):
     make_tree(str(tmp_path / 'rc'))
     mb = rc_at(tmp_path).platform().mb
-    assert mb.unit == MB_PERCENT and mb.field == 'mb_percent'
+    assert mb.unit == UNIT_PERCENT and mb.field == 'mb_percent'
     assert mb.max_value == 100
     assert mb.value(percent=45) == 50      # bandwidth_gran 10, rounded up
     assert mb.value() == 100
@@ -123,17 +123,17 @@ def test_mba_mbps_from_the_mba_mbps_event_file(tmp_path):
     put(root, 'schemata', 'MB:0=4294967295;1=4294967295\nL3:0=7ff;1=7ff\n')
     put(root, 'mba_MBps_event', 'mbm_local_bytes\n')
     mb = rc_at(tmp_path).platform().mb
-    assert mb.unit == MB_MBPS and mb.field == 'mb_mbps'
+    assert mb.unit == UNIT_MBPS and mb.field == 'mb_mbps'
     assert mb.max_value == MBA_MAX_MBPS == 4294967295
     assert mb.value() == MBA_MAX_MBPS      # no cap: not MB:100 (100 MiB/s)
     assert mb.value(mbps=2500) == 2500
 
 
 @pytest.mark.parametrize('line, unit', [
-    ('resctrl {root} resctrl rw,relatime,cdp,mba_MBps 0 0\n', MB_MBPS),
-    ('resctrl {root} resctrl rw,relatime 0 0\n', MB_PERCENT),
-    ('resctrl /elsewhere resctrl rw,mba_MBps 0 0\n', MB_PERCENT),
-    ('tmpfs {root} tmpfs rw,mba_MBps 0 0\n', MB_PERCENT),
+    ('resctrl {root} resctrl rw,relatime,cdp,mba_MBps 0 0\n', UNIT_MBPS),
+    ('resctrl {root} resctrl rw,relatime 0 0\n', UNIT_PERCENT),
+    ('resctrl /elsewhere resctrl rw,mba_MBps 0 0\n', UNIT_PERCENT),
+    ('tmpfs {root} tmpfs rw,mba_MBps 0 0\n', UNIT_PERCENT),
 ])
 def test_mba_mbps_from_the_mount_options(tmp_path, line, unit):
     root = str(tmp_path / 'rc')
@@ -153,7 +153,7 @@ def test_amd_mb_unit_and_smba(tmp_path):
     amd_tree(str(tmp_path / 'rc'))
     plat = rc_at(tmp_path).platform()
     mb = plat.mb
-    assert mb.unit == MB_AMD and mb.field == 'mb_mbps'
+    assert mb.unit == UNIT_AMD and mb.field == 'mb_mbps'
     assert mb.max_value == 2048            # was taken for a percentage
     assert mb.value() == 2048
     # 1000 MiB/s = 1048576000 B/s = 8.39 units of 125 MB/s: 9 (rounded up)

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from ovs_rdt.emulator.kparse import bitmap_list_string, bitmap_string
 from ovs_rdt.emulator.monitor import DEFAULT_FOOTPRINT, Footprints
 from ovs_rdt.emulator.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
+from ovs_rdt.emulator.schemas import Mount, parse_mount_options
 
 LOG = logging.getLogger(__name__)
 
@@ -54,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--faults', dest='emu_faults', metavar='FILE',
                         help='inject errors: "OP PATH ERRNO [COUNT]" a line, '
                              're-read when it changes (see doc/emulator.md)')
+    parser.add_argument('-o', '--mount-options', dest='emu_mount_options', default='',
+                        metavar='OPTS',
+                        help='resctrl mount options, as for mount -t resctrl -o: '
+                             'cdp, mba_MBps, debug (comma-separated)')
     parser.add_argument('--set', dest='emu_set', action='append', default=[],
                         metavar='FIELD=VALUE',
                         help='override a profile field, e.g. --set num_rmids=8 '
@@ -73,6 +78,7 @@ class Options:
 
     profile: Profile
     mountpoint: str
+    mount: Mount = Mount()
     daemon: bool = False
     sysfs_dir: Optional[str] = None
     footprints: Optional[str] = None
@@ -97,9 +103,11 @@ def options(args: argparse.Namespace) -> Options:
         pairs.append((key.strip(), value.strip()))
     try:
         profile = get_profile(args.emu_profile).with_overrides(pairs)
+        mount = parse_mount_options(profile, getattr(args, 'emu_mount_options', '') or '')
     except ValueError as exc:
         raise EmulatorError(str(exc)) from None
     return Options(profile=profile, mountpoint=os.path.abspath(args.emu_mountpoint),
+                   mount=mount,
                    daemon=args.emu_daemon, sysfs_dir=_abs(args.emu_sysfs_dir),
                    footprints=_abs(args.emu_footprints),
                    faults=_abs(getattr(args, 'emu_faults', None)),
@@ -128,16 +136,41 @@ def _write(path: str, text: str) -> None:
         fh.write(text)
 
 
+def _cpulist(cpus: list[int]) -> str:
+    return bitmap_list_string(cpus) + '\n'
+
+
+def write_node_sysfs(profile: Profile, root: str) -> None:
+    """``ROOT/node``: like ``/sys/devices/system/node`` (NUMA node -> CPUs)."""
+    base = os.path.join(root, 'node')
+    os.makedirs(base, exist_ok=True)
+    last = len(profile.nodes) - 1
+    for name in ('online', 'possible', 'has_cpu', 'has_memory', 'has_normal_memory'):
+        _write(os.path.join(base, name), '0-%d\n' % last if last else '0\n')
+    for node in profile.nodes:
+        cpus = profile.cpus_of_node(node)
+        ndir = os.path.join(base, 'node%d' % node)
+        os.makedirs(ndir, exist_ok=True)
+        _write(os.path.join(ndir, 'cpulist'), _cpulist(cpus))
+        _write(os.path.join(ndir, 'cpumap'),
+               bitmap_string(sum(1 << c for c in cpus), profile.nr_cpu_ids) + '\n')
+
+
 def write_sysfs(profile: Profile, root: str) -> None:
-    """A ``/sys/devices/system/cpu``-like tree describing the profile."""
+    """A ``/sys/devices/system/cpu``-like tree describing the profile, with
+    the NUMA nodes in ``node/`` and a ``cpuN/nodeM`` link per CPU.
+    """
     ncpu = profile.num_cpus
     os.makedirs(root, exist_ok=True)
     _write(os.path.join(root, 'online'), '0-%d\n' % (ncpu - 1))
     _write(os.path.join(root, 'present'), '0-%d\n' % (ncpu - 1))
     _write(os.path.join(root, 'possible'), '0-%d\n' % (profile.nr_cpu_ids - 1))
+    write_node_sysfs(profile, root)
     for cpu in range(ncpu):
-        dom = profile.socket_of(cpu)
+        dom = profile.l3_of(cpu)
         shared = profile.cpus_of(dom)
+        package = profile.cpus_of_socket(profile.socket_of(cpu))
+        node = profile.node_of(cpu)
         base = os.path.join(root, 'cpu%d' % cpu)
         cache = os.path.join(base, 'cache', 'index3')
         topo = os.path.join(base, 'topology')
@@ -145,6 +178,9 @@ def write_sysfs(profile: Profile, root: str) -> None:
         os.makedirs(topo, exist_ok=True)
         if cpu:
             _write(os.path.join(base, 'online'), '1\n')
+        link = os.path.join(base, 'node%d' % node)
+        if not os.path.islink(link):
+            os.symlink(os.path.join('..', 'node', 'node%d' % node), link)
         files = {
             os.path.join(cache, 'id'): '%d\n' % dom,
             os.path.join(cache, 'level'): '3\n',
@@ -157,13 +193,13 @@ def write_sysfs(profile: Profile, root: str) -> None:
             os.path.join(cache, 'shared_cpu_list'): bitmap_list_string(shared) + '\n',
             os.path.join(cache, 'shared_cpu_map'):
                 bitmap_string(sum(1 << c for c in shared), profile.nr_cpu_ids) + '\n',
-            os.path.join(topo, 'physical_package_id'): '%d\n' % dom,
+            os.path.join(topo, 'physical_package_id'): '%d\n' % profile.socket_of(cpu),
             os.path.join(topo, 'die_id'): '0\n',
             os.path.join(topo, 'core_id'): '%d\n' % profile.core_of(cpu),
             os.path.join(topo, 'thread_siblings_list'):
                 bitmap_list_string(profile.siblings_of(cpu)) + '\n',
-            os.path.join(topo, 'core_siblings_list'): bitmap_list_string(shared) + '\n',
-            os.path.join(topo, 'package_cpus_list'): bitmap_list_string(shared) + '\n',
+            os.path.join(topo, 'core_siblings_list'): _cpulist(package),
+            os.path.join(topo, 'package_cpus_list'): _cpulist(package),
         }
         for path, text in files.items():
             _write(path, text)
@@ -175,7 +211,7 @@ def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None
     from ovs_rdt.emulator.model import Resctrl
 
     footprints = Footprints(opts.footprints, opts.default_footprint)
-    model = Resctrl(opts.profile, footprints=footprints)
+    model = Resctrl(opts.profile, footprints=footprints, mount=opts.mount)
     fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose,
              faults=Faults(opts.faults))
 

@@ -30,6 +30,7 @@ class Group:
     mon_groups: dict[str, 'Group'] = field(default_factory=dict)
     alive: bool = True
     moved_to: Optional['Group'] = None
+    mba_event: str = ''          # mba_MBps_event of a control group (mba_MBps mounts)
 
     @property
     def closid(self) -> int:

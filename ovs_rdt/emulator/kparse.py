@@ -239,3 +239,18 @@ def bitmap_list_string(bits: Iterable[int]) -> str:
     if run:
         out.append(str(run[0]) if len(run) == 1 else '%d-%d' % (run[0], run[-1]))
     return ','.join(out)
+
+
+def kstrtobool(text: str) -> bool:
+    """``kstrtobool()``: only the first one or two characters count."""
+    first = text[:1]
+    if first in ('y', 'Y', 't', 'T', '1'):
+        return True
+    if first in ('n', 'N', 'f', 'F', '0'):
+        return False
+    if first in ('o', 'O'):
+        if text[1:2] in ('n', 'N'):
+            return True
+        if text[1:2] in ('f', 'F'):
+            return False
+    raise ParseError(errno.EINVAL)

@@ -45,10 +45,13 @@ from ovs_rdt.emulator.host import Host, ProcHost
 from ovs_rdt.emulator.kparse import (ParseError, bitmap_list_string, bitmap_parse,
                                      bitmap_parselist, bitmap_string, cstr, kstrtoint,
                                      kstrtouint, kstrtoull, strim)
-from ovs_rdt.emulator.monitor import EVENTS, Footprints, Monitor
+from ovs_rdt.emulator.counters import Counters
+from ovs_rdt.emulator.io_alloc import IoAlloc
+from ovs_rdt.emulator.monitor import EVENTS, MBM_EVENTS, Footprints, Monitor
 from ovs_rdt.emulator.profiles import Profile
+from ovs_rdt.emulator.schemas import (MBA_MAX_MBPS, Mount, Schema, build_schemas,
+                                      name_width)
 
-MBA_MAX_BW = 100
 LAST_CMD_SIZE = 512          # last_cmd_status_buf[512]
 ATOMIC_WRITE_LEN = 4096      # kernfs .atomic_write_len = PAGE_SIZE
 CTRL_FILES = ('cpus', 'cpus_list', 'mode', 'schemata', 'size', 'tasks')
@@ -76,8 +79,11 @@ class Caller:
     pid: int = 0
 
 
-ROOT, INFO, INFO_RES, GROUP_DIR, MON_GROUPS, MON_DATA, MON_DOM, FILE = (
-    'root', 'info', 'info_res', 'group', 'mon_groups', 'mon_data', 'mon_dom', 'file')
+ROOT, INFO, INFO_RES, GROUP_DIR, MON_GROUPS, MON_DATA, MON_DOM, MON_SUB, FILE = (
+    'root', 'info', 'info_res', 'group', 'mon_groups', 'mon_data', 'mon_dom', 'mon_sub',
+    'file')
+INFO_DIR = 'info_dir'            # info/L3_MON/event_configs and below
+IO_CLOSID_MODE = 'io_alloc'      # rdtgroup_mode_by_closid(): RDT_NUM_MODES
 
 
 @dataclass(eq=False)
@@ -90,6 +96,7 @@ class Node:
     write: Optional[Callable[[bytes, Caller], None]] = None
     resource: str = ''
     domain: int = -1
+    sub: int = -1                # SNC node of a mon_sub_L3_YY directory
 
     @property
     def is_dir(self) -> bool:
@@ -108,36 +115,89 @@ class Resctrl:
 
     def __init__(self, profile: Profile, host: Optional[Host] = None,
                  footprints: Optional[Footprints] = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 mount: Mount = Mount()) -> None:
         profile.validate()
         self.profile = profile
+        self.mount = mount
+        self.schema_list = build_schemas(profile, mount)
+        self.schema_by_name = {s.name: s for s in self.schema_list}
         self.host: Host = host if host is not None else ProcHost()
         self.footprints = footprints if footprints is not None else Footprints()
         self.clock = clock
         self.mounted_at = time.time()
         doms = profile.domains
-        self.cbm = [{d: profile.cbm_mask for d in doms}
-                    for _ in range(profile.l3_num_closids)]
-        self.mbv = [{d: MBA_MAX_BW for d in doms}
-                    for _ in range(profile.mb_num_closids if profile.mba else 0)]
+        self.ctrl: dict[str, list[dict[int, int]]] = {
+            s.name: [{d: self.default_ctrl(s) for d in doms} for _ in range(s.num_closid)]
+            for s in self.schema_list}
+        self.mbps: list[dict[int, int]] = (
+            [{d: MBA_MAX_MBPS for d in doms} for _ in range(profile.mb_num_closids)]
+            if mount.mba_sc else [])
         self.root = Group('', CTRL, 0, 0, ctime=self.mounted_at,
                           cpus=set(range(profile.num_cpus)))
         self.groups: dict[str, Group] = {}
-        self.closid_used = [False] * profile.num_closids
+        self.closid_used = [False] * min(s.num_closid for s in self.schema_list)
         self.closid_used[0] = True
-        self.rmid_free = deque(range(1, profile.num_rmids))
+        self.rmid_free = deque(range(1, profile.mon_num_rmids))
         self.last_cmd = ''
         self.threshold = profile.max_threshold_occupancy()
         self.tasks = TaskTable(self.host, self.root)
         self.mon = Monitor(self)
+        self.io = IoAlloc(self)
+        self.counters = Counters(self)
+        if mount.mba_sc:
+            self.root.mba_event = self.mba_default_event
+        self.counters.assign_on_mkdir(self.root)
+        self.last_cmd = ''                        # rdt_get_tree() clears it
+
+    # -- resources ----------------------------------------------------------
+    def default_ctrl(self, schema: Schema) -> int:
+        """``resctrl_get_default_ctrl()``: every way, or the maximum bandwidth."""
+        return self.profile.cbm_mask if schema.is_cache else self.profile.mb_max
+
+    @property
+    def closids_supported(self) -> int:
+        return len(self.closid_used)
+
+    @property
+    def mba_default_event(self) -> str:
+        return 'mbm_local_bytes'          # mba_mbps_default_event: local if enabled
+
+    def cache_schemas(self) -> list[Schema]:
+        return [s for s in self.schema_list if s.is_cache]
+
+    def cache_mask(self, closid: int, dom: int) -> int:
+        """The ways a CLOSID may fill (CODE | DATA under CDP)."""
+        mask = 0
+        for schema in self.cache_schemas():
+            mask |= self.ctrl[schema.name][closid][dom]
+        return mask
+
+    def bw_cap(self, closid: int, dom: int, peak: float) -> float:
+        """Bytes/s the MB control lets a CLOSID move on a domain."""
+        prof = self.profile
+        if not prof.mba:
+            return peak
+        if self.mount.mba_sc:
+            return min(peak, float(self.mbps[closid][dom]) * 1024 * 1024)
+        value = self.ctrl['MB'][closid][dom]
+        if prof.vendor == 'amd':
+            return min(peak, value * 1e9 / 8)       # units of 1/8 GB/s
+        return peak * value / 100.0
 
     # -- helpers -------------------------------------------------------------
     def ctrl_groups(self) -> list[Group]:
         return [self.root] + list(self.groups.values())
 
     def _modes(self) -> dict[int, str]:
-        """closid -> mode of every allocated CLOSID (``rdtgroup_mode_by_closid``)."""
-        return {grp.closid: grp.mode for grp in self.ctrl_groups()}
+        """closid -> mode of every allocated CLOSID (``rdtgroup_mode_by_closid``).
+
+        The io_alloc CLOSID is allocated but has no group (RDT_NUM_MODES).
+        """
+        modes = {grp.closid: grp.mode for grp in self.ctrl_groups()}
+        if self.io.enabled:
+            modes[self.io.closid] = IO_CLOSID_MODE
+        return modes
 
     def _cmd(self, text: str) -> None:
         """``rdt_last_cmd_puts()`` into the 512-byte seq_buf."""
@@ -149,39 +209,38 @@ class Resctrl:
         return _oserror(err)
 
     @property
-    def schemas(self) -> list[str]:
-        """``resctrl_schema_all``: list_add() puts MB before L3."""
-        return (['MB'] if self.profile.mba else []) + ['L3']
-
-    @property
     def name_width(self) -> int:
-        return 2 + (4 if self.profile.cdp_capable else 0)
+        return name_width(self.profile, self.schema_list)
 
-    def _num_closid(self, res: str) -> int:
-        prof = self.profile
-        return prof.l3_num_closids if res == 'L3' else prof.mb_num_closids
+    def ctrl_value(self, schema: Schema, closid: int, dom: int) -> int:
+        """What ``schemata`` shows: the MBps target under mba_MBps."""
+        if schema.name == 'MB' and self.mount.mba_sc:
+            return self.mbps[closid][dom]
+        return self.ctrl[schema.name][closid][dom]
+
+    def show_doms(self, schema: Schema, closid: int) -> str:
+        fmt = '%d=%x' if schema.is_cache else '%d=%u'
+        return ';'.join(fmt % (d, self.ctrl_value(schema, closid, d))
+                        for d in self.profile.domains) + '\n'
 
     # -- schemata --------------------------------------------------------------
     def schemata_show(self, grp: Group) -> str:
         lines = []
-        for res in self.schemas:
-            if grp.closid >= self._num_closid(res):
-                continue
-            vals = self.cbm[grp.closid] if res == 'L3' else self.mbv[grp.closid]
-            fmt = '%d=%x' if res == 'L3' else '%d=%u'
-            lines.append('%*s:%s\n' % (self.name_width, res,
-                                       ';'.join(fmt % (d, vals[d]) for d in sorted(vals))))
+        for schema in self.schema_list:
+            if grp.closid < schema.num_closid:
+                lines.append('%*s:%s' % (self.name_width, schema.name,
+                                         self.show_doms(schema, grp.closid)))
         return ''.join(lines)
 
     def size_show(self, grp: Group) -> str:
         lines = []
-        for res in self.schemas:
-            if res == 'L3':
-                per_bit = self.profile.l3_size // self.profile.cbm_len
-                vals = {d: _weight(v) * per_bit for d, v in self.cbm[grp.closid].items()}
-            else:
-                vals = dict(self.mbv[grp.closid])
-            lines.append('%*s:%s\n' % (self.name_width, res,
+        per_bit = self.profile.l3_size // self.profile.cbm_len
+        for schema in self.schema_list:
+            vals = {}
+            for dom in self.profile.domains:
+                val = self.ctrl_value(schema, grp.closid, dom)
+                vals[dom] = _weight(val) * per_bit if schema.is_cache else val
+            lines.append('%*s:%s\n' % (self.name_width, schema.name,
                                        ';'.join('%d=%u' % (d, vals[d]) for d in sorted(vals))))
         return ''.join(lines)
 
@@ -198,20 +257,31 @@ class Resctrl:
                 raise self._fail(errno.EINVAL, "Missing ':'\n")
             if not rest:
                 raise self._fail(errno.EINVAL, "Missing '%s' value\n" % resname)
-            if resname not in self.schemas or grp.closid >= self._num_closid(resname):
+            schema = self.schema_by_name.get(resname)
+            if schema is None or grp.closid >= schema.num_closid:
                 raise self._fail(errno.EINVAL,
                                  "Unknown or unsupported resource name '%s'\n" % resname)
             self._parse_line(rest, resname, grp, staged)
+        self.apply(grp.closid, staged)
+
+    def apply(self, closid: int, staged: dict[tuple[str, int], int]) -> None:
+        """``resctrl_arch_update_domains()`` for the staged values."""
         changes = {(res, dom): val for (res, dom), val in staged.items()
-                   if (self.cbm if res == 'L3' else self.mbv)[grp.closid][dom] != val}
+                   if self.ctrl[res][closid][dom] != val}
         if changes:
             self.mon.advance()
             for (res, dom), val in changes.items():
-                (self.cbm if res == 'L3' else self.mbv)[grp.closid][dom] = val
+                self.ctrl[res][closid][dom] = val
             self.mon.controls_changed()
 
     def _parse_line(self, line: str, res: str, grp: Group,
-                    staged: dict[tuple[str, int], int]) -> None:
+                    staged: dict[tuple[str, int], int],
+                    closid: Optional[int] = None, mode: Optional[str] = None) -> None:
+        """``parse_line()``; io_alloc_cbm passes its own CLOSID and mode."""
+        closid = grp.closid if closid is None else closid
+        mode = grp.mode if mode is None else mode
+        schema = self.schema_by_name[res]
+        mba_sc = res == 'MB' and self.mount.mba_sc
         while line:
             dom, semi, rest = line.partition(';')
             line = rest if semi else ''
@@ -227,12 +297,17 @@ class Resctrl:
             if (res, dom_id) in staged:
                 raise self._fail(errno.EINVAL, 'Duplicate domain %d\n' % dom_id)
             val = strim(val)
-            if res == 'L3':
-                staged[(res, dom_id)] = self._parse_cbm(val, grp, dom_id)
+            if schema.is_cache:
+                staged[(res, dom_id)] = self._parse_cbm(val, closid, mode, dom_id, schema)
+            elif mba_sc:
+                # parse_bw() under mba_sc: written at once, never staged, so a
+                # repeated domain is not a duplicate and later errors keep it
+                self.mbps[closid][dom_id] = self._parse_bw(val)
+                self.mon.controls_changed()
             else:
                 staged[(res, dom_id)] = self._parse_bw(val)
 
-    def _parse_cbm(self, buf: str, grp: Group, dom: int) -> int:
+    def _parse_cbm(self, buf: str, closid: int, mode: str, dom: int, schema: Schema) -> int:
         prof = self.profile
         try:
             val = kstrtoull(buf, 16)
@@ -249,34 +324,47 @@ class Resctrl:
         if zero - first < prof.min_cbm_bits:
             raise self._fail(errno.EINVAL,
                              'Need at least %d bits in the mask\n' % prof.min_cbm_bits)
-        if self._cbm_overlaps(val, dom, grp.closid, exclusive=True):
+        if self._cbm_overlaps(val, dom, closid, True, schema):
             raise self._fail(errno.EINVAL, 'Overlaps with exclusive group\n')
-        if (self._cbm_overlaps(val, dom, grp.closid, exclusive=False)
-                and grp.mode in (EXCLUSIVE, LOCKSETUP)):
+        if (self._cbm_overlaps(val, dom, closid, False, schema)
+                and mode in (EXCLUSIVE, LOCKSETUP)):
             raise self._fail(errno.EINVAL, 'Overlaps with other group\n')
         return val
 
     def _parse_bw(self, buf: str) -> int:
+        """``bw_validate()``: no range check under mba_MBps (MiB/s)."""
         prof = self.profile
-        if not prof.delay_linear:                 # Intel: arch_needs_linear
+        if not prof.delay_linear and prof.arch_needs_linear:
             raise self._fail(errno.EINVAL, 'No support for non-linear MB domains\n')
         try:
             bw = kstrtouint(buf, 10)
         except ParseError:
             raise self._fail(errno.EINVAL, 'Invalid MB value %s\n' % buf) from None
-        if bw < prof.min_bandwidth or bw > MBA_MAX_BW:
+        if self.mount.mba_sc:
+            return bw
+        if bw < prof.min_bandwidth or bw > prof.mb_max:
             raise self._fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
-                             % (bw, prof.min_bandwidth, MBA_MAX_BW))
+                             % (bw, prof.min_bandwidth, prof.mb_max))
         gran = prof.bandwidth_gran
         return -(-bw // gran) * gran
 
-    def _cbm_overlaps(self, cbm: int, dom: int, closid: int, exclusive: bool) -> bool:
+    def _cbm_overlaps(self, cbm: int, dom: int, closid: int, exclusive: bool,
+                      schema: Schema) -> bool:
+        """``rdtgroup_cbm_overlaps()``: the schema's own type, then its CDP peer."""
+        for name in (schema.name, schema.peer):
+            if name and self._cbm_overlaps_type(cbm, dom, closid, exclusive, name):
+                return True
+        return False
+
+    def _cbm_overlaps_type(self, cbm: int, dom: int, closid: int, exclusive: bool,
+                           name: str) -> bool:
+        """``__rdtgroup_cbm_overlaps()``."""
         if not exclusive and cbm & self.profile.shareable_bits:
             return True
         for i, mode in self._modes().items():
             if i == closid or mode == LOCKSETUP:
                 continue
-            if cbm & self.cbm[i][dom]:
+            if cbm & self.ctrl[name][i][dom]:
                 if exclusive:
                     if mode == EXCLUSIVE:
                         return True
@@ -284,19 +372,22 @@ class Resctrl:
                 return True
         return False
 
-    def bit_usage_show(self) -> str:
+    def bit_usage_show(self, schema: Schema) -> str:
         prof = self.profile
         parts = []
         for dom in prof.domains:
             sw = excl = 0
+            hw_shareable = prof.shareable_bits
             for i, mode in self._modes().items():
                 if mode == SHAREABLE:
-                    sw |= self.cbm[i][dom]
+                    sw |= self.ctrl[schema.name][i][dom]
                 elif mode == EXCLUSIVE:
-                    excl |= self.cbm[i][dom]
+                    excl |= self.ctrl[schema.name][i][dom]
+                elif mode == IO_CLOSID_MODE:
+                    hw_shareable |= self.ctrl[schema.name][i][dom]
             chars = []
             for bit in range(prof.cbm_len - 1, -1, -1):
-                hwb = prof.shareable_bits >> bit & 1
+                hwb = hw_shareable >> bit & 1
                 swb, exb = sw >> bit & 1, excl >> bit & 1
                 chars.append('X' if hwb and swb else 'H' if hwb else 'S' if swb
                              else 'E' if exb else '0')
@@ -314,9 +405,11 @@ class Resctrl:
         if buf == SHAREABLE:
             grp.mode = SHAREABLE
         elif buf == EXCLUSIVE:
-            for dom in self.profile.domains:
-                if self._cbm_overlaps(self.cbm[grp.closid][dom], dom, grp.closid, False):
-                    raise self._fail(errno.EINVAL, 'Schemata overlaps\n')
+            for schema in self.cache_schemas():
+                for dom in self.profile.domains:
+                    if self._cbm_overlaps(self.ctrl[schema.name][grp.closid][dom], dom,
+                                          grp.closid, False, schema):
+                        raise self._fail(errno.EINVAL, 'Schemata overlaps\n')
             grp.mode = EXCLUSIVE
         elif buf == LOCKSETUP:
             if grp is self.root:
@@ -452,6 +545,7 @@ class Resctrl:
                     uid=caller.uid, gid=caller.gid, ctime=time.time())
         prgrp.mon_groups[name] = grp
         self.mon.rmid_allocated(rmid)
+        self.counters.assign_on_mkdir(grp)
 
     def _alloc_rmid(self) -> int:
         if not self.rmid_free:
@@ -466,35 +560,57 @@ class Resctrl:
             raise self._fail(errno.ENOSPC, 'Out of CLOSIDs\n') from None
         rmid = self._alloc_rmid()
         self.closid_used[closid] = True
-        staged: dict[int, int] = {}
-        for dom in self.profile.domains:
-            val = self._init_one_domain(dom, closid)
-            if _weight(val) < self.profile.min_cbm_bits:
-                self.closid_used[closid] = False
-                self.rmid_free.append(rmid)
-                raise self._fail(errno.ENOSPC, 'No space on L3:%d\n' % dom)
-            staged[dom] = val
+        try:
+            staged = self.init_cat(closid)
+        except OSError:
+            self.closid_used[closid] = False
+            self.rmid_free.append(rmid)
+            raise
         self.mon.advance()
-        if self.profile.mba:
-            self.mbv[closid] = {d: MBA_MAX_BW for d in self.profile.domains}
-        self.cbm[closid] = staged
-        self.groups[name] = Group(name, CTRL, closid, rmid, perm=perm, uid=caller.uid,
-                                  gid=caller.gid, ctime=time.time())
+        for schema in self.schema_list:
+            if not schema.is_cache:                     # rdtgroup_init_mba()
+                for dom in self.profile.domains:
+                    if schema.name == 'MB' and self.mount.mba_sc:
+                        self.mbps[closid][dom] = MBA_MAX_MBPS
+                    else:
+                        staged[(schema.name, dom)] = self.default_ctrl(schema)
+        for (res, dom), val in staged.items():
+            self.ctrl[res][closid][dom] = val
+        grp = Group(name, CTRL, closid, rmid, perm=perm, uid=caller.uid,
+                    gid=caller.gid, ctime=time.time())
+        if self.mount.mba_sc:
+            grp.mba_event = self.mba_default_event
+        self.groups[name] = grp
         self.mon.rmid_allocated(rmid)
+        self.counters.assign_on_mkdir(grp)
 
-    def _init_one_domain(self, dom: int, closid: int) -> int:
-        """``__init_one_rdt_domain()`` + ``cbm_ensure_valid()``."""
+    def init_cat(self, closid: int) -> dict[tuple[str, int], int]:
+        """``rdtgroup_init_cat()`` for every cache schema: staged values."""
+        staged: dict[tuple[str, int], int] = {}
+        for schema in self.cache_schemas():
+            for dom in self.profile.domains:
+                val = self._init_one_domain(dom, closid, schema)
+                if _weight(val) < self.profile.min_cbm_bits:
+                    raise self._fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
+                staged[(schema.name, dom)] = val
+        return staged
+
+    def _init_one_domain(self, dom: int, closid: int, schema: Schema) -> int:
+        """``__init_one_rdt_domain()`` + ``cbm_ensure_valid()``; CDP counts the peer."""
         prof = self.profile
         new = used = prof.shareable_bits
         for i, mode in self._modes().items():
             if i == closid or mode == LOCKSETUP:
                 continue
-            used |= self.cbm[i][dom]
+            val = self.ctrl[schema.name][i][dom]
+            if schema.peer:
+                val |= self.ctrl[schema.peer][i][dom]
+            used |= val
             if mode == SHAREABLE:
-                new |= self.cbm[i][dom]
+                new |= val
         new |= (used ^ prof.cbm_mask) & prof.cbm_mask
-        if not new:
-            return 0
+        if not new or prof.sparse_masks:
+            return new
         first = (new & -new).bit_length() - 1
         zero = first
         while zero < prof.cbm_len and new >> zero & 1:
@@ -513,8 +629,10 @@ class Resctrl:
         self.mon.advance()
         if grp.kind == CTRL:
             for child in grp.mon_groups.values():
+                self.counters.unassign_all(child)
                 child.alive, child.moved_to = False, self.root
                 self._free_rmid(child.rmid, self.root.rmid)
+            self.counters.unassign_all(grp)
             grp.alive, grp.moved_to = False, self.root
             self.root.cpus |= grp.cpus
             self._free_rmid(grp.rmid, self.root.rmid)
@@ -522,6 +640,7 @@ class Resctrl:
             del self.groups[grp.name]
         else:
             parent = grp.ctrl
+            self.counters.unassign_all(grp)
             grp.alive, grp.moved_to = False, parent
             self._free_rmid(grp.rmid, parent.rmid)
             del parent.mon_groups[grp.name]
@@ -571,35 +690,62 @@ class Resctrl:
             raise _oserror(exc.errno) from None
         if nbytes > self.profile.l3_size:
             raise _oserror(errno.EINVAL)
-        scale = self.profile.mon_scale
+        scale = self.profile.hw_mon_scale
         self.threshold = nbytes // scale * scale
 
     def _info_files(self, res: str) -> dict[str, Callable[[], str]]:
         prof = self.profile
-        if res == 'L3':
-            return {
-                'bit_usage': self.bit_usage_show,
+        schema = self.schema_by_name.get(res)
+        if schema is not None and schema.is_cache:
+            files = {
+                'bit_usage': lambda: self.bit_usage_show(schema),
                 'cbm_mask': lambda: '%x\n' % prof.cbm_mask,
                 'min_cbm_bits': lambda: '%u\n' % prof.min_cbm_bits,
-                'num_closids': lambda: '%u\n' % prof.l3_num_closids,
+                'num_closids': lambda: '%u\n' % schema.num_closid,
                 'shareable_bits': lambda: '%x\n' % prof.shareable_bits,
                 'sparse_masks': lambda: '%u\n' % int(prof.sparse_masks),
             }
-        if res == 'MB':
-            return {
+            if prof.io_alloc:
+                files.update(self.io.info_files(schema))
+            return files
+        if schema is not None:
+            files = {
                 'bandwidth_gran': lambda: '%u\n' % prof.bandwidth_gran,
                 'delay_linear': lambda: '%u\n' % int(prof.delay_linear),
                 'min_bandwidth': lambda: '%u\n' % prof.min_bandwidth,
-                'num_closids': lambda: '%u\n' % prof.mb_num_closids,
-                'thread_throttle_mode': lambda: '%s\n' % prof.thread_throttle_mode,
+                'num_closids': lambda: '%u\n' % schema.num_closid,
             }
-        return {
+            if prof.thread_throttle_mode:
+                files['thread_throttle_mode'] = lambda: '%s\n' % prof.thread_throttle_mode
+            return files
+        files = {
             'max_threshold_occupancy': lambda: '%u\n' % self.threshold,
             'mon_features': lambda: ''.join(e + '\n' for e in EVENTS),
-            'num_rmids': lambda: '%d\n' % prof.num_rmids,
+            'num_rmids': lambda: '%d\n' % prof.mon_num_rmids,
         }
+        files.update(self.counters.info_files())
+        return files
+
+    def _info_writers(self) -> dict[str, Callable[[bytes, Caller], None]]:
+        writers: dict[str, Callable[[bytes, Caller], None]] = {
+            'max_threshold_occupancy': self.threshold_write}
+        writers.update(self.counters.info_writers())
+        return writers
 
     # -- the tree ----------------------------------------------------------------
+    def _group_files(self, grp: Group) -> list[str]:
+        """``rdtgroup_add_files()`` with the group's RFTYPE flags."""
+        names = list(MON_FILES) if grp.kind == MON else list(CTRL_FILES)
+        if grp.kind == CTRL and self.mount.mba_sc:
+            names.append('mba_MBps_event')        # RFTYPE_CTRL_BASE | RFTYPE_MON_BASE
+        if self.counters.assignable:
+            names.append('mbm_L3_assignments')    # RFTYPE_MON_BASE
+        if self.mount.debug:
+            names.append('mon_hw_id')
+            if grp.kind == CTRL:
+                names.append('ctrl_hw_id')
+        return names
+
     def _group_file(self, grp: Group, name: str) -> Node:
         if name in ('cpus', 'cpus_list'):
             as_list = name == 'cpus_list'
@@ -614,33 +760,80 @@ class Resctrl:
         if name == 'mode':
             return Node(FILE, name, grp, 0o644, lambda: grp.mode + '\n',
                         lambda data, c: self.mode_write(grp, data, c))
+        if name == 'mba_MBps_event':
+            return Node(FILE, name, grp, 0o644, lambda: self.mba_event_show(grp),
+                        lambda data, _c: self.mba_event_write(grp, data))
+        if name == 'mbm_L3_assignments':
+            return Node(FILE, name, grp, 0o644, lambda: self.counters.assignments_show(grp),
+                        lambda data, _c: self.counters.assignments_write(grp, data))
+        if name in ('mon_hw_id', 'ctrl_hw_id'):
+            value = grp.rmid if name == 'mon_hw_id' else grp.closid
+            return Node(FILE, name, grp, 0o444, lambda: '%u\n' % value)
         return Node(FILE, name, grp, 0o444, lambda: self.size_show(grp))
 
-    def _mon_file(self, grp: Group, dom: int, event: str) -> Node:
+    def mba_event_show(self, grp: Group) -> str:
+        return grp.mba_event + '\n'
+
+    def mba_event_write(self, grp: Group, data: bytes) -> None:
+        """``rdtgroup_mba_mbps_event_write()``."""
+        if not data or data[-1:] != b'\n':
+            raise _oserror(errno.EINVAL)
+        buf = cstr(data[:-1].decode('latin-1'))
+        self.last_cmd = ''
+        if buf not in MBM_EVENTS:
+            raise self._fail(errno.EINVAL, "Unsupported event id '%s'\n" % buf)
+        self.mon.advance()
+        grp.mba_event = buf
+        self.mon.controls_changed()
+
+    def _mon_file(self, grp: Group, dom: int, event: str, node: int) -> Node:
         return Node(FILE, event, grp, 0o444,
-                    lambda: '%d\n' % self.mon.read(grp, dom, event))
+                    lambda: self.mon_show(grp, dom, event, node))
+
+    def mon_show(self, grp: Group, dom: int, event: str, node: int) -> str:
+        """``rdtgroup_mondata_show()``: a count, or why there is none."""
+        members = [grp] if grp.kind == MON else [grp] + list(grp.mon_groups.values())
+        if event in MBM_EVENTS and self.counters.enabled:
+            self.mon.refresh()
+            value = self.counters.read(members, dom, event)
+            if value is None:
+                return 'Unassigned\n'
+            return '%d\n' % value
+        return '%d\n' % self.mon.read(grp, dom, event, node)
+
+    def mon_subdirs(self, dom: int) -> list[str]:
+        """SNC: ``mon_sub_L3_YY`` for each node sharing L3 ``dom``."""
+        if self.profile.snc_nodes == 1:
+            return []
+        return ['mon_sub_L3_%02d' % n for n in self.profile.nodes
+                if self.profile.l3_of_node(n) == dom]
 
     def entries(self, node: Node) -> list[str]:
         """Names in a directory (kernfs order is not sorted; we sort)."""
         grp = node.group
         if node.role == ROOT:
-            return sorted(list(CTRL_FILES) + ['info', 'mon_data', 'mon_groups']
+            return sorted(self._group_files(self.root) + ['info', 'mon_data', 'mon_groups']
                           + list(self.groups))
         if node.role == INFO:
-            mba = ['MB'] if self.profile.mba else []
-            return ['L3'] + mba + ['L3_MON', 'last_cmd_status']
+            return [s.name for s in self.schema_list] + ['L3_MON', 'last_cmd_status']
         if node.role == INFO_RES:
-            return sorted(self._info_files(node.resource))
+            names = list(self._info_files(node.resource))
+            if node.resource == 'L3_MON':
+                names += self.counters.info_dirs()
+            return sorted(names)
+        if node.role == INFO_DIR:
+            return self.counters.info_dir_entries(node.resource)
         assert grp is not None
         if node.role == GROUP_DIR:
-            if grp.kind == MON:
-                return sorted(list(MON_FILES) + ['mon_data'])
-            return sorted(list(CTRL_FILES) + ['mon_data', 'mon_groups'])
+            extra = ['mon_data'] if grp.kind == MON else ['mon_data', 'mon_groups']
+            return sorted(self._group_files(grp) + extra)
         if node.role == MON_GROUPS:
             return sorted(grp.mon_groups)
         if node.role == MON_DATA:
             return ['mon_L3_%02d' % d for d in self.profile.domains]
         if node.role == MON_DOM:
+            return list(EVENTS) + self.mon_subdirs(node.domain)
+        if node.role == MON_SUB:
             return list(EVENTS)
         return []
 
@@ -655,10 +848,19 @@ class Resctrl:
                 return Node(FILE, name, None, 0o444, self.last_cmd_show)
             return Node(INFO_RES, name, None, 0o755, resource=name)
         if node.role == INFO_RES:
+            if name in self.counters.info_dirs():
+                return Node(INFO_DIR, name, None, 0o755, resource=name)
             show = self._info_files(node.resource)[name]
-            if name == 'max_threshold_occupancy':
-                return Node(FILE, name, None, 0o644, show, self.threshold_write)
-            return Node(FILE, name, None, 0o444, show)
+            writer = (self.io.writers(self.schema_by_name[node.resource]).get(name)
+                      if node.resource in self.schema_by_name
+                      else self._info_writers().get(name))
+            return Node(FILE, name, None, 0o644 if writer else 0o444, show, writer)
+        if node.role == INFO_DIR:
+            if node.resource == 'event_configs':
+                return Node(INFO_DIR, name, None, 0o755, resource=name)
+            event = node.resource
+            return Node(FILE, name, None, 0o444,
+                        lambda: self.counters.event_filter_show(event))
         if node.role == ROOT:
             if name == 'info':
                 return Node(INFO, name, None, 0o755)
@@ -678,7 +880,9 @@ class Resctrl:
             return Node(GROUP_DIR, name, sub, sub.perm)
         if node.role == MON_DATA:
             return Node(MON_DOM, name, grp, grp.perm, domain=int(name[-2:]))
-        return self._mon_file(grp, node.domain, name)
+        if node.role == MON_DOM and name.startswith('mon_sub_L3_'):
+            return Node(MON_SUB, name, grp, grp.perm, domain=node.domain, sub=int(name[-2:]))
+        return self._mon_file(grp, node.domain, name, node.sub)
 
     def lookup(self, path: str) -> Node:
         node = Node(ROOT, '', self.root, 0o755)

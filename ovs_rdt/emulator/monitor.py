@@ -21,6 +21,7 @@ LOCAL_FRACTION = 0.8         # share of traffic to local memory (multi-socket)
 DEMAND_TTL = 0.5             # seconds a /proc scan is reused for monitoring
 DEFAULT_FOOTPRINT = 2 * 1024 * 1024
 EVENTS = ('llc_occupancy', 'mbm_total_bytes', 'mbm_local_bytes')
+MBM_EVENTS = ('mbm_total_bytes', 'mbm_local_bytes')
 
 
 def _bits(mask: int) -> list[int]:
@@ -195,7 +196,7 @@ class Monitor:
         way = prof.way_size
         entries = []
         for grp in self.rc.ctrl_groups():
-            mask = self.rc.cbm[grp.closid][dom]
+            mask = self.rc.cache_mask(grp.closid, dom)
             entries.append((grp.closid, self._closid_demand(grp, dom), mask,
                             max(_weight(mask), 1)))
         pressure = [0.0] * prof.cbm_len
@@ -216,17 +217,21 @@ class Monitor:
             return self.rates
         assert self.demand is not None
         prof = self.rc.profile
+        peak = prof.mem_bw / prof.l3_per_socket        # one L3 domain's share
+        local = self._local_fraction()
+        events = {g.closid: g.mba_event for g in self.rc.ctrl_groups()}
         rates: dict[int, list[float]] = {}
         for dom in range(self.ndom):
             occ = self.occupancy(dom)
             per_closid = {}
             for closid, (dem, res) in occ.items():
                 rate = max(dem - res, 0.0) * MISS_REFILL_HZ
-                if prof.mba:
-                    rate = min(rate, prof.mem_bw * self.rc.mbv[closid][dom] / 100.0)
-                per_closid[closid] = rate
+                cap = self.rc.bw_cap(closid, dom, peak)
+                if events.get(closid) == 'mbm_local_bytes':
+                    cap /= local                 # mba_MBps holds the local rate
+                per_closid[closid] = min(rate, cap)
             total = sum(per_closid.values())
-            scale = prof.mem_bw / total if total > prof.mem_bw else 1.0
+            scale = peak / total if total > peak else 1.0
             for grp in self.rc.ctrl_groups():
                 dem = occ[grp.closid][0]
                 for member in [grp] + list(grp.mon_groups.values()):
@@ -237,9 +242,19 @@ class Monitor:
         self.rates = rates
         return rates
 
-    def read(self, grp: Group, dom: int, event: str) -> int:
+    def _local_fraction(self) -> float:
+        return LOCAL_FRACTION if self.rc.profile.sockets > 1 else 1.0
+
+    def raw(self, rmid: int, dom: int, event: str) -> float:
+        """An RMID's byte count for an MBM event (call after :meth:`refresh`)."""
+        value = self.counters.get(rmid, [0.0] * self.ndom)[dom]
+        return value * self._local_fraction() if event == 'mbm_local_bytes' else value
+
+    def read(self, grp: Group, dom: int, event: str, node: int = -1) -> int:
+        """One L3 domain's count; under SNC each node holds an even share and
+        the ``mon_L3_XX`` file is the sum of its nodes' (``md->sum``).
+        """
         self.refresh()
-        scale = self.rc.profile.mon_scale
         if event == 'llc_occupancy':
             dem, occ = self.occupancy(dom)[grp.closid]
             if grp.kind == MON:
@@ -249,7 +264,10 @@ class Monitor:
             value = occ
         else:
             members = [grp] if grp.kind == MON else [grp] + list(grp.mon_groups.values())
-            value = sum(self.counters.get(m.rmid, [0.0] * self.ndom)[dom] for m in members)
-            if event == 'mbm_local_bytes' and self.ndom > 1:
-                value *= LOCAL_FRACTION
-        return int(value) // scale * scale
+            value = sum(self.raw(m.rmid, dom, event) for m in members)
+        prof = self.rc.profile
+        scale = prof.hw_mon_scale
+        share = int(value / prof.snc_nodes) // scale * scale
+        if node >= 0 or prof.snc_nodes == 1:
+            return share
+        return share * prof.snc_nodes

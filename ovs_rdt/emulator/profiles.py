@@ -3,7 +3,9 @@
 A profile is the hardware the kernel would have enumerated through CPUID:
 socket/core layout, the L3 geometry (CBM length, size, CLOSIDs), MBA and
 the monitoring capabilities.  Values come from the seed documents (seed 000:
-Gold 6230, seed 001: E7-8890 v4) and Intel's published specifications.
+Gold 6230, seed 001: E7-8890 v4), Intel's and AMD's published specifications
+and the kernel's x86 resctrl code (``arch/x86/kernel/cpu/resctrl/core.c``);
+doc/emulator.md names the source of every profile.
 """
 from __future__ import annotations
 
@@ -40,6 +42,15 @@ class Profile:
     cdp_capable: bool = True
     mon_scale: int = 64          # CPUID.0xF.1:EBX upscaling factor (bytes)
     possible_cpus: int = 0       # nr_cpu_ids; 0 means "= online CPUs"
+    # -- platforms after Cascade Lake (issue 14) ------------------------------
+    vendor: str = 'intel'        # 'intel' or 'amd' (rdt_init_res_defs_*)
+    kernel: str = '6.15'         # fs/resctrl generation emulated (files present)
+    l3_per_socket: int = 1       # AMD: one L3 per CCD/CCX
+    snc_nodes: int = 1           # Intel Sub-NUMA Clustering: nodes per L3
+    mb_max: int = 100            # r->membw.max_bw (AMD: 1 << CPUID 0x80000020 EAX)
+    smba: bool = False           # AMD slow-memory bandwidth allocation
+    io_alloc: bool = False       # io_alloc_capable (AMD SDCIAE)
+    mbm_cntrs: int = 0           # assignable MBM counters per domain (AMD ABMC)
 
     # -- derived geometry ---------------------------------------------------
     @property
@@ -52,7 +63,30 @@ class Profile:
 
     @property
     def domains(self) -> list[int]:
-        return list(range(self.sockets))
+        """L3 cache ids: the control (and, without SNC, monitoring) domains."""
+        return list(range(self.sockets * self.l3_per_socket))
+
+    @property
+    def nodes(self) -> list[int]:
+        """NUMA node ids (SNC: several per L3; otherwise one per socket)."""
+        return list(range(self.sockets * self.snc_nodes))
+
+    @property
+    def arch_needs_linear(self) -> bool:
+        return self.vendor == 'intel'
+
+    @property
+    def mon_num_rmids(self) -> int:
+        """``r->mon.num_rmid``: SNC splits the hardware RMIDs between nodes."""
+        return self.num_rmids // self.snc_nodes
+
+    @property
+    def hw_mon_scale(self) -> int:
+        """``hw_res->mon_scale``: CPUID's factor divided by the SNC nodes."""
+        return max(self.mon_scale // self.snc_nodes, 1)
+
+    def version(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.kernel.split('.') if p.isdigit())
 
     @property
     def cbm_mask(self) -> int:
@@ -76,8 +110,30 @@ class Profile:
     def core_of(self, cpu: int) -> int:
         return cpu % self.cores_per_socket
 
+    def l3_of(self, cpu: int) -> int:
+        """The L3 id of a CPU: its socket's, or its CCD's (cores split evenly)."""
+        per = self.l3_per_socket
+        return self.socket_of(cpu) * per + self.core_of(cpu) * per // self.cores_per_socket
+
+    def node_of(self, cpu: int) -> int:
+        """NUMA node: under SNC the socket's cores are cut into ``snc_nodes``
+        runs as even as possible (128 cores / 3 = 43 + 43 + 42).
+        """
+        snc = self.snc_nodes
+        return self.socket_of(cpu) * snc + self.core_of(cpu) * snc // self.cores_per_socket
+
+    def l3_of_node(self, node: int) -> int:
+        return self.l3_of(self.cpus_of_node(node)[0])
+
     def cpus_of(self, domain: int) -> list[int]:
-        return [c for c in range(self.num_cpus) if self.socket_of(c) == domain]
+        """CPUs sharing L3 ``domain``."""
+        return [c for c in range(self.num_cpus) if self.l3_of(c) == domain]
+
+    def cpus_of_socket(self, socket: int) -> list[int]:
+        return [c for c in range(self.num_cpus) if self.socket_of(c) == socket]
+
+    def cpus_of_node(self, node: int) -> list[int]:
+        return [c for c in range(self.num_cpus) if self.node_of(c) == node]
 
     def siblings_of(self, cpu: int) -> list[int]:
         stride = self.sockets * self.cores_per_socket
@@ -85,9 +141,9 @@ class Profile:
         return [first + i * stride for i in range(self.threads_per_core)]
 
     def max_threshold_occupancy(self) -> int:
-        """x86 default: L3 size / num_rmids, rounded to ``mon_scale``."""
-        threshold = self.l3_size // self.num_rmids
-        return threshold // self.mon_scale * self.mon_scale
+        """x86 default: L3 size / num_rmid, rounded to the hardware scale."""
+        threshold = self.l3_size // self.mon_num_rmids
+        return threshold // self.hw_mon_scale * self.hw_mon_scale
 
     def with_overrides(self, overrides: Iterable[tuple[str, str]]) -> 'Profile':
         """A copy with ``field=value`` pairs applied (values as text)."""
@@ -120,8 +176,20 @@ class Profile:
             raise ValueError('num_rmids and mon_scale must be >= 1')
         if self.shareable_bits >> self.cbm_len:
             raise ValueError('shareable_bits beyond the CBM')
-        if self.thread_throttle_mode not in ('max', 'per-thread'):
-            raise ValueError('thread_throttle_mode must be max or per-thread')
+        if self.thread_throttle_mode not in ('max', 'per-thread', ''):
+            raise ValueError('thread_throttle_mode must be max, per-thread or empty')
+        if self.vendor not in ('intel', 'amd'):
+            raise ValueError('vendor must be intel or amd')
+        if self.l3_per_socket < 1 or self.snc_nodes < 1 or self.mb_max < 1:
+            raise ValueError('l3_per_socket, snc_nodes and mb_max must be >= 1')
+        if self.l3_per_socket > 1 and self.snc_nodes > 1:
+            raise ValueError('SNC needs one L3 per socket')
+        if self.cores_per_socket % self.l3_per_socket:
+            raise ValueError('cores_per_socket must split evenly between the L3s')
+        if self.snc_nodes > self.cores_per_socket or self.num_rmids < self.snc_nodes:
+            raise ValueError('too many SNC nodes')
+        if not self.version() or self.mbm_cntrs < 0:
+            raise ValueError('kernel must look like 6.18, mbm_cntrs >= 0')
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
@@ -149,6 +217,41 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
         l3_size=12 * MiB, cbm_len=12, l3_num_closids=16,
         num_rmids=64, mem_bw=34_100_000_000,     # 2 x DDR4-2133
         mba=False, mb_num_closids=0,
+    ),
+    Profile(
+        name='xeon-6-granite-rapids-snc3',
+        description='Xeon 6 6980P (Granite Rapids-AP), 2 sockets x 128 cores / 256 '
+                    'threads, Sub-NUMA Clustering SNC3 (3 NUMA nodes per socket)',
+        sockets=2, cores_per_socket=128, threads_per_core=2,
+        l3_size=504 * MiB, cbm_len=16, l3_num_closids=16,
+        num_rmids=256, mem_bw=614_400_000_000,   # 12 x DDR5-6400
+        mba=True, mb_num_closids=16, thread_throttle_mode='per-thread',
+        snc_nodes=3, kernel='6.18',
+    ),
+    Profile(
+        name='epyc-9654',
+        description='AMD EPYC 9654 (Zen 4 Genoa), 2 sockets x 96 cores / 192 threads, '
+                    '12 CCDs per socket, one 32 MiB L3 per CCD, MBA in 1/8 GB/s, SMBA',
+        sockets=2, cores_per_socket=96, threads_per_core=2, l3_per_socket=12,
+        l3_size=32 * MiB, cbm_len=16, l3_num_closids=16,
+        num_rmids=256, mem_bw=460_800_000_000,   # 12 x DDR5-4800
+        vendor='amd', mba=True, mb_num_closids=16, mb_max=2048,
+        min_bandwidth=0, bandwidth_gran=1, delay_linear=False,
+        thread_throttle_mode='', min_cbm_bits=0, sparse_masks=True,
+        smba=True, kernel='6.18',
+    ),
+    Profile(
+        name='epyc-9575f',
+        description='AMD EPYC 9575F (Zen 5 Turin), 2 sockets x 64 cores / 128 threads, '
+                    '8 CCDs per socket, one 32 MiB L3 per CCD, SMBA, io_alloc (SDCIAE), '
+                    'assignable MBM counters (ABMC)',
+        sockets=2, cores_per_socket=64, threads_per_core=2, l3_per_socket=8,
+        l3_size=32 * MiB, cbm_len=16, l3_num_closids=16,
+        num_rmids=256, mem_bw=614_400_000_000,   # 12 x DDR5-6400
+        vendor='amd', mba=True, mb_num_closids=16, mb_max=2048,
+        min_bandwidth=0, bandwidth_gran=1, delay_linear=False,
+        thread_throttle_mode='', min_cbm_bits=0, sparse_masks=True,
+        smba=True, io_alloc=True, mbm_cntrs=32, kernel='6.18',
     ),
 )}
 

@@ -1,0 +1,118 @@
+"""``info/L3/io_alloc`` and ``io_alloc_cbm``: cache ways for I/O (AMD SDCIAE).
+
+From ``fs/resctrl/ctrlmondata.c`` (``resctrl_io_alloc_write()``,
+``resctrl_io_alloc_cbm_write()`` and their ``_show`` twins): enabling takes
+the highest CLOSID (half of them under CDP, minus one), which must be free,
+and gives it every shareable or unused way (``rdtgroup_init_cat()``); the
+CLOSID then counts as allocated with no group, so new groups start off its
+ways, an exclusive group may not overlap them and ``bit_usage`` shows them as
+hardware-shared (``H``/``X``).  Under CDP, CODE and DATA stay in sync.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING, Callable
+
+from ovs_rdt.emulator.groups import SHAREABLE
+from ovs_rdt.emulator.kparse import ParseError, cstr, kstrtobool
+
+if TYPE_CHECKING:
+    from ovs_rdt.emulator.model import Caller, Resctrl
+    from ovs_rdt.emulator.schemas import Schema
+
+
+def _oserror(err: int) -> OSError:
+    return OSError(err, os.strerror(err))
+
+
+class IoAlloc:
+    def __init__(self, rc: 'Resctrl') -> None:
+        self.rc = rc
+        self.enabled = False
+
+    @property
+    def closid(self) -> int:
+        """``resctrl_io_alloc_closid()``."""
+        num = self.rc.profile.l3_num_closids
+        return num // 2 - 1 if self.rc.mount.cdp else num - 1
+
+    def info_files(self, schema: 'Schema') -> dict[str, Callable[[], str]]:
+        return {'io_alloc': self.show, 'io_alloc_cbm': lambda: self.cbm_show(schema)}
+
+    def writers(self, schema: 'Schema') -> dict[str, Callable[[bytes, 'Caller'], None]]:
+        if not (schema.is_cache and self.rc.profile.io_alloc):
+            return {}
+        return {'io_alloc': lambda data, _c: self.write(schema, data),
+                'io_alloc_cbm': lambda data, _c: self.cbm_write(schema, data)}
+
+    def show(self) -> str:
+        return 'enabled\n' if self.enabled else 'disabled\n'
+
+    def write(self, schema: 'Schema', data: bytes) -> None:
+        rc = self.rc
+        try:
+            enable = kstrtobool(cstr(data.decode('latin-1')))
+        except ParseError as exc:
+            raise _oserror(exc.errno) from None
+        rc.last_cmd = ''
+        if enable == self.enabled:
+            return
+        closid = self.closid
+        if closid >= rc.closids_supported:
+            raise rc._fail(errno.EINVAL, 'io_alloc CLOSID (ctrl_hw_id) %u is not available\n'
+                           % closid)
+        if not enable:
+            rc.closid_used[closid] = False
+            self.enabled = False
+            rc.mon.controls_changed()
+            return
+        if rc.closid_used[closid]:
+            owner = next((g.name for g in rc.ctrl_groups() if g.closid == closid), 'another')
+            raise rc._fail(errno.ENOSPC, 'CLOSID (ctrl_hw_id) %u for io_alloc is used by %s '
+                           'group\n' % (closid, owner))
+        rc.closid_used[closid] = True
+        try:
+            staged = {key: val for key, val in self._init_cbm(schema).items()}
+        except OSError:
+            rc._cmd('Failed to initialize io_alloc allocations\n')
+            rc.closid_used[closid] = False
+            raise
+        rc.apply(closid, staged)
+        self.enabled = True
+
+    def _init_cbm(self, schema: 'Schema') -> dict[tuple[str, int], int]:
+        """``resctrl_io_alloc_init_cbm()``: this schema's init, copied to its peer."""
+        rc = self.rc
+        staged = {}
+        for dom in rc.profile.domains:
+            val = rc._init_one_domain(dom, self.closid, schema)
+            if bin(val).count('1') < rc.profile.min_cbm_bits:
+                raise rc._fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
+            staged[(schema.name, dom)] = val
+            if schema.peer:
+                staged[(schema.peer, dom)] = val
+        return staged
+
+    def _check_enabled(self, schema: 'Schema') -> None:
+        if not self.enabled:
+            raise self.rc._fail(errno.EINVAL, 'io_alloc is not enabled on %s\n' % schema.name)
+
+    def cbm_show(self, schema: 'Schema') -> str:
+        self.rc.last_cmd = ''
+        self._check_enabled(schema)
+        return self.rc.show_doms(schema, self.closid)
+
+    def cbm_write(self, schema: 'Schema', data: bytes) -> None:
+        rc = self.rc
+        if not data or data[-1:] != b'\n':
+            raise _oserror(errno.EINVAL)
+        text = cstr(data[:-1].decode('latin-1'))
+        rc.last_cmd = ''
+        self._check_enabled(schema)
+        staged: dict[tuple[str, int], int] = {}
+        rc._parse_line(text, schema.name, rc.root, staged, closid=self.closid,
+                       mode=SHAREABLE)
+        if schema.peer:
+            staged.update({(schema.peer, dom): val for (_res, dom), val in staged.items()})
+        rc.apply(self.closid, staged)

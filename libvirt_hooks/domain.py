@@ -51,9 +51,15 @@ _SEP = ' '          # "{uri} {local}": a space is never part of a name or URI
 _RDT = RDT_NS + _SEP
 _XML_NS = 'http://www.w3.org/XML/1998/namespace'
 
-# Our annotation: element -> (attribute, the request field it holds).
-_RDT_CHILDREN = {'l3': ('ways', 'l3_ways'), 'pool': ('name', 'pool'),
-                 'mb': ('percent', 'mb_percent')}
+# Our annotation: element -> ((attribute, the request field it holds), ...);
+# an element takes exactly one of its attributes.  The annotation's values
+# are keyed by element (first attribute) or "element attribute" (others).
+_RDT_CHILDREN = {'l3': (('ways', 'l3_ways'),), 'pool': (('name', 'pool'),),
+                 'mb': (('percent', 'mb_percent'), ('mbps', 'mb_mbps'))}
+
+
+def _annotation_key(element: str, index: int, attr: str) -> str:
+    return element if index == 0 else '%s %s' % (element, attr)
 
 
 def check_name(raw: str) -> str:
@@ -280,22 +286,28 @@ class _Parser:
             raise AnnotationError(
                 '<%s>: unknown element in the %s annotation (known: '
                 '<rdt:l3 ways="N">, <rdt:pool name="P">, <rdt:mb '
-                'percent="N">)' % (show(_pretty(tag)), RDT_NS))
+                'percent="N"> or <rdt:mb mbps="N">)'
+                % (show(_pretty(tag)), RDT_NS))
         if local in self.seen_rdt:
             raise AnnotationError('<rdt:%s> appears twice in <rdt:rdt>' % local)
         self.seen_rdt.add(local)
-        wanted = _RDT_CHILDREN[local][0]
+        known = [attr for attr, _field in _RDT_CHILDREN[local]]
+        wanted = '" or "'.join(known)
         for attr, value in attrs.items():
-            if attr != wanted:
+            if attr not in known:
                 raise AnnotationError(
                     '<rdt:%s %s="%s">: unknown attribute "%s" (<rdt:%s> takes '
                     'only "%s")' % (local, show(_pretty(attr)), show(value),
                                     show(_pretty(attr)), local, wanted))
-        if wanted not in attrs:
+        given = [attr for attr in known if attr in attrs]
+        if not given:
             raise AnnotationError('<rdt:%s>: the "%s" attribute is required'
                                   % (local, wanted))
         assert self.dom.annotation is not None
-        self.dom.annotation[local] = attrs[wanted]
+        # Both of <rdt:mb>'s: the request's rule refuses them together.
+        for attr in given:
+            self.dom.annotation[_annotation_key(
+                local, known.index(attr), attr)] = attrs[attr]
 
     def _nova_element(self, tag: str, attrs: dict[str, str],
                       depth: int) -> None:
@@ -415,11 +427,14 @@ def _annotation_spec(values: dict[str, str]) -> CacheRequest | None:
 
     if not values:
         return None   # an empty <rdt:rdt/>: explicitly nothing
-    raw = {field: values[element]
-           for element, (_attr, field) in _RDT_CHILDREN.items()
-           if element in values}
-    labels = {field: '<rdt:%s %s>' % (element, attr)
-              for element, (attr, field) in _RDT_CHILDREN.items()}
+    raw: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for element, attrs in _RDT_CHILDREN.items():
+        for index, (attr, field) in enumerate(attrs):
+            key = _annotation_key(element, index, attr)
+            if key in values:
+                raw[field] = values[key]
+            labels[field] = '<rdt:%s %s>' % (element, attr)
     return request.parse(raw, labels, 'the <rdt:rdt> annotation')
 
 

@@ -200,8 +200,10 @@ class Hook:
         if ways is None:
             raise AssertionError('request() needs a dedicated-CLOS spec')
         platform = self.rc.platform()
+        mba = platform.mb
         check_host(spec, None, platform.cbm_len,
-                   platform.mb.min_bandwidth if platform.mb else None)
+                   mba.min_bandwidth if mba else None,
+                   mba.field if mba else 'mb_percent', mba.kind if mba else '')
         cpus = dom.vcpu_cpus()
         known = platform.cpu_domains if cpus is not None else {}
         if cpus is None or not known or not all(c in known for c in cpus):
@@ -213,7 +215,8 @@ class Hook:
             domains = platform.domains_of_cpus(cpus)
         return Request(vm_group(dom.uuid),
                        ways={d: ways for d in sorted(domains)},
-                       exclusive=True, mb_percent=spec.mb_percent)
+                       exclusive=True, mb_percent=spec.mb_percent,
+                       mb_mbps=spec.mb_mbps)
 
     def group_of(self, dom: Domain, spec: CacheRequest) -> str:
         from ovs_rdt.core.model import pool_group, vm_group

@@ -17,7 +17,7 @@ from nova.api.validation.extra_specs import base
 from nova import exception
 
 from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.inputs import names, request
+from ovs_rdt.inputs import integers, names, request
 from ovs_rdt import MAX_WAYS
 
 _PREFIX = request.EXTRA_SPEC_PREFIX
@@ -76,6 +76,21 @@ EXTRA_SPEC_VALIDATORS = [
                            'only)',
             'min': 1,
             'max': 100,
+        },
+    ),
+    RDTValidator(
+        name=_PREFIX + request.MB_MBPS,
+        description=(
+            'Cap the memory bandwidth of the instance\'s dedicated class of '
+            'service in MiB/s, on hosts whose resctrl takes bandwidths '
+            '(mounted with mba_MBps, or AMD). Needs ``rdt:l3_ways``; '
+            'excludes ``rdt:mb_percent``.'
+        ),
+        value={
+            'type': int,
+            'description': 'MiB/s (ASCII digits only)',
+            'min': 1,
+            'max': integers.MAX,
         },
     ),
     RDTValidator(

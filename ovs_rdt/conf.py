@@ -74,8 +74,16 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'them. Pools sized by l3_ways never overlap anything ovs-rdt '
          'places either way.', {}),
         ('mb_percent', 'int', None,
-         'Memory-bandwidth cap for the pool, in percent (MBA).',
-         {'min': 1, 'max': 100}),
+         'Memory-bandwidth cap for the pool, in percent (Intel MBA, resctrl '
+         'mounted without mba_MBps). Refused where resctrl takes '
+         'bandwidths (mba_MBps, AMD): use mb_mbps there. Exclusive of '
+         'mb_mbps.', {'min': 1, 'max': 100}),
+        ('mb_mbps', 'int', None,
+         'Memory-bandwidth cap for the pool, in MiB/s, where resctrl takes '
+         'bandwidths: mounted with "-o mba_MBps" (written as is), or AMD '
+         '(written in its 1/8 GB/s units, rounded up). Refused where it '
+         'takes percentages: use mb_percent there. Exclusive of mb_percent. '
+         'See doc/platforms.md.', {'min': 1}),
     ],
     'libvirt': [
         ('include_emulator_threads', 'bool', True,

@@ -13,10 +13,11 @@ from ovs_rdt.conf import Settings
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
-from ovs_rdt.core.model import pool_group, Request
+from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT
 from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
+from ovs_rdt.inputs import request
 from ovs_rdt.resctrl import Resctrl, parse_schemata
 
 TYPE_CHECKING = False
@@ -141,14 +142,18 @@ class CacheManager:
                         now_be.get(dom) == bounds.budget - count:
                     ways[dom] = count
             ceiling = be.mb_percent or 100
-            mb = {d: v for d, v in current[be_name].mb.items()
-                  if v < ceiling}
+            if platform.mb is not None and \
+                    platform.mb.unit == UNIT_PERCENT:
+                mb = {d: v for d, v in current[be_name].mb.items()
+                      if v < ceiling}
         return {hp_name: Request(hp_name, ways=ways, exclusive=hp.exclusive,
-                                 mb_percent=hp.mb_percent),
+                                 mb_percent=hp.mb_percent,
+                                 mb_mbps=hp.mb_mbps),
                 be_name: Request(be_name, ways={d: bounds.budget - n
                                                 for d, n in ways.items()},
                                  exclusive=be.exclusive,
-                                 mb_percent=be.mb_percent, mb=mb)}
+                                 mb_percent=be.mb_percent, mb=mb,
+                                 mb_mbps=be.mb_mbps)}
 
     def _pool_requests(self, platform: Platform) -> list[Request]:
         out = []
@@ -162,7 +167,8 @@ class CacheManager:
                                          '%s l3_cbm' % section)
                 req = Request(pool_group(name), cbm=cbm,
                               exclusive=pool.isolated,
-                              mb_percent=pool.mb_percent)
+                              mb_percent=pool.mb_percent,
+                              mb_mbps=pool.mb_mbps)
             elif pool.l3_ways is not None:
                 if pool.l3_ways > platform.cbm_len:
                     raise ConfigError('%s l3_ways = %d is more than the %d '
@@ -172,21 +178,40 @@ class CacheManager:
                 req = Request(pool_group(name),
                               ways={d: pool.l3_ways for d in platform.domains},
                               exclusive=pool.isolated,
-                              mb_percent=pool.mb_percent)
+                              mb_percent=pool.mb_percent,
+                              mb_mbps=pool.mb_mbps)
             else:
                 raise ConfigError('%s needs l3_ways or l3_cbm' % section)
-            mba = platform.mb
-            if pool.mb_percent is not None and mba is not None and (
-                    not mba.delay_linear or
-                    not mba.min_bandwidth <= pool.mb_percent <= 100):
-                raise ConfigError(
-                    '%s mb_percent = %d: this platform accepts %s'
-                    % (section, pool.mb_percent,
-                       '%d-100 (info/MB/min_bandwidth)' % mba.min_bandwidth
-                       if mba.delay_linear else 'no percentages (info/MB/'
-                       'delay_linear is 0)'))
+            self._check_pool_mb(section, pool, platform)
             out.append(req)
         return out
+
+    @staticmethod
+    def _check_pool_mb(section: str, pool: Any, platform: Platform) -> None:
+        """A pool's cap against the platform's MB unit, by the one rule.
+
+        Without MBA a pool's cap is ignored, as it always was.
+        """
+        labels = {f: '%s %s' % (section, f) for f in request.MB_FIELDS}
+        if pool.mb_percent is not None and pool.mb_mbps is not None:
+            raise ConfigError('%s and %s exclude each other: a memory '
+                              'bandwidth cap is a percentage or a bandwidth '
+                              'in MiB/s, as the host takes'
+                              % (labels[request.MB_PERCENT],
+                                 labels[request.MB_MBPS]))
+        mba = platform.mb
+        if mba is None:
+            return
+        for field in request.MB_FIELDS:
+            value = getattr(pool, field)
+            if value is None:
+                continue
+            try:
+                request.check_mb(field, value, labels[field],
+                                 mba.min_bandwidth, mba.field, mba.kind,
+                                 labels)
+            except InvalidValue as exc:
+                raise ConfigError(str(exc)) from None
 
     def system_masks(self, platform: Platform) -> dict[int, CBM] | None:
         raw = self.settings.allocation.system_l3_cbm
@@ -202,7 +227,8 @@ class CacheManager:
                 if m and not m.overlaps(root.l3.get(d, m))}
 
     @staticmethod
-    def existing_request(group: Group, root: Group) -> Request:
+    def existing_request(group: Group, root: Group,
+                         mba: MBInfo | None = None) -> Request:
         """What an existing group of ours holds, to keep it as it is.
 
         A domain where its mask does not overlap the default group's is one
@@ -213,15 +239,22 @@ class CacheManager:
         rewrote the default group over them (e.g. ``pqos -R``).
         """
         ways = CacheManager.held_ways(group, root)
-        mb = [v for v in group.mb.values() if v < 100]
+        top = mba.max_value if mba is not None else 100
+        mb = [v for v in group.mb.values() if v < top]
+        # The cap it has, in the platform's kind of value.
+        pct = mbps = None
+        if mb and (mba is None or mba.unit == UNIT_PERCENT):
+            pct = min(mb)
+        elif mb and mba is not None:
+            mbps = mba.mbps_of(min(mb)) or 1
         if group.name.startswith(POOL_PREFIX):
             # A pool no longer configured: keep its masks until "apply".
             held = {d: group.l3[d] for d in ways}
             return Request(group.name, cbm=held,
                            exclusive=group.mode == MODE_EXCLUSIVE,
-                           mb_percent=min(mb) if mb else None)
+                           mb_percent=pct, mb_mbps=mbps)
         return Request(group.name, ways=ways, exclusive=True,
-                       mb_percent=min(mb) if mb else None)
+                       mb_percent=pct, mb_mbps=mbps)
 
     def _desired(self, platform: Platform, groups: list[Group],
                  keep_unconfigured_pools: bool = True,
@@ -234,7 +267,7 @@ class CacheManager:
                 continue
             if grp.name.startswith(POOL_PREFIX) and not keep_unconfigured_pools:
                 continue
-            requests.append(self.existing_request(grp, root))
+            requests.append(self.existing_request(grp, root, platform.mb))
         return requests
 
     # -- operations -------------------------------------------------------
@@ -309,11 +342,13 @@ class CacheManager:
                     mb[dom] = pct
             split = {
                 hp.name: Request(hp.name, ways=ways, exclusive=hp.exclusive,
-                                 mb_percent=hp.mb_percent),
+                                 mb_percent=hp.mb_percent,
+                                 mb_mbps=hp.mb_mbps),
                 be.name: Request(be.name, ways={d: bounds.budget - n
                                                 for d, n in ways.items()},
                                  exclusive=be.exclusive,
-                                 mb_percent=be.mb_percent, mb=mb)}
+                                 mb_percent=be.mb_percent, mb=mb,
+                                 mb_mbps=be.mb_mbps)}
             target = self._plan(platform, groups, None, None, False, split)
             self.execute(target, groups)
         return target
@@ -423,10 +458,13 @@ class CacheManager:
             self.resctrl.write_mode(step.group, back)
         elif step.op == 'schemata' and prev is not None:
             l3, mb = parse_schemata(step.value, width)
+            # Under CDP, code and data get back the ways the group used.
+            kinds = ('L3CODE', 'L3DATA') if \
+                self.resctrl.platform().cdp else ('L3',)
             lines = [(res, ';'.join('%d=%s' % (d, old[d])
                                     for d in sorted(new) if d in old))
-                     for res, new, old in (('L3', l3, prev[0]),
-                                           ('MB', mb, prev[1]))]
+                     for res, new, old in [(k, l3, prev[0]) for k in kinds]
+                     + [('MB', mb, prev[1])]]
             text = ''.join('%s:%s\n' % (res, items)
                            for res, items in lines if items)
             if text:

@@ -17,6 +17,7 @@ import os
 import time
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
 from ovs_rdt.core.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
@@ -29,25 +30,82 @@ _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
                         'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:')
 
 
+#: The schemata resources that hold L3 masks: ``L3``, or ``L3CODE`` and
+#: ``L3DATA`` under CDP.
+L3_RESOURCES = ('L3', 'L3CODE', 'L3DATA')
+
+
+def parse_resources(text: str, width: int) -> dict[str, dict[int, CBM]]:
+    """The L3 lines of a schemata file: ``{resource: {domain: mask}}``.
+
+    ``L3``, ``L3CODE`` and ``L3DATA`` (names may be padded, as the kernel
+    pads them to the longest name); other lines (``MB``, ``SMBA``, ``L2``)
+    are left out.
+    """
+    out: dict[str, dict[int, CBM]] = {}
+    for line in text.splitlines():
+        res, sep, rest = line.strip().partition(':')
+        res = res.strip()
+        if not sep or res not in L3_RESOURCES:
+            continue
+        masks = out.setdefault(res, {})
+        for item in rest.split(';'):
+            dom, eq, val = item.partition('=')
+            if eq:
+                masks[int(dom)] = CBM(int(val, 16), width)
+    return out
+
+
 def parse_schemata(text: str, width: int) -> tuple[dict[int, CBM],
                                                    dict[int, int]]:
-    """Parse a schemata file into L3 masks and MB values per domain."""
-    l3: dict[int, CBM] = {}
+    """Parse a schemata file into L3 masks and MB values per domain.
+
+    Under CDP a domain's L3 mask is its ``L3CODE`` and ``L3DATA`` masks
+    together: a way either uses is in use.  ``SMBA`` lines are not ``MB``.
+    """
+    res = parse_resources(text, width)
+    l3: dict[int, CBM] = dict(res.get('L3', {}))
+    for kind in ('L3CODE', 'L3DATA'):
+        for dom, mask in res.get(kind, {}).items():
+            l3[dom] = l3[dom] | mask if dom in l3 else mask
     mb: dict[int, int] = {}
     for line in text.splitlines():
-        line = line.strip()
-        if ':' not in line:
+        name, _, rest = line.strip().partition(':')
+        if name.strip() != 'MB':
             continue
-        res, _, rest = line.partition(':')
         for item in rest.split(';'):
-            if '=' not in item:
-                continue
-            dom, _, val = item.partition('=')
-            if res == 'L3':
-                l3[int(dom)] = CBM(int(val, 16), width)
-            elif res == 'MB':
-                mb[int(dom)] = int(val)
+            key, eq, num = item.partition('=')
+            if eq:
+                mb[int(key)] = int(num)
     return l3, mb
+
+
+def parse_domain_values(text: str) -> dict[int, str]:
+    """``0=ffff;1=ffff`` (``io_alloc_cbm``, ``num_mbm_cntrs``) per domain."""
+    out: dict[int, str] = {}
+    for line in text.splitlines():
+        for item in line.strip().split(';'):
+            dom, eq, val = item.partition('=')
+            if eq and dom.strip().isdigit():
+                out[int(dom)] = val.strip()
+    return out
+
+
+def mount_options(mounts_text: str, root: str) -> list[str] | None:
+    """The options of the resctrl mount at ``root`` in a ``/proc/mounts``
+    text (the kernel shows ``cdp``, ``mba_MBps``, ``debug`` there:
+    ``rdtgroup_show_options()``); None when no resctrl is mounted there.
+    """
+    found = None
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[2] != 'resctrl':
+            continue
+        # Spaces and the like are octal escapes in /proc/mounts.
+        where = fields[1].replace('\\040', ' ').replace('\\011', '\t')
+        if where.rstrip('/') == root.rstrip('/'):
+            found = fields[3].split(',')   # the last mount there wins
+    return found
 
 
 def parse_size(text: str) -> dict[int, int]:
@@ -93,9 +151,12 @@ class Resctrl:
 
     def __init__(self, root: str = '/sys/fs/resctrl',
                  sysfs_cpu_root: str = '/sys/devices/system/cpu',
-                 lock_timeout: float = 30.0) -> None:
+                 lock_timeout: float = 30.0,
+                 mounts: str = '/proc/mounts') -> None:
         self.root = root.rstrip('/') or '/'
         self.sysfs_cpu_root = sysfs_cpu_root
+        #: Where the mount options are read (``mba_MBps``): injectable.
+        self.mounts = mounts
         self.lock_timeout = lock_timeout
         self._lock_fd: int | None = None
         self._lock_depth = 0
@@ -198,25 +259,71 @@ class Resctrl:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
+    def _l3_info(self) -> str | None:
+        """``L3``, or ``L3CODE`` under CDP; None without L3 CAT."""
+        for res in ('L3', 'L3CODE'):
+            if self._info(res, 'cbm_mask') is not None:
+                return res
+        return None
+
     def check(self) -> None:
-        if self._info('L3', 'cbm_mask') is None:
+        if self._l3_info() is None:
             if not os.path.isdir(os.path.join(self.root, 'info')):
                 raise ResctrlUnavailable(
                     'resctrl is not mounted at %s (mount it with "mount -t '
                     'resctrl resctrl %s", or run on an emulated platform '
                     'with "ovs-rdt emulate")' % (self.root, self.root))
             raise ResctrlUnavailable('%s has no L3 cache allocation '
-                                     '(info/L3 is missing)' % self.root)
+                                     '(neither info/L3 nor info/L3CODE)'
+                                     % self.root)
+
+    def mount_options(self) -> list[str] | None:
+        """The resctrl mount options at the root, from ``mounts``."""
+        try:
+            with open(self.mounts, encoding='utf-8') as fh:
+                text = fh.read()
+        except OSError:
+            return None
+        return mount_options(text, os.path.realpath(self.root))
+
+    def _mb_unit(self, delay_linear: bool) -> str:
+        """What the ``MB:`` values mean here (see :data:`UNIT_PERCENT`).
+
+        * ``delay_linear`` 0: AMD.  The kernel enables a non-linear Intel
+          MBA nowhere (``arch_needs_linear``), AMD's is never linear.
+        * ``mba_MBps``: the root group has ``mba_MBps_event`` (6.14 and
+          later, only on such mounts), or the mount options say so
+          (``rdtgroup_show_options()``, every kernel).
+        """
+        if not delay_linear:
+            return UNIT_AMD
+        if os.path.exists(self.path(ROOT, 'mba_MBps_event')):
+            return UNIT_MBPS
+        if 'mba_MBps' in (self.mount_options() or ()):
+            return UNIT_MBPS
+        return UNIT_PERCENT
+
+    def _assign_mode(self) -> str | None:
+        """The active ``info/L3_MON/mbm_assign_mode`` (``[mbm_event]``)."""
+        text = self._info('L3_MON', 'mbm_assign_mode')
+        if text is None:
+            return None
+        for word in text.split():
+            if word.startswith('[') and word.endswith(']'):
+                return word[1:-1]
+        return text.split()[0] if text.split() else None
 
     def platform(self, refresh: bool = False) -> Platform:
         """Capabilities from ``info/`` and the root group (cached)."""
         if self._platform is not None and not refresh:
             return self._platform
         self.check()
-        cbm_len = int(self._info('L3', 'cbm_mask') or '0', 16).bit_length()
-        closids = [int(self._info(res, 'num_closids') or '0')
-                   for res in sorted(os.listdir(os.path.join(self.root, 'info')))
-                   if self._info(res, 'num_closids') is not None]
+        res = self._l3_info() or 'L3'
+        cdp = res == 'L3CODE'
+        cbm_len = int(self._info(res, 'cbm_mask') or '0', 16).bit_length()
+        closids = [int(self._info(name, 'num_closids') or '0')
+                   for name in sorted(os.listdir(os.path.join(self.root, 'info')))
+                   if self._info(name, 'num_closids') is not None]
         root_l3, root_mb = parse_schemata(self.read(self.path(ROOT, 'schemata')),
                                           cbm_len)
         cache_bytes: dict[int, int] = {}
@@ -229,20 +336,47 @@ class Resctrl:
                 cache_bytes[dom] = sizes[dom] // mask.count * cbm_len
         mb = None
         if self._info('MB', 'min_bandwidth') is not None:
+            linear = self._info('MB', 'delay_linear') != '0'
+            unit = self._mb_unit(linear)
+            # AMD's "no limit" is the value a fresh mount gives every
+            # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).
+            top = max(root_mb.values()) if unit == UNIT_AMD and root_mb \
+                else None
             mb = MBInfo(int(self._info('MB', 'min_bandwidth') or '0'),
                         int(self._info('MB', 'bandwidth_gran') or '1'),
-                        self._info('MB', 'delay_linear') == '1',
-                        tuple(sorted(root_mb)))
+                        linear, tuple(sorted(root_mb)), unit, top)
+        shareable = 0
+        io_state = None
+        io_cbm: dict[int, CBM] = {}
+        for name in (('L3CODE', 'L3DATA') if cdp else ('L3',)):
+            shareable |= int(self._info(name, 'shareable_bits') or '0', 16)
+            state = self._info(name, 'io_alloc')
+            if state is None:
+                continue
+            io_state = state.split()[0] if state.split() else state
+            if io_state != 'enabled':
+                continue
+            for dom, val in parse_domain_values(
+                    self._info(name, 'io_alloc_cbm') or '').items():
+                mask = CBM(int(val, 16), cbm_len)
+                io_cbm[dom] = io_cbm[dom] | mask if dom in io_cbm else mask
+        num_closids = min(closids) if closids else 1
+        if io_state == 'enabled':
+            # The io_alloc CLOSID belongs to no group: mkdir cannot get it.
+            num_closids -= 1
         mon = tuple((self._info('L3_MON', 'mon_features') or '').split())
         self._platform = Platform(
-            cbm_len=cbm_len, num_closids=min(closids) if closids else 1,
+            cbm_len=cbm_len, num_closids=num_closids,
             domains=tuple(sorted(root_l3)),
-            min_cbm_bits=int(self._info('L3', 'min_cbm_bits') or '1'),
-            shareable_bits=int(self._info('L3', 'shareable_bits') or '0', 16),
-            sparse_masks=self._info('L3', 'sparse_masks') == '1',
+            min_cbm_bits=int(self._info(res, 'min_cbm_bits') or '1'),
+            shareable_bits=shareable,
+            sparse_masks=self._info(res, 'sparse_masks') == '1',
             cache_bytes=cache_bytes, mb=mb, mon_features=mon,
             num_rmids=int(self._info('L3_MON', 'num_rmids') or '0'),
-            topology=self.cpu_domains)
+            topology=self.cpu_domains, cdp=cdp,
+            smba=os.path.isdir(os.path.join(self.root, 'info', 'SMBA')),
+            io_alloc=io_state, io_alloc_cbm=io_cbm,
+            mbm_assign_mode=self._assign_mode())
         return self._platform
 
     def cpu_domains(self) -> dict[int, int]:
@@ -285,20 +419,23 @@ class Resctrl:
         every VM start.)
         """
         width = self.platform().cbm_len
-        l3, mb = parse_schemata(self.read(self.path(name, 'schemata')), width)
+        text = self.read(self.path(name, 'schemata'))
+        l3, mb = parse_schemata(text, width)
+        split = parse_resources(text, width)
+        code, data = split.get('L3CODE'), split.get('L3DATA')
         try:
             mode = self.read(self.path(name, 'mode')).strip()
         except FileNotFoundError:
             mode = MODE_SHAREABLE
         if not with_tasks:
-            return Group(name, l3, mb, mode)
+            return Group(name, l3, mb, mode, l3code=code, l3data=data)
         from ovs_rdt.inputs import cpulists
         try:
             cpus = cpulists.parse(self.read(self.path(name, 'cpus_list')),
                                   self.path(name, 'cpus_list'))
         except FileNotFoundError:
             cpus = frozenset()
-        return Group(name, l3, mb, mode, self.tasks(name), cpus)
+        return Group(name, l3, mb, mode, self.tasks(name), cpus, code, data)
 
     def groups(self, with_tasks: bool = False) -> list[Group]:
         """Every control group, the root first."""
@@ -374,7 +511,14 @@ class Resctrl:
         return gone
 
     def read_mon(self, name: str) -> dict[int, dict[str, int]]:
-        """mon_data values per domain: {domain: {feature: value}}."""
+        """mon_data values per domain: {domain: {feature: value}}.
+
+        Only numbers count: ``Unavailable``, ``Error`` and, with
+        assignable counters (``mbm_assign_mode`` ``mbm_event``), an event
+        with no counter behind it, ``Unassigned``, are left out, never
+        taken as zero.  Sub-NUMA directories (``mon_sub_L3_NN``) are not
+        events: the ``mon_L3_NN`` files already sum them.
+        """
         base = self.path(name, 'mon_data')
         out: dict[int, dict[str, int]] = {}
         try:
@@ -388,8 +532,10 @@ class Resctrl:
             vals: dict[str, int] = {}
             for feat in os.listdir(os.path.join(base, entry)):
                 try:
-                    vals[feat] = int(self.read(os.path.join(base, entry, feat)))
-                except (OSError, ValueError):
-                    continue
+                    text = self.read(os.path.join(base, entry, feat)).strip()
+                except OSError:
+                    continue        # a directory, or gone
+                if text.isascii() and text.isdigit():
+                    vals[feat] = int(text)
             out[dom] = vals
         return out

@@ -1,8 +1,9 @@
 """One table of good and bad values for every surface that takes a request.
 
 A row gives raw values for the request's fields (``l3_ways``, ``pool``,
-``mb_percent``) and what every surface must make of them: the parsed
-``(l3_ways, pool, mb_percent)``, or the one-line error, written with the
+``mb_percent``, ``mb_mbps``) and what every surface must make of them: the
+parsed ``(l3_ways, pool, mb_percent, mb_mbps)`` (:attr:`Row.want`; a row
+may leave out the trailing Nones), or the one-line error, written with the
 surface's own field names (``{l3_ways}`` is ``<rdt:l3 ways>`` in a domain's
 annotation, ``rdt:l3_ways`` for Nova, ``other_config:rdt-pmd-l3-ways`` for
 OvS, ``[pool:hp] l3_ways`` in ovs-rdt.conf).  The messages are written out
@@ -31,16 +32,31 @@ MB_ALONE = ('{mb_percent} needs {l3_ways} too: a memory bandwidth cap applies '
             'to a dedicated CLOS')
 MB_POOL = ("{mb_percent} cannot go with {pool}: a pool's memory bandwidth cap "
            'is its [pool:%s] mb_percent')
+MBPS_NOT_WHOLE = "{mb_mbps}: %s is not a whole number"
+MBPS_RANGE = "{mb_mbps}: %s must be from 1 to 999999999"
+MBPS_ALONE = ('{mb_mbps} needs {l3_ways} too: a memory bandwidth cap applies '
+              'to a dedicated CLOS')
+MBPS_POOL = ("{mb_mbps} cannot go with {pool}: a pool's memory bandwidth cap "
+             'is its [pool:%s] mb_mbps')
+MB_BOTH = ('{mb_percent} and {mb_mbps} exclude each other: a memory bandwidth '
+           'cap is a percentage or a bandwidth in MiB/s, as the host takes')
 
 
 class Row(NamedTuple):
     values: dict[str, str]
-    #: The parsed (l3_ways, pool, mb_percent), or the message template.
+    #: The parsed (l3_ways, pool, mb_percent[, mb_mbps]), or the message
+    #: template.
     expect: tuple | str
 
     @property
     def ok(self) -> bool:
         return isinstance(self.expect, tuple)
+
+    @property
+    def want(self) -> tuple:
+        """The parsed ``(l3_ways, pool, mb_percent, mb_mbps)``."""
+        assert isinstance(self.expect, tuple)
+        return self.expect + (None,) * (4 - len(self.expect))
 
     def message(self, fields: dict[str, str]) -> str:
         assert isinstance(self.expect, str)
@@ -56,6 +72,10 @@ def ways(raw: str, expect: tuple | str) -> Row:
 
 def mb(raw: str, expect: tuple | str) -> Row:
     return Row({'l3_ways': '2', 'mb_percent': raw}, expect)
+
+
+def mbps(raw: str, expect: tuple | str) -> Row:
+    return Row({'l3_ways': '2', 'mb_mbps': raw}, expect)
 
 
 def pool(raw: str, expect: tuple | str) -> Row:
@@ -95,6 +115,17 @@ ROWS = [
     mb('+50', MB_NOT_WHOLE % "'+50'"),
     mb('50%', MB_NOT_WHOLE % "'50%'"),
     mb(' 50', MB_NOT_WHOLE % "' 50'"),
+    # -- bandwidths in MiB/s (mba_MBps, AMD) ----------------------------
+    mbps('2500', (2, None, None, 2500)),
+    mbps('1', (2, None, None, 1)),
+    mbps('00100', (2, None, None, 100)),
+    mbps('999999999', (2, None, None, 999999999)),
+    mbps('0', MBPS_RANGE % "'0'"),
+    mbps('4294967295', MBPS_RANGE % "'4294967295'"),
+    mbps('2.5', MBPS_NOT_WHOLE % "'2.5'"),
+    mbps('+100', MBPS_NOT_WHOLE % "'+100'"),
+    mbps('100MB', MBPS_NOT_WHOLE % "'100MB'"),
+    mbps('\u0661\u0660\u0660', MBPS_NOT_WHOLE % "'\u0661\u0660\u0660'"),
     # -- pool names -----------------------------------------------------
     pool('hp', (None, 'hp', None)),
     pool('noisy', (None, 'noisy', None)),
@@ -109,6 +140,11 @@ ROWS = [
     Row({'l3_ways': '3', 'pool': 'hp'}, BOTH),
     Row({'mb_percent': '50'}, MB_ALONE),
     Row({'pool': 'hp', 'mb_percent': '50'}, MB_POOL % 'hp'),
+    Row({'mb_mbps': '500'}, MBPS_ALONE),
+    Row({'pool': 'hp', 'mb_mbps': '500'}, MBPS_POOL % 'hp'),
+    Row({'l3_ways': '2', 'mb_percent': '50', 'mb_mbps': '500'}, MB_BOTH),
+    Row({'l3_ways': '2', 'mb_percent': '50', 'mb_mbps': 'x'},
+        MBPS_NOT_WHOLE % "'x'"),
     # several faults: the fields in order, then the combination
     Row({'l3_ways': 'x', 'pool': '-'}, NOT_WHOLE % "'x'"),
     Row({'pool': '-', 'mb_percent': 'x'}, NOT_POOL % "'-'"),
@@ -117,4 +153,5 @@ ROWS = [
 
 #: The rows about one value on its own (Nova's API checks key by key).
 ONE_VALUE_ROWS = [row for row in ROWS
-                  if len(row.values) == 1 and row.expect is not MB_ALONE]
+                  if len(row.values) == 1
+                  and row.expect not in (MB_ALONE, MBPS_ALONE)]

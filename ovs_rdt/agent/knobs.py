@@ -21,12 +21,13 @@ KEY_WAYS = 'rdt-pmd-l3-ways'
 KEY_POOL = 'rdt-pmd-pool'
 KEY_VSWITCHD = 'rdt-vswitchd'
 KEY_MB = 'rdt-pmd-mb-percent'
+KEY_MB_MBPS = 'rdt-pmd-mb-mbps'
 KEY_CPU_MASK = 'pmd-cpu-mask'
 #: Every other_config key the agent reads.
-KEYS = (KEY_WAYS, KEY_POOL, KEY_VSWITCHD, KEY_MB, KEY_CPU_MASK)
+KEYS = (KEY_WAYS, KEY_POOL, KEY_VSWITCHD, KEY_MB, KEY_MB_MBPS, KEY_CPU_MASK)
 #: The keys of the request, and its fields.
 REQUEST_KEYS = {KEY_WAYS: request.L3_WAYS, KEY_POOL: request.POOL,
-                KEY_MB: request.MB_PERCENT}
+                KEY_MB: request.MB_PERCENT, KEY_MB_MBPS: request.MB_MBPS}
 #: How messages name a key.
 FIELD = 'other_config:%s'
 
@@ -38,22 +39,25 @@ VSWITCHD_POOL = 'pool:'
 class Placement:
     """Where the threads of ovs-vswitchd belong (comparable, hashable)."""
 
-    __slots__ = ('ways', 'pool', 'mb_percent', 'vswitchd')
+    __slots__ = ('ways', 'pool', 'mb_percent', 'vswitchd', 'mb_mbps')
 
     def __init__(self, ways: int | None = None, pool: str | None = None,
                  mb_percent: int | None = None,
-                 vswitchd: str = VSWITCHD_PMD) -> None:
+                 vswitchd: str = VSWITCHD_PMD,
+                 mb_mbps: int | None = None) -> None:
         self.ways = ways
         self.pool = pool
         self.mb_percent = mb_percent
         self.vswitchd = vswitchd
+        self.mb_mbps = mb_mbps
 
     def describe(self) -> str:
         """For operators: ``PMD threads -> ovsrdt-ovs-pmd (4 ways), ...``."""
         if self.ways is not None:
-            pmd = '%s (%d ways%s)' % (PMD_GROUP, self.ways,
-                                      ', MB %d%%' % self.mb_percent
-                                      if self.mb_percent else '')
+            pmd = '%s (%d ways%s%s)' % (
+                PMD_GROUP, self.ways,
+                ', MB %d%%' % self.mb_percent if self.mb_percent else '',
+                ', MB %d MiB/s' % self.mb_mbps if self.mb_mbps else '')
         else:
             pmd = self.pmd_group or 'the default group'
         return 'PMD threads -> %s, other ovs-vswitchd threads -> %s' % (
@@ -82,7 +86,8 @@ class Placement:
         return bool(self.pmd_group or self.other_group)
 
     def _key(self) -> tuple:
-        return (self.ways, self.pool, self.mb_percent, self.vswitchd)
+        return (self.ways, self.pool, self.mb_percent, self.vswitchd,
+                self.mb_mbps)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Placement) and self._key() == other._key()
@@ -91,7 +96,8 @@ class Placement:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return 'Placement(ways=%r, pool=%r, mb=%r, vswitchd=%r)' % self._key()
+        return ('Placement(ways=%r, pool=%r, mb=%r, vswitchd=%r, mbps=%r)'
+                % self._key())
 
 
 def relevant(other_config: Mapping[str, str]) -> dict[str, str]:
@@ -100,19 +106,23 @@ def relevant(other_config: Mapping[str, str]) -> dict[str, str]:
 
 
 def parse(other_config: Mapping[str, str], pools: Collection[str],
-          cbm_len: int | None = None, mb_min: int | None = 1) -> Placement:
+          cbm_len: int | None = None, mb_min: int | None = 1,
+          mb_field: str = request.MB_PERCENT,
+          mb_kind: str = '') -> Placement:
     """The placement the keys ask for; InvalidValue names the fault.
 
     ``pools`` are the configured pool names, ``cbm_len`` the ways of the
     platform's L3 (None: unchecked), ``mb_min`` the platform's minimum
-    memory bandwidth in percent (None: it has no MBA).
+    memory bandwidth in percent (None: it has no MBA), ``mb_field`` the
+    kind of cap it takes (``mb_percent`` or ``mb_mbps``, ``mb_kind`` why:
+    :func:`ovs_rdt.inputs.request.check_mb`).
     """
     raw = {field: other_config[key] for key, field in REQUEST_KEYS.items()
            if key in other_config}
     req = request.parse(raw, {field: FIELD % key
                               for key, field in REQUEST_KEYS.items()},
                         'OvS other_config')
-    request.check_host(req, pools, cbm_len, mb_min)
+    request.check_host(req, pools, cbm_len, mb_min, mb_field, mb_kind)
     vswitchd = other_config.get(KEY_VSWITCHD, VSWITCHD_PMD)
     field = FIELD % KEY_VSWITCHD
     if vswitchd.startswith(VSWITCHD_POOL):
@@ -121,7 +131,8 @@ def parse(other_config: Mapping[str, str], pools: Collection[str],
     elif vswitchd not in (VSWITCHD_PMD, VSWITCHD_DEFAULT):
         raise refuse(field, vswitchd, 'is not one of pmd, default, '
                      'pool:<name>')
-    return Placement(req.l3_ways, req.pool, req.mb_percent, vswitchd)
+    return Placement(req.l3_ways, req.pool, req.mb_percent, vswitchd,
+                     req.mb_mbps)
 
 
 def parse_cpu_mask(text: str | None) -> frozenset[int]:

@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.agent.lock import RUN_DIR, run_path
-from ovs_rdt.core.model import pool_group
+from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import policy as pol
 from ovs_rdt.exceptions import RDTError
 
@@ -247,13 +247,14 @@ class PolicyLoop:
             pol.check_platform(bounds, platform.cbm_len, platform.min_cbm_bits)
             mba = None
             mb = platform.mb
-            if mb is not None and mb.delay_linear:
+            # The policy's MBA lever moves percentages (Intel MBA).
+            if mb is not None and mb.unit == UNIT_PERCENT:
                 pool = manager.settings.pools[bounds.best_effort]
                 mba = pol.Mba(mb.min_bandwidth, mb.bandwidth_gran or 1,
                               pool.mb_percent or 100)
             else:
-                LOG.info('policy: no linear MBA on this platform: cache ways '
-                         'are the only lever')
+                LOG.info('policy: no MBA in percent on this platform: cache '
+                         'ways are the only lever')
             self.policy = pol.Policy(bounds, mba)
         domains, drops = self.pmd_view()
         samples = reader.read(bounds, drops if domains else None, domains,

@@ -28,7 +28,7 @@ from ovs_rdt.core.model import PMD_GROUP, ROOT, Platform, Request, pool_group
 from ovs_rdt.core.model import vm_group, vm_uuid
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX, procfs
-from ovs_rdt.inputs import uuids
+from ovs_rdt.inputs import request, uuids
 from ovs_rdt.members import pmd_label
 
 LOG = logging.getLogger(__name__)
@@ -88,9 +88,12 @@ class PmdPlacer:
             self._pid = scan.pid
         if fresh:
             try:
+                mba = platform.mb
                 want = knobs_mod.parse(
                     raw, list(self.manager.settings.pools), platform.cbm_len,
-                    platform.mb.min_bandwidth if platform.mb else None)
+                    mba.min_bandwidth if mba else None,
+                    mba.field if mba else request.MB_PERCENT,
+                    mba.kind if mba else '')
                 self._apply(want, raw, scan, platform, force)
             except RDTError as exc:
                 self._fail(exc, new=True)
@@ -206,7 +209,7 @@ class PmdPlacer:
             domains = self._alloc[0]
         else:
             domains = tuple(platform.domains)
-        sig = (domains, want.ways, want.mb_percent)
+        sig = (domains, want.ways, want.mb_percent, want.mb_mbps)
         if not force and sig == self._alloc:
             return False
         assert want.ways is not None
@@ -216,7 +219,8 @@ class PmdPlacer:
         try:
             self.manager.allocate(Request(PMD_GROUP,
                                           ways={d: want.ways for d in domains},
-                                          mb_percent=want.mb_percent))
+                                          mb_percent=want.mb_percent,
+                                          mb_mbps=want.mb_mbps))
         except RDTError as exc:
             raise RDTError('%s=%d: %s' % (knobs_mod.KEY_WAYS, want.ways, exc)
                            ) from exc

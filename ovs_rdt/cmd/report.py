@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, Platform
+from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_PERCENT
+from ovs_rdt.core.model import Group, Platform
 from ovs_rdt.members import summary
 
 POOL = 'ovsrdt-pool-'
@@ -30,6 +31,41 @@ def kind_of(name: str) -> str:
     return 'foreign'
 
 
+def describe_platform(platform: Platform) -> dict:
+    """What the platform is (issue 14), JSON-ready: CAT with or without
+    CDP, the MB unit, io_alloc ways, SMBA, MBM counter mode, L3 domains.
+    """
+    mba = platform.mb
+    return {
+        'cat': 'L3 CAT with CDP' if platform.cdp else 'L3 CAT',
+        'cdp': platform.cdp,
+        'l3_domains': len(platform.domains),
+        'mb_unit': mba.unit if mba is not None else None,
+        'mb_max': mba.max_value if mba is not None else None,
+        'mb_field': mba.field if mba is not None else None,
+        'smba': platform.smba,
+        'io_alloc': platform.io_alloc,
+        'io_alloc_cbm': {str(d): str(m) for d, m
+                         in sorted(platform.io_alloc_cbm.items())},
+        'io_alloc_ways': {str(d): m.count for d, m
+                          in sorted(platform.io_alloc_cbm.items())},
+        'mbm_assign_mode': platform.mbm_assign_mode,
+    }
+
+
+def mb_text(value: int | None, platform: Platform) -> str:
+    """`` MB 50%``, `` MB 2500 MiB/s``, '' when uncapped or unknown."""
+    mba = platform.mb
+    top = mba.max_value if mba is not None else 100
+    if value is None or value >= top:
+        return ''
+    if mba is None or mba.unit == UNIT_PERCENT:
+        return ' MB %d%%' % value
+    if mba.unit == UNIT_AMD:
+        return ' MB %d x 1/8 GB/s (%d MiB/s)' % (value, mba.mbps_of(value))
+    return ' MB %d MiB/s' % value
+
+
 def build(platform: Platform, groups: list[Group],
           members: Callable[[Group], list[dict]]) -> dict:
     """The plan as a JSON-ready dict."""
@@ -50,7 +86,15 @@ def build(platform: Platform, groups: list[Group],
                 'group': grp.name or '/', 'kind': kind_of(grp.name),
                 'mode': grp.mode, 'cbm': str(mask), 'ways': mask.count,
                 'kib': mask.count * way_kib, 'map': mask.way_map(),
-                'mb_percent': grp.mb.get(dom),
+                'mb_percent': grp.mb.get(dom) if platform.mb is None or
+                platform.mb.unit == UNIT_PERCENT else None,
+                'mb': grp.mb.get(dom),
+                'mb_text': mb_text(grp.mb.get(dom), platform).strip(),
+                # Under CDP: the code and the data mask (cbm: both).
+                'cbm_code': str(grp.l3code[dom]) if dom in grp.l3code
+                else None,
+                'cbm_data': str(grp.l3data[dom]) if dom in grp.l3data
+                else None,
                 'cpus': sorted(grp.cpus),
                 'tasks': len(grp.tasks),
                 'members': member_map[grp.name],
@@ -71,7 +115,8 @@ def build(platform: Platform, groups: list[Group],
                      'num_closids': platform.num_closids,
                      'closids_used': len(groups),
                      'domains': list(platform.domains),
-                     'mba': platform.mb is not None},
+                     'mba': platform.mb is not None,
+                     **describe_platform(platform)},
         'domains': domains,
     }
 
@@ -96,9 +141,17 @@ def render(report: dict, colour: bool = False) -> str:
     """Text tables, one per cache domain, with a way map."""
     lines = []
     plat = report['platform']
-    lines.append('Platform: %d-bit CBM %s, %d CLOSIDs (%d in use), MBA %s'
-                 % (plat['cbm_len'], plat['cbm_mask'], plat['num_closids'],
-                    plat['closids_used'], 'yes' if plat['mba'] else 'no'))
+    lines.append('Platform: %s, %d-bit CBM %s, %d CLOSIDs (%d in use), '
+                 '%d L3 cache domain(s), MBA %s'
+                 % (plat.get('cat', 'L3 CAT'), plat['cbm_len'],
+                    plat['cbm_mask'], plat['num_closids'],
+                    plat['closids_used'], plat.get('l3_domains',
+                                                   len(plat['domains'])),
+                    _mba_text(plat)))
+    extra = _platform_extras(plat)
+    if extra:
+        lines.append('  ' + '; '.join(extra))
+    cdp = bool(plat.get('cdp'))
     name_w = max([len(r['group']) for d in report['domains']
                   for r in d['groups']] + [len('default (root)'), 20])
     for dom in report['domains']:
@@ -107,8 +160,10 @@ def render(report: dict, colour: bool = False) -> str:
         lines.append('L3 cache domain %d: %d KiB, %d ways of %d KiB'
                      % (dom['domain'], dom['size_kib'], width, dom['way_kib']))
         head = ' '.join('%2d' % b for b in range(width - 1, -1, -1))
-        lines.append('  %-*s %-10s %5s %4s %7s  %s  %s' % (
-            name_w, 'GROUP', 'MODE', 'CBM', 'WAYS', 'KiB', head, 'MEMBERS'))
+        cbm_w = 11 if cdp else 5
+        lines.append('  %-*s %-10s %*s %4s %7s  %s  %s' % (
+            name_w, 'GROUP', 'MODE', cbm_w, 'CODE/DATA' if cdp else 'CBM',
+            'WAYS', 'KiB', head, 'MEMBERS'))
         for idx, row in enumerate(dom['groups']):
             cells = []
             for ch in row['map']:
@@ -120,17 +175,56 @@ def render(report: dict, colour: bool = False) -> str:
                     cells.append('##')
             name = row['group'] if row['kind'] != 'default' else \
                 'default (root)'
-            mb = ' MB %d%%' % row['mb_percent'] \
-                if row['mb_percent'] not in (None, 100) else ''
-            lines.append('  %-*s %-10s %5s %4d %7d  %s  %s%s' % (
-                name_w, name, row['mode'], '0x' + row['cbm'], row['ways'], row['kib'],
-                ' '.join(cells), _member_text(row), mb))
+            if 'mb_text' in row:
+                mb = ' ' + row['mb_text'] if row['mb_text'] else ''
+            else:
+                mb = ' MB %d%%' % row['mb_percent'] \
+                    if row['mb_percent'] not in (None, 100) else ''
+            cbm = '0x' + row['cbm']
+            if cdp and row.get('cbm_code') is not None:
+                cbm = '%s/%s' % (row['cbm_code'], row['cbm_data'])
+            lines.append('  %-*s %-10s %*s %4d %7d  %s  %s%s' % (
+                name_w, name, row['mode'], cbm_w, cbm, row['ways'],
+                row['kib'], ' '.join(cells), _member_text(row), mb))
         if dom['unused_ways']:
-            lines.append('  %-*s %-10s %5s %4d %7d  %s' % (
-                name_w, '(unused ways)', '', '', dom['unused_ways'],
+            lines.append('  %-*s %-10s %*s %4d %7d  %s' % (
+                name_w, '(unused ways)', '', cbm_w, '', dom['unused_ways'],
                 dom['unused_ways'] * dom['way_kib'],
                 ' '.join(' o' if c == 'o' else ' .' for c in dom['unused_map'])))
     return '\n'.join(lines)
+
+
+def _mba_text(plat: dict) -> str:
+    if not plat['mba']:
+        return 'no'
+    unit = plat.get('mb_unit')
+    if unit is None or unit == UNIT_PERCENT:
+        return 'in percent (mb_percent)'
+    if unit == UNIT_AMD:
+        return 'in 1/8 GB/s, AMD (mb_mbps, converted; %s = no limit)' \
+            % plat.get('mb_max')
+    return 'in MiB/s, mba_MBps (mb_mbps)'
+
+
+def _platform_extras(plat: dict) -> list[str]:
+    out = []
+    if plat.get('cdp'):
+        out.append('CDP: every group has a code and a data mask '
+                   '(CODE/DATA), ovs-rdt gives its groups the same for both')
+    if plat.get('io_alloc') == 'enabled':
+        out.append('io_alloc enabled: ways for I/O %s' % ', '.join(
+            'domain %s %s (%d)' % (d, plat['io_alloc_cbm'][d], n)
+            for d, n in plat['io_alloc_ways'].items()))
+    elif plat.get('io_alloc'):
+        out.append('io_alloc %s' % plat['io_alloc'])
+    if plat.get('smba'):
+        out.append('SMBA (slow memory bandwidth) present: left as it is')
+    if plat.get('mbm_assign_mode'):
+        out.append('MBM counters: %s mode%s' % (
+            plat['mbm_assign_mode'],
+            ' (events without a counter read Unassigned and are skipped)'
+            if plat['mbm_assign_mode'] == 'mbm_event' else ''))
+    return out
 
 
 def render_agent(pid: str | None) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.layout import Domain, best_fit, layout_domain, mirrors_default
-from ovs_rdt.core.model import MBInfo, Platform, Request
+from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.core.writes import Step, steps
@@ -73,17 +73,41 @@ def _check_closids(platform: Platform, groups: list[Group],
                platform.num_closids, len(groups)))
 
 
-def _check_mb(mba: MBInfo, name: str, pct: int) -> None:
-    if not mba.delay_linear:
+def _check_mb(mba: MBInfo, req: Request) -> None:
+    """The allocator's own check of a request's MB cap against the unit.
+
+    Operators' values are refused earlier, naming their field
+    (:func:`ovs_rdt.inputs.request.check_host`, the configuration); this
+    guards every other path (a group kept as it is, the policy).
+    """
+    percents = sorted(set(req.mb.values()) | (
+        {req.mb_percent} if req.mb_percent is not None else set()))
+    if mba.unit != UNIT_PERCENT:
+        if percents:
+            raise AllocationError(
+                '%s asks for mb_percent %d, but %s: give mb_mbps'
+                % (req.name, percents[0], mba.kind))
+        if req.mb_mbps is not None and req.mb_mbps < 1:
+            raise AllocationError('%s asks for mb_mbps %d, below 1'
+                                  % (req.name, req.mb_mbps))
+        return
+    if req.mb_mbps is not None:
         raise AllocationError(
-            '%s asks for mb_percent %d, but this platform\'s memory '
-            'bandwidth allocation is not linear (info/MB/delay_linear is '
-            '0): it takes no percentages' % (name, pct))
-    if not mba.min_bandwidth <= pct <= 100:
-        raise AllocationError(
-            '%s asks for mb_percent %d, outside the %d-100 this platform '
-            'accepts (info/MB/min_bandwidth)'
-            % (name, pct, mba.min_bandwidth))
+            '%s asks for mb_mbps %d, but %s: give mb_percent'
+            % (req.name, req.mb_mbps, mba.kind))
+    for pct in percents:
+        if not mba.min_bandwidth <= pct <= 100:
+            raise AllocationError(
+                '%s asks for mb_percent %d, outside the %d-100 this platform '
+                'accepts (info/MB/min_bandwidth)'
+                % (req.name, pct, mba.min_bandwidth))
+
+
+def _mb_values(mba: MBInfo, req: Request) -> dict[int, int]:
+    """The ``MB:`` value per domain: the cap, or the platform's maximum."""
+    if mba.unit == UNIT_PERCENT:
+        return {d: mba.value(percent=req.mb_on(d)) for d in mba.domains}
+    return {d: mba.value(mbps=req.mb_mbps) for d in mba.domains}
 
 
 def _check_requests(platform: Platform, requests: list[Request]) -> None:
@@ -95,12 +119,8 @@ def _check_requests(platform: Platform, requests: list[Request]) -> None:
                               'does not have (it has %s)'
                               % (req.name, sorted(unknown),
                                  list(platform.domains)))
-        if platform.mb is None:
-            continue
-        asked = set(req.mb.values()) | (
-            {req.mb_percent} if req.mb_percent is not None else set())
-        for pct in sorted(asked):
-            _check_mb(platform.mb, req.name, pct)
+        if platform.mb is not None:
+            _check_mb(platform.mb, req)
 
 
 def _attempt(domains: list[Domain], positions: dict[str, dict[int, CBM]],
@@ -169,9 +189,8 @@ def _set_modes_and_mb(platform: Platform, groups: list[Group],
         result.modes[req.name] = (MODE_EXCLUSIVE if req.exclusive and
                                   holds == all_domains and not overlaps
                                   else MODE_SHAREABLE)
-        if mba is not None and mba.delay_linear:
-            result.mb[req.name] = {d: mba.round(req.mb_on(d))
-                                   for d in mba.domains}
+        if mba is not None:
+            result.mb[req.name] = _mb_values(mba, req)
 
 
 def plan(platform: Platform, groups: list[Group], requests: list[Request],

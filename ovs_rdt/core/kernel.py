@@ -86,8 +86,8 @@ class Kernel:
     def overlap(self, name: str, domain: int, value: int,
                 exclusive_only: bool) -> str | None:
         """What ``value`` on ``domain`` would collide with, or None."""
-        if not exclusive_only and value & self.platform.shareable_bits:
-            return 'info/L3/shareable_bits %x' % self.platform.shareable_bits
+        if not exclusive_only and value & self.platform.hw_shared(domain):
+            return self.platform.hw_shared_source(domain)
         for other, masks in self.l3.items():
             mode = self.modes[other]
             if other == name or mode == 'pseudo-locksetup':
@@ -129,7 +129,10 @@ class Kernel:
         plat = self.platform
         full = (1 << plat.cbm_len) - 1
         for domain in plat.domains:
-            used = new = plat.shareable_bits
+            # io_alloc's CLOSID is no group's and not shareable: a new
+            # group starts off its ways.
+            used = plat.hw_shared(domain)
+            new = plat.shareable_bits
             for other, masks in self.l3.items():
                 mode = self.modes[other]
                 if mode == 'pseudo-locksetup':

@@ -14,7 +14,9 @@ and the default (root) group on one of them:
   when a group goes, the ones below it move up, so the free ways stay one
   contiguous run at the bottom and a count of free ways is something a
   scheduler can trust (:func:`place_counted`).
-* Isolated requests never get the ways in ``info/L3/shareable_bits``: the
+* Isolated requests never get the ways in ``info/L3/shareable_bits`` (or,
+  while io_alloc is enabled, ``io_alloc_cbm``; the default group's floor
+  counts only ways outside those): the
   hardware (I/O) fills them too and the kernel refuses an exclusive group
   there.  Shared requests and the default group may use them.
 * The default group gets the largest contiguous run of the ways no group
@@ -53,7 +55,8 @@ class Domain:
     """
 
     __slots__ = ('platform', 'index', 'groups', 'requests', 'system_min_ways',
-                 'system_cbm', 'width', 'hw_shared', 'fixed',
+                 'system_cbm', 'width', 'hw_shared', 'hw_source', 'io_ways',
+                 'fixed',
                  'foreign_exclusive', 'root_may')
 
     def __init__(self, platform: Platform, index: int, groups: list[Group],
@@ -68,8 +71,11 @@ class Domain:
         self.width = width = platform.cbm_len
         # Ways the hardware also fills (I/O): the kernel refuses them to an
         # exclusive group, and an isolated allocation is not isolated there.
-        self.hw_shared = CBM(platform.shareable_bits & ((1 << width) - 1),
+        self.hw_shared = CBM(platform.hw_shared(index) & ((1 << width) - 1),
                              width)
+        self.hw_source = platform.hw_shared_source(index)
+        # Ways reserved for I/O (io_alloc): never part of the system's floor.
+        self.io_ways = platform.io_ways(index)
         self.fixed, self.foreign_exclusive = foreign_ways(self)
         self.root_may = root_may(self)
 
@@ -236,8 +242,8 @@ def check_explicit(dom: Domain, req: Request, mask: CBM, ours: CBM,
                           'tool (%s)' % (field, mask, dom.foreign_exclusive))
     if req.exclusive and mask.overlaps(dom.hw_shared):
         raise InvalidMask('%s %s is isolated but overlaps the ways the '
-                          'hardware shares with I/O (info/L3/'
-                          'shareable_bits %s)' % (field, mask, dom.hw_shared))
+                          'hardware shares with I/O (%s)'
+                          % (field, mask, dom.hw_source))
     if not req.exclusive and mask.overlaps(ours_exclusive):
         raise InvalidMask('%s %s overlaps the ways of an isolated pool '
                           '(%s)' % (field, mask, ours_exclusive))
@@ -293,7 +299,8 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
                           'the platform minimum %d'
                           % (req.name, ways, dom.index, plat.min_cbm_bits))
     allowed = ~taken - dom.hw_shared if req.exclusive else ~taken
-    free = max(0, min(allowed.count, (~taken).count - reserve))
+    free = max(0, min(allowed.count, (~taken - dom.io_ways).count - reserve
+                      + (allowed & dom.io_ways).count))
     if free < ways:
         raise _insufficient(dom, req, taken, reserve, free)
     if keep:
@@ -320,8 +327,7 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
         % (req.name, ways, 'contiguous ' if free >= ways else '',
            dom.index, free, dom.width, (taken - system).count,
            system.count if dom.system_cbm is not None else reserve,
-           ', %d shared with I/O (info/L3/shareable_bits %s)'
-           % (io, dom.hw_shared) if io else ''))
+           ', %d shared with I/O (%s)' % (io, dom.hw_source) if io else ''))
 
 
 def place_counted(dom: Domain, taken: CBM, reserve: int,
@@ -355,16 +361,19 @@ def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:
         return (sparse_spare(spare, plat.min_cbm_bits)
                 if plat.sparse_masks else spare.largest_run())
     spare = ~(ours | dom.fixed)
+    io_ways = dom.io_ways
     mask = fit(spare & dom.root_may)
-    if mask.count < reserve:
-        # Only as many more as the minimum needs.
-        mask = best_fit(spare, reserve, plat.sparse_masks,
+    if (mask - io_ways).count < reserve:
+        # Only as many more as the minimum needs (not I/O's ways).
+        mask = best_fit(spare - io_ways, reserve, plat.sparse_masks,
                         plat.min_cbm_bits) or fit(spare)
-    if mask.count < reserve:
+    if (mask - io_ways).count < reserve:
         raise InsufficientWays(
-            'the default group would keep %d contiguous ways on cache '
+            'the default group would keep %d contiguous ways%s on cache '
             'domain %d, fewer than %s'
-            % (mask.count, dom.index,
+            % ((mask - io_ways).count,
+               ' outside the ways reserved for I/O (io_alloc_cbm %s)'
+               % io_ways if io_ways else '', dom.index,
                '[allocation] system_min_ways = %d' % dom.system_min_ways
                if dom.system_min_ways >= plat.min_cbm_bits else
                'the platform minimum %d (info/L3/min_cbm_bits)'
@@ -387,7 +396,8 @@ def layout_domain(dom: Domain, positions: Positions,
                                    reserve, positions, keep, masks)
     root = masks[ROOT] = root_mask(dom, explicit | counted, reserve)
     free = max(0, min((~taken - dom.hw_shared).count,
-                      capacity.free_ways((~taken).count, reserve, 0)))
+                      capacity.free_ways((~taken - dom.io_ways).count,
+                                         reserve, 0)))
     # Groups of ours that hold nothing here follow the default group.
     for name in {r.name for r in dom.requests}:
         masks.setdefault(name, root)

@@ -16,22 +16,98 @@ MODE_SHAREABLE = 'shareable'
 MODE_EXCLUSIVE = 'exclusive'
 
 
-class MBInfo:
-    """Memory Bandwidth Allocation capabilities (info/MB)."""
+#: Units of the values on a schemata ``MB:`` line (:attr:`MBInfo.unit`).
+UNIT_PERCENT = 'percent'
+"""Intel MBA, resctrl mounted without ``mba_MBps``: a percentage of the
+peak bandwidth, ``min_bandwidth``-100 in steps of ``bandwidth_gran``."""
+UNIT_MBPS = 'MiB/s'
+"""resctrl mounted with ``-o mba_MBps`` (the kernel's software controller):
+a bandwidth in MiB/s, any 32-bit number, ``MBA_MAX_MBPS`` (U32_MAX) for no
+cap."""
+UNIT_AMD = '1/8 GB/s'
+"""AMD (``info/MB/delay_linear`` 0, which no Intel MBA the kernel enables
+has): a bandwidth limit in units of 1/8 GB/s; the largest value (2048 as
+the kernel sets it on a fresh mount) is the "unlimited" bit."""
 
-    __slots__ = ('min_bandwidth', 'bandwidth_gran', 'delay_linear', 'domains')
+#: ``MBA_MAX_MBPS`` (include/linux/resctrl.h): an mba_MBps group's value
+#: when nobody capped it.
+MBA_MAX_MBPS = 0xFFFFFFFF
+#: ``MAX_MBA_BW_AMD``: AMD's MB value for "no limit" where the default
+#: group does not show it.
+MAX_MBA_BW_AMD = 2048
+#: Bytes per second in one AMD MB unit (1/8 GB/s).
+AMD_UNIT_BYTES = 125000000
+MIB = 1 << 20
+
+#: The request field each unit takes (``mb_percent`` / ``mb_mbps``).
+UNIT_FIELD = {UNIT_PERCENT: 'mb_percent', UNIT_MBPS: 'mb_mbps', UNIT_AMD: 'mb_mbps'}
+
+
+class MBInfo:
+    """Memory Bandwidth Allocation capabilities (info/MB) and MB unit."""
+
+    __slots__ = ('min_bandwidth', 'bandwidth_gran', 'delay_linear', 'domains',
+                 'unit', 'max_value')
 
     def __init__(self, min_bandwidth: int, bandwidth_gran: int,
-                 delay_linear: bool, domains: tuple[int, ...]) -> None:
+                 delay_linear: bool, domains: tuple[int, ...],
+                 unit: str = UNIT_PERCENT, max_value: int | None = None) -> None:
         self.min_bandwidth = min_bandwidth
         self.bandwidth_gran = bandwidth_gran
         self.delay_linear = delay_linear
         self.domains = domains
+        self.unit = unit
+        if max_value is None:
+            max_value = {UNIT_MBPS: MBA_MAX_MBPS,
+                         UNIT_AMD: MAX_MBA_BW_AMD}.get(unit, 100)
+        self.max_value = max_value
+
+    @property
+    def field(self) -> str:
+        """The request field this platform takes: mb_percent or mb_mbps."""
+        return UNIT_FIELD[self.unit]
+
+    @property
+    def kind(self) -> str:
+        """What the MB values are here, for messages and ``status``."""
+        if self.unit == UNIT_MBPS:
+            return ('MB values are MiB/s (resctrl is mounted with '
+                    'mba_MBps)')
+        if self.unit == UNIT_AMD:
+            return ('MB values are AMD bandwidth limits in 1/8 GB/s '
+                    '(info/MB/delay_linear is 0)')
+        return ('MB values are percentages (resctrl is mounted without '
+                'mba_MBps)')
 
     def round(self, percent: int) -> int:
         """The value the kernel will keep for ``percent`` (rounded up)."""
         gran = self.bandwidth_gran or 1
         return min(100, -(-percent // gran) * gran)
+
+    def value(self, percent: int | None = None,
+              mbps: int | None = None) -> int:
+        """The ``MB:`` value for a cap (the platform's maximum for none).
+
+        ``percent`` counts on a percent platform only and ``mbps`` on the
+        others (:func:`ovs_rdt.inputs.request.check_host` refuses the
+        other kind before a plan is made).  On AMD a MiB/s cap becomes
+        1/8 GB/s units, rounded up (never a tighter cap than asked), at
+        least 1, at most the maximum.
+        """
+        if self.unit == UNIT_PERCENT:
+            return self.round(percent) if percent is not None else 100
+        if mbps is None:
+            return self.max_value
+        if self.unit == UNIT_AMD:
+            units = -(-mbps * MIB // AMD_UNIT_BYTES)
+            return max(1, min(self.max_value, units))
+        return min(self.max_value, mbps)
+
+    def mbps_of(self, value: int) -> int:
+        """The MiB/s a non-percent ``value`` stands for (rounded down)."""
+        if self.unit == UNIT_AMD:
+            return value * AMD_UNIT_BYTES // MIB
+        return value
 
 
 class Platform:
@@ -39,7 +115,8 @@ class Platform:
 
     __slots__ = ('cbm_len', 'min_cbm_bits', 'num_closids', 'shareable_bits',
                  'sparse_masks', 'domains', 'cache_bytes', 'mb', 'mon_features',
-                 'num_rmids', '_cpu_domains', '_topology')
+                 'num_rmids', '_cpu_domains', '_topology', 'cdp', 'smba',
+                 'io_alloc', 'io_alloc_cbm', 'mbm_assign_mode')
 
     def __init__(self, cbm_len: int, num_closids: int,
                  domains: tuple[int, ...], min_cbm_bits: int = 1,
@@ -48,7 +125,11 @@ class Platform:
                  mb: MBInfo | None = None,
                  mon_features: tuple[str, ...] = (), num_rmids: int = 0,
                  cpu_domains: dict[int, int] | None = None,
-                 topology: Callable[[], dict[int, int]] | None = None) -> None:
+                 topology: Callable[[], dict[int, int]] | None = None,
+                 cdp: bool = False, smba: bool = False,
+                 io_alloc: str | None = None,
+                 io_alloc_cbm: dict[int, CBM] | None = None,
+                 mbm_assign_mode: str | None = None) -> None:
         self.cbm_len = cbm_len
         self.num_closids = num_closids
         self.domains = domains
@@ -61,6 +142,43 @@ class Platform:
         self.num_rmids = num_rmids
         self._cpu_domains = cpu_domains
         self._topology = topology
+        #: L3 code/data prioritisation (mounted ``-o cdp``): every group
+        #: has an ``L3CODE`` and an ``L3DATA`` mask, ``num_closids`` is
+        #: already halved by the kernel.
+        self.cdp = cdp
+        #: AMD slow-memory bandwidth allocation (``info/SMBA``): ovs-rdt
+        #: never writes ``SMBA:`` lines, the kernel keeps them.
+        self.smba = smba
+        #: ``info/L3/io_alloc``: None (no such file), ``enabled`` or
+        #: ``disabled``.
+        self.io_alloc = io_alloc
+        #: Ways I/O may fill per domain (``io_alloc_cbm``) while enabled.
+        self.io_alloc_cbm = io_alloc_cbm or {}
+        #: ``info/L3_MON/mbm_assign_mode``'s active mode (``mbm_event`` or
+        #: ``default``), None on kernels without the file.
+        self.mbm_assign_mode = mbm_assign_mode
+
+    def hw_shared(self, domain: int) -> int:
+        """Ways of ``domain`` the hardware also fills: ``shareable_bits``
+        and, while io_alloc is enabled, ``io_alloc_cbm``.  The kernel
+        refuses them to an exclusive group; isolated requests never get
+        them.
+        """
+        io = self.io_alloc_cbm.get(domain)
+        return self.shareable_bits | (io.value if io is not None else 0)
+
+    def io_ways(self, domain: int) -> CBM:
+        """The ways of ``domain`` reserved for I/O (io_alloc; else none)."""
+        return self.io_alloc_cbm.get(domain) or CBM.empty(self.cbm_len)
+
+    def hw_shared_source(self, domain: int) -> str:
+        """Where :meth:`hw_shared` comes from, for messages."""
+        parts = []
+        if self.shareable_bits:
+            parts.append('info/L3/shareable_bits %x' % self.shareable_bits)
+        if self.io_alloc_cbm.get(domain):
+            parts.append('io_alloc_cbm %s' % self.io_alloc_cbm[domain])
+        return ', '.join(parts) or 'info/L3/shareable_bits 0'
 
     @property
     def cpu_domains(self) -> dict[int, int]:
@@ -90,20 +208,35 @@ class Platform:
 
 
 class Group:
-    """One resctrl control group as read from the filesystem."""
+    """One resctrl control group as read from the filesystem.
 
-    __slots__ = ('name', 'l3', 'mb', 'mode', 'tasks', 'cpus')
+    Under CDP ``l3`` is what the group uses, its ``L3CODE`` and ``L3DATA``
+    masks together (a way either of them has is in use), and ``l3code`` /
+    ``l3data`` are the two masks as read; without CDP those are empty.
+    """
+
+    __slots__ = ('name', 'l3', 'mb', 'mode', 'tasks', 'cpus', 'l3code',
+                 'l3data')
 
     def __init__(self, name: str, l3: dict[int, CBM],
                  mb: dict[int, int] | None = None,
                  mode: str = MODE_SHAREABLE, tasks: list[int] | None = None,
-                 cpus: frozenset[int] = frozenset()) -> None:
+                 cpus: frozenset[int] = frozenset(),
+                 l3code: dict[int, CBM] | None = None,
+                 l3data: dict[int, CBM] | None = None) -> None:
         self.name = name
         self.l3 = l3
         self.mb = mb or {}
         self.mode = mode
         self.tasks = tasks if tasks is not None else []
         self.cpus = cpus
+        self.l3code = l3code or {}
+        self.l3data = l3data or {}
+
+    @property
+    def cdp_split(self) -> bool:
+        """Whether its code and data masks differ somewhere (CDP)."""
+        return self.l3code != self.l3data
 
     @property
     def is_root(self) -> bool:
@@ -154,20 +287,25 @@ class Request:
     tasks never run there).  ``exclusive`` sets the kernel mode when the
     group holds ways on every domain.  ``mb`` overrides ``mb_percent`` per
     domain (the dynamic policy's cap on the best-effort pool).
+    ``mb_mbps`` is the cap in MiB/s, for platforms whose MB values are
+    bandwidths (:data:`UNIT_MBPS`, :data:`UNIT_AMD`).
     """
 
-    __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent', 'mb')
+    __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent', 'mb',
+                 'mb_mbps')
 
     def __init__(self, name: str, ways: dict[int, int] | None = None,
                  cbm: dict[int, CBM] | None = None, exclusive: bool = True,
                  mb_percent: int | None = None,
-                 mb: dict[int, int] | None = None) -> None:
+                 mb: dict[int, int] | None = None,
+                 mb_mbps: int | None = None) -> None:
         self.name = name
         self.ways = ways or {}
         self.cbm = cbm or {}
         self.exclusive = exclusive
         self.mb_percent = mb_percent
         self.mb = mb or {}
+        self.mb_mbps = mb_mbps
 
     def mb_on(self, domain: int) -> int:
         """The MB percent asked for on ``domain`` (100: no cap)."""

@@ -53,8 +53,14 @@ class Step(tuple):
         return self[2]
 
 
-def schemata_line(masks: dict[int, CBM]) -> str:
-    return 'L3:' + ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+def schemata_line(masks: dict[int, CBM], cdp: bool = False) -> str:
+    """The L3 line; under CDP an ``L3CODE`` and an ``L3DATA`` line with
+    the same masks (code and data share the group's ways).
+    """
+    items = ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+    if cdp:
+        return 'L3CODE:%s\nL3DATA:%s' % (items, items)
+    return 'L3:' + items
 
 
 def mb_line(values: dict[int, int]) -> str:
@@ -73,7 +79,8 @@ class _Writes:
         self._check(Step('mode', name, value), self.sim.set_mode(name, value))
 
     def write(self, name: str, masks: dict[int, CBM], mb: str = '') -> None:
-        step = Step('schemata', name, schemata_line(masks) + '\n' + mb)
+        step = Step('schemata', name,
+                    schemata_line(masks, self.platform.cdp) + '\n' + mb)
         self._check(step, self.sim.write(name, masks))
 
     def rmdir(self, name: str) -> None:
@@ -118,27 +125,30 @@ def _refused(step: Step, why: str) -> AllocationError:
            step.value.strip().replace('\n', ' ') or '-', why))
 
 
-def _changes(current: dict[str, Group],
+def _changes(platform: Platform, current: dict[str, Group],
              target: Plan) -> tuple[set[str], dict[str, str]]:
     """Groups whose schemata change, and the MB line each one writes.
 
-    A capped group keeps its MB line with its L3 line.
+    A capped group keeps its MB line with its L3 line.  "No cap" is the
+    platform's maximum: 100 percent, MBA_MAX_MBPS, AMD's maximum.
     """
+    top = platform.mb.max_value if platform.mb is not None else 100
     l3_changes = set()
     mb_lines = {}
     for name, masks in target.l3.items():
         grp = current.get(name)
-        if grp is None or grp.l3 != masks:
+        split = platform.cdp and grp is not None and grp.cdp_split
+        if grp is None or grp.l3 != masks or split:
             l3_changes.add(name)
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
         old_mb = grp.mb if grp is not None else {}
-        if any(old_mb.get(d, 100) != v for d, v in new_mb.items()):
+        if any(old_mb.get(d, top) != v for d, v in new_mb.items()):
             mb_lines[name] = mb_line(new_mb) + '\n'
     for name in list(mb_lines):
         l3_changes.add(name)
     for name in l3_changes:
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
-        if any(v != 100 for v in new_mb.values()):
+        if any(v != top for v in new_mb.values()):
             mb_lines[name] = mb_line(new_mb) + '\n'
     return l3_changes, mb_lines
 
@@ -214,7 +224,7 @@ def steps(platform: Platform, current: dict[str, Group],
     Raises AllocationError when the kernel's model refuses one of them.
     """
     out = _Writes(platform, current)
-    l3_changes, mb_lines = _changes(current, target)
+    l3_changes, mb_lines = _changes(platform, current, target)
     _unlock(out, current, target, l3_changes)
     # Removals first only when the new groups need their CLOSIDs.
     removed_early = out.sim.closids_left() < len(target.create)

@@ -9,7 +9,7 @@ module             holds the rule for
 ``masks``          hex masks: CBMs, per-domain ``0=7f0;1=3f``, CPU masks
 ``cpulists``       CPU lists: libvirt's cpuset syntax, the kernel's lists
 ``keyvalues``      ``KEY=VALUE`` lists (per-domain masks, ``[flavors]``)
-``request``        what a VM or OvS asks for: L3 ways, pool, MB percent
+``request``        what a VM or OvS asks for: L3 ways, pool, MB cap (percent or MiB/s)
 =================  ===================================================
 
 Every surface calls these: the libvirt hook's domain reader, the agent's

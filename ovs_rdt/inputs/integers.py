@@ -42,3 +42,8 @@ def parse(raw: str, field: str, low: int = 0, high: int = MAX) -> int:
 def percent(raw: str, field: str) -> int:
     """A percentage: a whole number from 1 to 100."""
     return parse(raw, field, 1, 100)
+
+
+def mbps(raw: str, field: str) -> int:
+    """A memory bandwidth in MiB/s: a whole number from 1 to :data:`MAX`."""
+    return parse(raw, field, 1, MAX)

@@ -6,14 +6,18 @@ One request, three fields, each written its own way on each surface:
   spec ``rdt:l3_ways``, ``other_config:rdt-pmd-l3-ways`` in OvS;
 * ``pool``: ``<rdt:pool name>``, ``rdt:pool``, ``rdt-pmd-pool``;
 * ``mb_percent``: ``<rdt:mb percent>``, ``rdt:mb_percent``,
-  ``rdt-pmd-mb-percent``.
+  ``rdt-pmd-mb-percent``;
+* ``mb_mbps``: ``<rdt:mb mbps>``, ``rdt:mb_mbps``, ``rdt-pmd-mb-mbps``.
 
 ``l3_ways`` is a whole number from 1 to :data:`MAX_WAYS`, ``pool`` a pool
-name (:mod:`~ovs_rdt.inputs.names`), ``mb_percent`` a percentage.
-``l3_ways`` (a dedicated CLOS) and ``pool`` exclude each other, and
-``mb_percent`` only goes with ``l3_ways`` (a pool's cap is its ``[pool:NAME]
-mb_percent``).  On a node, a pool must be configured, the ways must fit the
-L3 cache and a cap needs memory bandwidth allocation (:func:`check_host`).
+name (:mod:`~ovs_rdt.inputs.names`), ``mb_percent`` a percentage,
+``mb_mbps`` a bandwidth in MiB/s (a whole number from 1).  ``l3_ways`` (a
+dedicated CLOS) and ``pool`` exclude each other, so do the two caps, and a
+cap only goes with ``l3_ways`` (a pool's cap is its ``[pool:NAME]
+mb_percent`` or ``mb_mbps``).  On a node, a pool must be configured, the
+ways must fit the L3 cache and a cap needs memory bandwidth allocation
+taking its kind of value: percentages on Intel MBA, MiB/s where resctrl is
+mounted with ``mba_MBps`` and on AMD (:func:`check_host`, :func:`check_mb`).
 """
 from __future__ import annotations
 
@@ -28,8 +32,11 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
 L3_WAYS = 'l3_ways'
 POOL = 'pool'
 MB_PERCENT = 'mb_percent'
+MB_MBPS = 'mb_mbps'
 #: The fields, in the order they are checked.
-FIELDS = (L3_WAYS, POOL, MB_PERCENT)
+FIELDS = (L3_WAYS, POOL, MB_PERCENT, MB_MBPS)
+#: The two kinds of memory bandwidth cap.
+MB_FIELDS = (MB_PERCENT, MB_MBPS)
 
 #: Flavor extra specs (Nova) -> field: ``rdt:l3_ways`` and so on.
 EXTRA_SPEC_PREFIX = 'rdt:'
@@ -43,15 +50,17 @@ class CacheRequest:
     says where the request came from, for messages.
     """
 
-    __slots__ = ('l3_ways', 'pool', 'mb_percent', 'labels', 'source')
+    __slots__ = ('l3_ways', 'pool', 'mb_percent', 'mb_mbps', 'labels',
+                 'source')
 
     def __init__(self, l3_ways: int | None = None, pool: str | None = None,
                  mb_percent: int | None = None,
                  labels: dict[str, str] | None = None,
-                 source: str = '') -> None:
+                 source: str = '', mb_mbps: int | None = None) -> None:
         self.l3_ways = l3_ways
         self.pool = pool
         self.mb_percent = mb_percent
+        self.mb_mbps = mb_mbps
         self.labels = labels or {}
         self.source = source
 
@@ -66,10 +75,12 @@ class CacheRequest:
             what = '%d L3 ways' % (self.l3_ways or 0)
         if self.mb_percent is not None:
             what += ', memory bandwidth %d%%' % self.mb_percent
+        if self.mb_mbps is not None:
+            what += ', memory bandwidth %d MiB/s' % self.mb_mbps
         return '%s (from %s)' % (what, self.source) if self.source else what
 
     def _key(self) -> tuple:
-        return (self.l3_ways, self.pool, self.mb_percent)
+        return (self.l3_ways, self.pool, self.mb_percent, self.mb_mbps)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CacheRequest) and self._key() == other._key()
@@ -78,7 +89,8 @@ class CacheRequest:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return 'CacheRequest(l3_ways=%r, pool=%r, mb_percent=%r)' % self._key()
+        return ('CacheRequest(l3_ways=%r, pool=%r, mb_percent=%r, '
+                'mb_mbps=%r)' % self._key())
 
 
 def ways(raw: str, field: str) -> int:
@@ -87,7 +99,8 @@ def ways(raw: str, field: str) -> int:
 
 
 #: field -> its rule, ``rule(raw, label) -> value``.
-RULES = {L3_WAYS: ways, POOL: names.pool_name, MB_PERCENT: integers.percent}
+RULES = {L3_WAYS: ways, POOL: names.pool_name, MB_PERCENT: integers.percent,
+         MB_MBPS: integers.mbps}
 
 
 def parse(raw: Mapping[str, str], labels: Mapping[str, str],
@@ -106,17 +119,24 @@ def parse(raw: Mapping[str, str], labels: Mapping[str, str],
 
 
 def check_combination(req: CacheRequest) -> None:
-    l3, pool, mb = (req.label(field) for field in FIELDS)
+    l3, pool, pct, mbps = (req.label(field) for field in FIELDS)
     if req.l3_ways is not None and req.pool is not None:
         raise InvalidValue('%s and %s exclude each other: ask for a dedicated '
                            'CLOS or a shared pool, not both' % (l3, pool))
-    if req.mb_percent is not None and req.pool is not None:
-        raise InvalidValue('%s cannot go with %s: a pool\'s memory bandwidth '
-                           'cap is its [pool:%s] mb_percent'
-                           % (mb, pool, req.pool))
-    if req.mb_percent is not None and req.l3_ways is None:
-        raise InvalidValue('%s needs %s too: a memory bandwidth cap applies '
-                           'to a dedicated CLOS' % (mb, l3))
+    if req.mb_percent is not None and req.mb_mbps is not None:
+        raise InvalidValue('%s and %s exclude each other: a memory bandwidth '
+                           'cap is a percentage or a bandwidth in MiB/s, as '
+                           'the host takes' % (pct, mbps))
+    for field, mb in ((MB_PERCENT, pct), (MB_MBPS, mbps)):
+        if getattr(req, field) is None:
+            continue
+        if req.pool is not None:
+            raise InvalidValue('%s cannot go with %s: a pool\'s memory '
+                               'bandwidth cap is its [pool:%s] %s'
+                               % (mb, pool, req.pool, field))
+        if req.l3_ways is None:
+            raise InvalidValue('%s needs %s too: a memory bandwidth cap '
+                               'applies to a dedicated CLOS' % (mb, l3))
 
 
 def _unknown_key(label: str) -> InvalidValue:
@@ -168,10 +188,13 @@ def configured_pool(name: str, pools: Collection[str], field: str,
 
 
 def check_host(req: CacheRequest, pools: Collection[str] | None,
-               cbm_len: int | None, mb_min: int | None) -> None:
+               cbm_len: int | None, mb_min: int | None,
+               mb_field: str = MB_PERCENT, mb_kind: str = '') -> None:
     """What the node can serve: the configured ``pools`` (None: unchecked),
     ``cbm_len`` ways per L3 domain (None: unchecked), memory bandwidth
-    allocation down to ``mb_min`` percent (None: no MBA).
+    allocation down to ``mb_min`` percent (None: no MBA) taking caps of
+    ``mb_field`` (``mb_percent`` or ``mb_mbps``; ``mb_kind`` says why, see
+    :func:`check_mb`).
     """
     if req.pool is not None and pools is not None:
         configured_pool(req.pool, pools, req.label(POOL))
@@ -179,12 +202,33 @@ def check_host(req: CacheRequest, pools: Collection[str] | None,
             req.l3_ways > cbm_len:
         raise refuse(req.label(L3_WAYS), str(req.l3_ways), 'is more than '
                      'the %d ways of this host\'s L3 cache' % cbm_len)
-    if req.mb_percent is not None:
-        if mb_min is None:
-            raise refuse(req.label(MB_PERCENT), str(req.mb_percent),
-                         'cannot be met: this host has no memory bandwidth '
-                         'allocation (no info/MB in resctrl)')
-        if req.mb_percent < mb_min:
-            raise refuse(req.label(MB_PERCENT), str(req.mb_percent),
-                         'is below this host\'s minimum memory bandwidth, '
-                         '%d%%' % mb_min)
+    for field in MB_FIELDS:
+        value = getattr(req, field)
+        if value is not None:
+            check_mb(field, value, req.label(field), mb_min, mb_field,
+                     mb_kind, {f: req.label(f) for f in MB_FIELDS})
+
+
+def check_mb(field: str, value: int, label: str, mb_min: int | None,
+             mb_field: str = MB_PERCENT, mb_kind: str = '',
+             labels: Mapping[str, str] | None = None) -> None:
+    """A memory bandwidth cap of kind ``field`` against the host.
+
+    The host takes ``mb_field`` only: ``mb_percent`` on Intel MBA,
+    ``mb_mbps`` where resctrl is mounted with ``mba_MBps`` and on AMD
+    (:attr:`ovs_rdt.core.model.MBInfo.field`, ``mb_kind`` its
+    :attr:`~ovs_rdt.core.model.MBInfo.kind`).  ``labels`` names each kind
+    on this surface, for the hint.  ``mb_min`` (percent) is None without
+    memory bandwidth allocation.
+    """
+    if mb_min is None:
+        raise refuse(label, str(value), 'cannot be met: this host has no '
+                     'memory bandwidth allocation (no info/MB in resctrl)')
+    if field != mb_field:
+        hint = (labels or {}).get(mb_field, mb_field)
+        raise refuse(label, str(value), 'cannot be met on this host: %s; '
+                     'give %s instead' % (mb_kind or 'it takes %s' % mb_field,
+                                          hint))
+    if field == MB_PERCENT and value < mb_min:
+        raise refuse(label, str(value), 'is below this host\'s minimum '
+                     'memory bandwidth, %d%%' % mb_min)

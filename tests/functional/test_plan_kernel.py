@@ -281,8 +281,8 @@ def test_mb_percent_below_the_platform_minimum(emulated_resctrl):
                        'mb_percent 5, outside the 10-100'):
         manager(emu).allocate(Request('ovsrdt-vm-a', ways={0: 1},
                                       mb_percent=5))
-    with pytest.raises(Exception, match=r'\[pool:p\] mb_percent = 5: this '
-                       'platform accepts 10-100'):
+    with pytest.raises(Exception, match=r"\[pool:p\] mb_percent: '5' is "
+                       r"below this host's minimum memory bandwidth, 10%"):
         manager(emu, pools={'p': {'l3_ways': 1, 'mb_percent': 5}}).apply()
     assert state(emu) == before
 

@@ -16,7 +16,8 @@ from nova import exception
 from tests.inputs_table import ONE_VALUE_ROWS, POOLS, ROWS, Row
 from tests.nova.test_filter import host, passes, request
 
-FIELDS = {f: 'rdt:' + f for f in ('l3_ways', 'pool', 'mb_percent')}
+FIELDS = {f: 'rdt:' + f for f in ('l3_ways', 'pool', 'mb_percent',
+                                  'mb_mbps')}
 #: A host every valid request fits: 64 ways, the table's pools.
 ROOMY = {'rdt_l3_ways': '64', 'rdt_system_ways': '0', 'rdt_closids': '16',
          'rdt_reserved_closids': '1', 'rdt_pools': ','.join(POOLS)}
@@ -53,5 +54,6 @@ def test_unknown_keys_refused_alike() -> None:
     with pytest.raises(exception.ValidationError) as err:
         validators.validate('rdt:l3_way', '3')
     assert str(err.value) == ('rdt:l3_way: unknown ovs-rdt key (known: '
-                              'rdt:l3_ways, rdt:pool, rdt:mb_percent)')
+                              'rdt:l3_ways, rdt:pool, rdt:mb_percent, '
+                              'rdt:mb_mbps)')
     assert passes(host(meta=ROOMY), request(**{'rdt:l3_way': '3'})) == []

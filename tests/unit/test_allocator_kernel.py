@@ -141,8 +141,9 @@ def test_pool_mb_percent_out_of_range_names_the_option(tmp_path):
     settings = Settings.defaults(allocation={'system_min_ways': 2},
                                  pools={'p': {'l3_ways': 1,
                                               'mb_percent': 5}})
-    with pytest.raises(Exception, match=r'^\[pool:p\] mb_percent = 5: this '
-                       r'platform accepts 10-100 \(info/MB/min_bandwidth\)$'):
+    # The one rule every surface uses (ovs_rdt.inputs.request.check_mb).
+    with pytest.raises(Exception, match=r"^\[pool:p\] mb_percent: '5' is "
+                       r"below this host's minimum memory bandwidth, 10%$"):
         CacheManager(rc, settings).apply()
 
 

@@ -310,7 +310,8 @@ def test_annotation_wins_over_extra_specs():
     ({'rdt:l3_ways': ' 3'}, "rdt:l3_ways: ' 3' is not a whole number"),
     ({'rdt:l3_ways': '0'}, "rdt:l3_ways: '0' must be from 1 to 64"),
     ({'rdt:l3ways': '3'}, 'flavor m1.nfv extra spec rdt:l3ways: unknown '
-     'ovs-rdt key (known: rdt:l3_ways, rdt:pool, rdt:mb_percent)'),
+     'ovs-rdt key (known: rdt:l3_ways, rdt:pool, rdt:mb_percent, '
+     'rdt:mb_mbps)'),
     ({'rdt:l3_ways': '3', 'rdt:pool': 'hp'}, 'exclude each other'),
     ({'rdt:pool': 'nope'}, "flavor m1.nfv extra spec rdt:pool: 'nope' names "
      'no pool configured'),

@@ -206,7 +206,8 @@ def test_valid_requests(extra: dict, expected: CacheRequest) -> None:
      "rdt:mb_percent: '101' must be from 1 to 100"),
     ({'rdt:pool': '../etc'}, "rdt:pool: '../etc' is not a pool name"),
     ({'rdt:l3_way': '3'}, 'rdt:l3_way: unknown ovs-rdt key (known: '
-                          'rdt:l3_ways, rdt:pool, rdt:mb_percent)'),
+                          'rdt:l3_ways, rdt:pool, rdt:mb_percent, '
+                          'rdt:mb_mbps)'),
     # Several faults: the unknown key, then the fields in order.
     ({'rdt:pool': '-', 'rdt:l3_ways': 'x'}, "rdt:l3_ways: 'x'"),
     ({'rdt:zz': '1', 'rdt:l3_ways': 'x'}, 'rdt:zz: unknown'),

@@ -47,17 +47,22 @@ def flavor(extra_specs: str = '') -> str:
 
 def parsed(spec: object) -> tuple:
     return (getattr(spec, 'l3_ways'), getattr(spec, 'pool'),
-            getattr(spec, 'mb_percent'))
+            getattr(spec, 'mb_percent'), getattr(spec, 'mb_mbps'))
 
 
-# -- the surfaces: values -> (l3_ways, pool, mb_percent) or an error --------
+# -- the surfaces: values -> (l3_ways, pool, mb_percent, mb_mbps) or an error
 ELEMENTS = {'l3_ways': ('l3', 'ways'), 'pool': ('pool', 'name'),
-            'mb_percent': ('mb', 'percent')}
+            'mb_percent': ('mb', 'percent'), 'mb_mbps': ('mb', 'mbps')}
 
 
 def annotation(values: dict[str, str]) -> tuple:
-    body = ''.join('<rdt:%s %s="%s"/>' % (ELEMENTS[f] + (xml_escaped(v),))
-                   for f, v in values.items())
+    attrs: dict[str, list[str]] = {}
+    for field, value in values.items():
+        element, attr = ELEMENTS[field]
+        attrs.setdefault(element, []).append(
+            '%s="%s"' % (attr, xml_escaped(value)))
+    body = ''.join('<rdt:%s %s/>' % (element, ' '.join(items))
+                   for element, items in attrs.items())
     data = domain_xml('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">%s'
                       '</rdt:rdt>' % body)
     return parsed(domain.resolve(domain.parse(data), SETTINGS))
@@ -79,12 +84,17 @@ def flavors_section(values: dict[str, str]) -> tuple:
 
 
 KNOBS = {'l3_ways': 'rdt-pmd-l3-ways', 'pool': 'rdt-pmd-pool',
-         'mb_percent': 'rdt-pmd-mb-percent'}
+         'mb_percent': 'rdt-pmd-mb-percent', 'mb_mbps': 'rdt-pmd-mb-mbps'}
 
 
 def ovs_knobs(values: dict[str, str]) -> tuple:
-    placement = knobs.parse({KNOBS[f]: v for f, v in values.items()}, POOLS)
-    return (placement.ways, placement.pool, placement.mb_percent)
+    # A host taking whichever cap the row gives (refusals by the host's
+    # kind of MBA: test_platform_refusals.py).
+    field = 'mb_mbps' if 'mb_mbps' in values else 'mb_percent'
+    placement = knobs.parse({KNOBS[f]: v for f, v in values.items()}, POOLS,
+                            mb_field=field)
+    return (placement.ways, placement.pool, placement.mb_percent,
+            placement.mb_mbps)
 
 
 class ConfigFile:
@@ -102,7 +112,7 @@ class ConfigFile:
     @staticmethod
     def applies(values: dict[str, str]) -> bool:
         if set(values) not in ({'l3_ways'}, {'l3_ways', 'mb_percent'},
-                               {'pool'}):
+                               {'l3_ways', 'mb_mbps'}, {'pool'}):
             return False
         return all(v.strip() and '\n' not in v and v[0] not in '"\''
                    and (f != 'pool' or (v == v.strip() and ',' not in v))
@@ -112,20 +122,22 @@ class ConfigFile:
         name = values.get('pool', 'hp')
         text = '[allocation]\npools = %s\n[pool:%s]\nl3_ways = "%s"\n' % (
             name, name, values.get('l3_ways', '1'))
-        if 'mb_percent' in values:
-            text += 'mb_percent = "%s"\n' % values['mb_percent']
+        for field in ('mb_percent', 'mb_mbps'):
+            if field in values:
+                text += '%s = "%s"\n' % (field, values[field])
         with open(self.path, 'w', encoding='utf-8') as fh:
             fh.write(text)
         pool = conf.load(self.path).pools[name]
         if 'pool' in values:
-            return (None, name, None)
-        return (pool.l3_ways, None, pool.mb_percent)
+            return (None, name, None, None)
+        return (pool.l3_ways, None, pool.mb_percent, pool.mb_mbps)
 
 
 Surface = Callable[[dict[str, str]], tuple]
 SURFACES: dict[str, tuple[dict[str, str], type[Exception]]] = {
     'annotation': ({'l3_ways': '<rdt:l3 ways>', 'pool': '<rdt:pool name>',
-                    'mb_percent': '<rdt:mb percent>'}, InvalidValue),
+                    'mb_percent': '<rdt:mb percent>',
+                    'mb_mbps': '<rdt:mb mbps>'}, InvalidValue),
     'extra_specs': ({f: 'flavor m1.nfv extra spec rdt:' + f
                      for f in KNOBS}, InvalidValue),
     'flavors_section': ({f: '[flavors] m1.nfv rdt:' + f for f in KNOBS},
@@ -134,7 +146,8 @@ SURFACES: dict[str, tuple[dict[str, str], type[Exception]]] = {
                   InvalidValue),
     'config_file': ({'l3_ways': '[pool:hp] l3_ways', 'pool':
                      '[allocation] pools',
-                     'mb_percent': '[pool:hp] mb_percent'}, ConfigError),
+                     'mb_percent': '[pool:hp] mb_percent',
+                     'mb_mbps': '[pool:hp] mb_mbps'}, ConfigError),
 }
 
 
@@ -160,9 +173,9 @@ def test_every_surface_gives_the_same_verdict_and_message(
     if row.ok:
         got = surface(row.values)
         if name == 'config_file' and 'pool' in row.values:
-            assert got[1] == row.expect[1]
+            assert got[1] == row.want[1]
         else:
-            assert got == row.expect
+            assert got == row.want
         return
     with pytest.raises(error) as err:
         surface(row.values)

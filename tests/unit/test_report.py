@@ -82,3 +82,56 @@ def test_members_named_as_the_metrics_labels_name_them():
     assert members.vm_name('ovsrdt-vm-ab-cd', [vm]) == ''   # not a UUID
     assert members.vm_name('ovsrdt-pool-hp', [vm]) == ''
     assert members.summary(vm) == 'vm=sut (vCPU TIDs 6, +1 QEMU threads)'
+
+
+# -- what the platform is (issue 14) ------------------------------------------
+def test_status_shows_cdp_masks_and_platform():
+    from ovs_rdt.core.model import MBInfo, UNIT_MBPS
+    plat = Platform(11, 8, (0, 1), cache_bytes={0: 28835840, 1: 28835840},
+                    cdp=True, mb=MBInfo(10, 10, True, (0, 1), UNIT_MBPS),
+                    mbm_assign_mode='mbm_event')
+    both = {0: CBM(0x700, 11), 1: CBM(0x700, 11)}
+    groups = [Group('', {0: CBM(0xff, 11), 1: CBM(0xff, 11)},
+                    l3code={0: CBM(0xff, 11), 1: CBM(0xff, 11)},
+                    l3data={0: CBM(0x3f, 11), 1: CBM(0x3f, 11)}),
+              Group('ovsrdt-pool-hp', both, mb={0: 2500, 1: 4294967295},
+                    l3code=both, l3data=both)]
+    plan = report.build(plat, groups, lambda g: [])
+    assert plan['platform']['cat'] == 'L3 CAT with CDP'
+    assert plan['platform']['mb_unit'] == 'MiB/s'
+    assert plan['platform']['mb_max'] == 4294967295
+    assert plan['platform']['l3_domains'] == 2
+    assert plan['platform']['mbm_assign_mode'] == 'mbm_event'
+    row = plan['domains'][0]['groups'][0]
+    assert (row['cbm_code'], row['cbm_data']) == ('700', '700')
+    assert row['mb'] == 2500 and row['mb_percent'] is None
+    text = report.render(plan)
+    assert 'Platform: L3 CAT with CDP, 11-bit CBM 7ff, 8 CLOSIDs' in text
+    assert '2 L3 cache domain(s), MBA in MiB/s, mba_MBps (mb_mbps)' in text
+    assert 'MBM counters: mbm_event mode' in text
+    assert 'CODE/DATA' in text
+    lines = text.splitlines()
+    hp = [ln for ln in lines if 'ovsrdt-pool-hp' in ln]
+    assert '700/700' in hp[0] and 'MB 2500 MiB/s' in hp[0]
+    assert 'MB' not in hp[1].split('##')[-1]     # uncapped on domain 1
+    root = next(ln for ln in lines if 'default (root)' in ln)
+    assert 'ff/3f' in root
+
+
+def test_status_shows_amd_io_alloc_and_smba():
+    from ovs_rdt.core.model import MBInfo, UNIT_AMD
+    plat = Platform(16, 15, (0, 1), smba=True, io_alloc='enabled',
+                    io_alloc_cbm={0: CBM(0x3, 16), 1: CBM(0x3, 16)},
+                    mb=MBInfo(0, 1, False, (0, 1), UNIT_AMD, 2048))
+    groups = [Group('', {0: CBM(0xffff, 16), 1: CBM(0xffff, 16)}),
+              Group('ovsrdt-pool-hp', {0: CBM(0xf000, 16),
+                                       1: CBM(0xf000, 16)},
+                    mb={0: 9, 1: 2048})]
+    plan = report.build(plat, groups, lambda g: [])
+    assert plan['platform']['io_alloc_ways'] == {'0': 2, '1': 2}
+    assert plan['platform']['smba'] is True
+    text = report.render(plan)
+    assert 'MBA in 1/8 GB/s, AMD (mb_mbps, converted; 2048 = no limit)' in text
+    assert 'io_alloc enabled: ways for I/O domain 0 3 (2)' in text
+    assert 'SMBA (slow memory bandwidth) present' in text
+    assert 'MB 9 x 1/8 GB/s (1072 MiB/s)' in text

@@ -1,0 +1,180 @@
+"""``ovs-rdt apply`` and ``status`` on every platform of issue 14, through the
+mounted emulator: CDP, mba_MBps, AMD EPYC (MB in 1/8 GB/s, SMBA, 16-24 L3
+domains), io_alloc and assignable counters (epyc-9575f), Sub-NUMA
+Clustering (xeon-6-granite-rapids-snc3).  doc/platforms.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import NamedTuple
+
+import pytest
+
+GNR = 'xeon-6-granite-rapids-snc3'
+
+
+class Case(NamedTuple):
+    profile: str
+    options: tuple[str, ...]
+    cap: str            # the kind of cap this platform takes
+    cap_value: int
+    written: int        # the MB value it becomes
+    no_cap: int         # an uncapped group's MB value
+    cat: str
+    domains: int
+    io_alloc: bool = False
+
+    def __repr__(self) -> str:
+        return self.profile + ''.join(self.options)
+
+
+CASES = [
+    Case('xeon-gold-6230', ('-o', 'cdp'), 'mb_percent', 45, 50, 100,
+         'L3 CAT with CDP', 2),
+    Case('xeon-gold-6230', ('-o', 'mba_MBps'), 'mb_mbps', 2500, 2500,
+         4294967295, 'L3 CAT', 2),
+    Case('epyc-9654', (), 'mb_mbps', 1000, 9, 2048, 'L3 CAT', 24),
+    Case('epyc-9575f', (), 'mb_mbps', 1000, 9, 2048, 'L3 CAT', 16,
+         io_alloc=True),
+    Case(GNR, (), 'mb_percent', 50, 50, 100, 'L3 CAT', 2),
+]
+
+CONFIG = """
+[resctrl]
+root = {root}
+sysfs_cpu_root = {sysfs}
+[allocation]
+pools = hp,noisy
+system_min_ways = 2
+[pool:hp]
+l3_ways = 3
+isolated = true
+{cap} = {value}
+[pool:noisy]
+l3_ways = 1
+"""
+
+
+def cli(config: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                           '--config-file', config, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def read(emu, *parts: str) -> str:
+    with open(emu.path(*parts)) as fh:
+        return fh.read()
+
+
+def write(emu, rel: str, text: str) -> None:
+    with open(emu.path(rel), 'w') as fh:
+        fh.write(text)
+
+
+def lines_of(text: str) -> dict[str, dict[int, str]]:
+    out = {}
+    for line in text.splitlines():
+        res, _, rest = line.strip().partition(':')
+        out[res] = {int(d): v for d, v in
+                    (item.split('=') for item in rest.split(';'))}
+    return out
+
+
+def configure(emu, tmp_path, cap: str, value: int) -> str:
+    path = tmp_path / 'ovs-rdt.conf'
+    path.write_text(CONFIG.format(root=emu.root, sysfs=emu.sysfs, cap=cap,
+                                  value=value))
+    return str(path)
+
+
+@pytest.mark.parametrize('case', CASES, ids=repr)
+def test_apply_and_status(emulator_factory, tmp_path, case: Case) -> None:
+    emu = emulator_factory(case.profile, list(case.options))
+    if case.io_alloc:
+        write(emu, 'info/L3/io_alloc', '1\n')
+        # Enabled, io_alloc holds every way (rdtgroup_init_cat()): no
+        # isolated group fits until the operator narrows it.
+        config = configure(emu, tmp_path, case.cap, case.cap_value)
+        refused = cli(config, 'apply')
+        assert refused.returncode == 1
+        assert 'shared with I/O (io_alloc_cbm ffff)' in refused.stderr
+        write(emu, 'info/L3/io_alloc_cbm',
+              ';'.join('%d=e000' % d for d in range(case.domains)) + '\n')
+    config = configure(emu, tmp_path, case.cap, case.cap_value)
+    result = cli(config, 'apply')
+    assert result.returncode == 0, result.stderr
+    hp = lines_of(read(emu, 'ovsrdt-pool-hp', 'schemata'))
+    noisy = lines_of(read(emu, 'ovsrdt-pool-noisy', 'schemata'))
+    root = lines_of(read(emu, 'schemata'))
+    kinds = ('L3CODE', 'L3DATA') if 'cdp' in case.options else ('L3',)
+    for kind in kinds:
+        assert len(hp[kind]) == case.domains
+        for dom, mask in hp[kind].items():
+            value = int(mask, 16)
+            assert bin(value).count('1') == 3
+            assert not value & int(root[kind][dom], 16)
+            assert not value & int(noisy[kind][dom], 16)
+            if case.io_alloc:
+                assert not value & 0xe000          # I/O's ways
+    if 'cdp' in case.options:
+        assert hp['L3CODE'] == hp['L3DATA'] and 'L3' not in hp
+    assert set(hp['MB'].values()) == {str(case.written)}
+    assert set(noisy['MB'].values()) == {str(case.no_cap)}
+    if case.profile.startswith('epyc'):
+        assert set(hp['SMBA'].values()) == {'2048'}    # left alone
+    assert read(emu, 'ovsrdt-pool-hp', 'mode').strip() == 'exclusive'
+    # A second apply changes nothing (no MB:100 on a MiB/s mount).
+    again = cli(config, 'apply', '--dry-run')
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == '', again.stdout
+
+    status = cli(config, 'status')
+    assert status.returncode == 0, status.stderr
+    first = status.stdout.splitlines()[0]
+    assert first.startswith('Platform: %s,' % case.cat), first
+    assert '%d L3 cache domain(s)' % case.domains in first
+    plan = json.loads(cli(config, 'status', '--json').stdout)
+    plat = plan['platform']
+    assert plat['cat'] == case.cat and plat['l3_domains'] == case.domains
+    assert plat['mb_field'] == case.cap and plat['mb_max'] == case.no_cap
+    assert plat['smba'] is case.profile.startswith('epyc')
+    rows = {r['group']: r for r in plan['domains'][0]['groups']}
+    assert rows['ovsrdt-pool-hp']['mb'] == case.written
+    if 'cdp' in case.options:
+        assert 'CODE/DATA' in status.stdout
+        assert rows['ovsrdt-pool-hp']['cbm_code'] == \
+            rows['ovsrdt-pool-hp']['cbm_data'] == hp['L3CODE'][0]
+    if case.io_alloc:
+        assert plat['io_alloc'] == 'enabled'
+        assert plat['io_alloc_ways']['0'] == 3
+        assert plat['num_closids'] == 15
+        assert 'io_alloc enabled' in status.stdout
+        assert plat['mbm_assign_mode'] == 'mbm_event'
+
+
+REFUSALS = [
+    ('xeon-gold-6230', ('-o', 'mba_MBps'), 'mb_percent', 50, 'mb_mbps',
+     'MB values are MiB/s (resctrl is mounted with mba_MBps)'),
+    ('epyc-9654', (), 'mb_percent', 50, 'mb_mbps',
+     'MB values are AMD bandwidth limits in 1/8 GB/s (info/MB/delay_linear '
+     'is 0)'),
+    ('xeon-gold-6230', ('-o', 'cdp'), 'mb_mbps', 800, 'mb_percent',
+     'MB values are percentages (resctrl is mounted without mba_MBps)'),
+]
+
+
+@pytest.mark.parametrize('profile, options, cap, value, hint, kind', REFUSALS,
+                         ids=[r[0] + ''.join(r[1]) for r in REFUSALS])
+def test_the_other_kind_of_cap_is_refused(emulator_factory, tmp_path,
+                                          profile, options, cap, value, hint,
+                                          kind) -> None:
+    emu = emulator_factory(profile, list(options))
+    config = configure(emu, tmp_path, cap, value)
+    result = cli(config, 'apply')
+    assert result.returncode != 0
+    assert ("[pool:hp] %s: '%d' cannot be met on this host: %s; give "
+            '[pool:hp] %s instead' % (cap, value, kind, hint)) in result.stderr
+    assert not any(e.startswith('ovsrdt-') for e in os.listdir(emu.root))

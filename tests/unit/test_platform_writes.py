@@ -1,0 +1,274 @@
+"""What ovs-rdt writes on each platform (issue 14), and what it refuses.
+
+CDP: ``L3CODE``/``L3DATA`` lines, ways counted from both.  MB values in the
+platform's unit: percent (Intel), MiB/s (``mba_MBps``), 1/8 GB/s (AMD); the
+other kind of cap refused by the one rule, with the same message on every
+surface.  io_alloc: ways isolated groups and the system's floor avoid.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ovs_rdt.agent import knobs
+from ovs_rdt.conf import Settings
+from ovs_rdt.core.allocator import plan
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Group, Platform, Request
+from ovs_rdt.exceptions import ConfigError, InsufficientWays, InvalidValue
+from ovs_rdt.manager import CacheManager
+from tests.unit.fakes import FakeKernelTree
+from tests.unit import test_hook
+from tests.unit.test_hook import GROUP, one_line, rdt, xml
+from tests.unit.test_platforms import amd_tree, cdp_tree, put
+
+MBPS_KIND = 'MB values are MiB/s (resctrl is mounted with mba_MBps)'
+AMD_KIND = ('MB values are AMD bandwidth limits in 1/8 GB/s '
+            '(info/MB/delay_linear is 0)')
+PCT_KIND = 'MB values are percentages (resctrl is mounted without mba_MBps)'
+
+
+node = test_hook.node       # the hook's fixture: a node with a fake tree
+
+
+def settings(**pools):
+    return Settings.defaults(allocation={'system_min_ways': 2}, pools=pools)
+
+
+def mbps_tree(root: str) -> None:
+    """Intel MBA mounted ``-o mba_MBps`` (6.14+: ``mba_MBps_event``)."""
+    from tests.unit.fakes import make_tree
+    make_tree(root)
+    put(root, 'schemata', 'MB:0=4294967295;1=4294967295\nL3:0=7ff;1=7ff\n')
+    put(root, 'mba_MBps_event', 'mbm_local_bytes\n')
+
+
+def schemata(rc, name):
+    return rc.read(rc.path(name, 'schemata'))
+
+
+# -- CDP -----------------------------------------------------------------------
+def test_cdp_groups_get_code_and_data_lines(tmp_path):
+    root = str(tmp_path / 'rc')
+    cdp_tree(root, mba=False)
+    rc = FakeKernelTree(root)
+    result = CacheManager(rc, settings(hp={'l3_ways': 3, 'isolated': True})
+                          ).apply()
+    text = schemata(rc, 'ovsrdt-pool-hp')
+    assert 'L3CODE:0=700;1=700\nL3DATA:0=700;1=700\n' in text
+    assert 'L3:' not in text.replace('L3CODE:', '').replace('L3DATA:', '')
+    assert all('L3:' not in s.value.replace('CODE:', '').replace('DATA:', '')
+               for s in result.steps if s.op == 'schemata')
+    grp = rc.group('ovsrdt-pool-hp')
+    assert grp.l3code == grp.l3data == {0: CBM(0x700, 11), 1: CBM(0x700, 11)}
+    # The default group too, and a second apply writes nothing.
+    assert rc.group('').l3code == rc.group('').l3data
+    assert CacheManager(rc, settings(hp={'l3_ways': 3, 'isolated': True})
+                        ).apply().steps == []
+
+
+def test_cdp_a_way_used_by_code_or_data_is_used(tmp_path):
+    root = str(tmp_path / 'rc')
+    cdp_tree(root, mba=False)
+    os.mkdir(os.path.join(root, 'COS1'))
+    # pqos-style class: data in the top way, code in the next one down.
+    put(root, 'COS1/schemata', 'L3DATA:0=400;1=400\nL3CODE:0=200;1=200\n')
+    put(root, 'COS1/mode', 'shareable\n')
+    put(root, 'schemata', 'L3DATA:0=1ff;1=1ff\nL3CODE:0=1ff;1=1ff\n')
+    rc = FakeKernelTree(root)
+    CacheManager(rc, settings(hp={'l3_ways': 2, 'isolated': True})).apply()
+    hp = rc.group('ovsrdt-pool-hp').l3
+    assert not hp[0].overlaps(CBM(0x600, 11))     # neither code nor data
+    assert hp[0] == CBM(0x180, 11)
+
+
+def test_cdp_split_group_of_ours_is_rewritten(tmp_path):
+    root = str(tmp_path / 'rc')
+    cdp_tree(root, mba=False)
+    rc = FakeKernelTree(root)
+    cfg = settings(hp={'l3_ways': 3})
+    CacheManager(rc, cfg).apply()
+    put(root, 'ovsrdt-pool-hp/schemata',
+        'L3DATA:0=700;1=700\nL3CODE:0=400;1=700\n')
+    steps = CacheManager(rc, cfg).apply().steps
+    assert [s.group for s in steps] == ['ovsrdt-pool-hp']
+    assert rc.group('ovsrdt-pool-hp').l3code[0] == CBM(0x700, 11)
+
+
+# -- mba_MBps --------------------------------------------------------------------
+def test_mba_mbps_writes_mibps_and_never_caps_at_100(tmp_path):
+    root = str(tmp_path / 'rc')
+    mbps_tree(root)
+    rc = FakeKernelTree(root)
+    cfg = settings(hp={'l3_ways': 3, 'mb_mbps': 2500}, noisy={'l3_ways': 1})
+    CacheManager(rc, cfg).apply()
+    assert rc.group('ovsrdt-pool-hp').mb == {0: 2500, 1: 2500}
+    # An uncapped group keeps MBA_MAX_MBPS; resizing it rewrites no MB:100
+    # (100 MiB/s would throttle it).
+    cfg = settings(hp={'l3_ways': 3, 'mb_mbps': 2500}, noisy={'l3_ways': 2})
+    steps = CacheManager(rc, cfg).apply().steps
+    assert all('MB:' not in s.value for s in steps
+               if s.group == 'ovsrdt-pool-noisy')
+    assert rc.group('ovsrdt-pool-noisy').mb in ({}, {0: 4294967295,
+                                                     1: 4294967295})
+    # Lifting the cap writes the platform's maximum.
+    cfg = settings(hp={'l3_ways': 3}, noisy={'l3_ways': 2})
+    CacheManager(rc, cfg).apply()
+    assert rc.group('ovsrdt-pool-hp').mb == {0: 4294967295, 1: 4294967295}
+
+
+def test_mba_mbps_refuses_a_pool_percentage(tmp_path):
+    mbps_tree(str(tmp_path / 'rc'))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_percent': 50})).apply()
+    assert str(err.value) == (
+        "[pool:hp] mb_percent: '50' cannot be met on this host: %s; give "
+        '[pool:hp] mb_mbps instead' % MBPS_KIND)
+
+
+def test_percent_host_refuses_a_pool_bandwidth(tmp_path):
+    from tests.unit.fakes import make_tree
+    make_tree(str(tmp_path / 'rc'))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_mbps': 800})).apply()
+    assert str(err.value) == (
+        "[pool:hp] mb_mbps: '800' cannot be met on this host: %s; give "
+        '[pool:hp] mb_percent instead' % PCT_KIND)
+
+
+def test_pool_with_both_caps_refused(tmp_path):
+    mbps_tree(str(tmp_path / 'rc'))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError, match=r'^\[pool:hp\] mb_percent and '
+                       r'\[pool:hp\] mb_mbps exclude each other'):
+        CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_percent': 50,
+                                      'mb_mbps': 9})).apply()
+
+
+# -- AMD -----------------------------------------------------------------------
+def test_amd_caps_in_eighths_of_gbps(tmp_path):
+    root = str(tmp_path / 'rc')
+    amd_tree(root, domains=(0, 1))
+    rc = FakeKernelTree(root)
+    CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_mbps': 1000})).apply()
+    assert rc.group('ovsrdt-pool-hp').mb == {0: 9, 1: 9}
+    text = schemata(rc, 'ovsrdt-pool-hp')
+    assert 'SMBA' not in text.split('MB:')[-1]   # SMBA never written
+    CacheManager(rc, settings(hp={'l3_ways': 3})).apply()
+    assert rc.group('ovsrdt-pool-hp').mb == {0: 2048, 1: 2048}
+
+
+def test_amd_refuses_percentages(tmp_path):
+    amd_tree(str(tmp_path / 'rc'), domains=(0, 1))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_percent': 50})).apply()
+    assert str(err.value) == (
+        "[pool:hp] mb_percent: '50' cannot be met on this host: %s; give "
+        '[pool:hp] mb_mbps instead' % AMD_KIND)
+
+
+def test_kept_group_keeps_its_bandwidth_cap(tmp_path):
+    """A VM group found capped (no request at hand) keeps that cap."""
+    root = str(tmp_path / 'rc')
+    amd_tree(root, domains=(0, 1))
+    rc = FakeKernelTree(root)
+    mgr = CacheManager(rc, settings())
+    mgr.allocate(Request(GROUP, ways={0: 2, 1: 2}, mb_mbps=1000))
+    assert rc.group(GROUP).mb == {0: 9, 1: 9}
+    mgr.apply()                                   # the VM group is kept
+    assert rc.group(GROUP).mb == {0: 9, 1: 9}
+
+
+# -- the same refusal on every node surface ---------------------------------------
+@pytest.mark.parametrize('field, value, accepts, kind, hint', [
+    ('mb_percent', '50', 'mb_mbps', MBPS_KIND, 'mb_mbps'),
+    ('mb_percent', '50', 'mb_mbps', AMD_KIND, 'mb_mbps'),
+    ('mb_mbps', '800', 'mb_percent', PCT_KIND, 'mb_percent'),
+])
+def test_knobs_refuse_the_other_kind(field, value, accepts, kind, hint):
+    key = {'mb_percent': knobs.KEY_MB, 'mb_mbps': knobs.KEY_MB_MBPS}
+    with pytest.raises(InvalidValue) as err:
+        knobs.parse({knobs.KEY_WAYS: '2', key[field]: value}, (), 11, 10,
+                    accepts, kind)
+    assert str(err.value) == (
+        "other_config:%s: '%s' cannot be met on this host: %s; give "
+        'other_config:%s instead' % (key[field], value, kind, key[hint]))
+
+
+def test_knobs_take_mbps_on_mbps_hosts():
+    got = knobs.parse({knobs.KEY_WAYS: '2', knobs.KEY_MB_MBPS: '0800'}, (),
+                      11, 10, 'mb_mbps', MBPS_KIND)
+    assert (got.ways, got.mb_mbps, got.mb_percent) == (2, 800, None)
+
+
+def test_hook_refuses_a_percentage_on_mba_mbps(node, capsys):
+    put(node.root, 'schemata', 'MB:0=4294967295;1=4294967295\n'
+        'L3:0=7ff;1=7ff\n')
+    put(node.root, 'mba_MBps_event', 'mbm_local_bytes\n')
+    assert node.run(xml(rdt('<rdt:l3 ways="2"/><rdt:mb percent="50"/>'))) == 1
+    assert ("<rdt:mb percent>: '50' cannot be met on this host: %s; give "
+            '<rdt:mb mbps> instead' % MBPS_KIND) in one_line(capsys.readouterr())
+
+
+def test_hook_caps_in_mibps_on_mba_mbps(node):
+    put(node.root, 'schemata', 'MB:0=4294967295;1=4294967295\n'
+        'L3:0=7ff;1=7ff\n')
+    put(node.root, 'mba_MBps_event', 'mbm_local_bytes\n')
+    assert node.run(xml(rdt('<rdt:l3 ways="2"/><rdt:mb mbps="3000"/>'))) == 0
+    assert node.rc().group(GROUP).mb == {0: 3000, 1: 3000}
+
+
+def test_hook_refuses_a_bandwidth_on_percent_hosts(node, capsys):
+    assert node.run(xml(rdt('<rdt:l3 ways="2"/><rdt:mb mbps="3000"/>'))) == 1
+    assert ("<rdt:mb mbps>: '3000' cannot be met on this host: %s; give "
+            '<rdt:mb percent> instead' % PCT_KIND) in \
+        one_line(capsys.readouterr())
+
+
+# -- io_alloc -----------------------------------------------------------------
+def io_platform(io: int, width: int = 8) -> Platform:
+    return Platform(width, 16, (0,), io_alloc='enabled',
+                    io_alloc_cbm={0: CBM(io, width)})
+
+
+def root_group(width: int = 8) -> Group:
+    return Group('', {0: CBM.full(width)})
+
+
+def test_isolated_groups_avoid_io_ways():
+    result = plan(io_platform(0xc0), [root_group()],
+                  [Request('ovsrdt-pool-hp', ways={0: 3})], system_min_ways=1)
+    # Like shareable_bits: the pool packs away from them, and the default
+    # group's run reaches into them (nothing stranded).
+    assert result.l3['ovsrdt-pool-hp'][0] == CBM(0x7, 8)
+    assert result.l3[''][0] == CBM(0xf8, 8)
+
+
+def test_shared_groups_may_use_io_ways():
+    result = plan(io_platform(0xc0), [root_group()],
+                  [Request('ovsrdt-pool-n', ways={0: 3}, exclusive=False)],
+                  system_min_ways=1)
+    assert result.l3['ovsrdt-pool-n'][0] == CBM(0xe0, 8)
+
+
+def test_the_system_floor_is_not_met_with_io_ways():
+    # Ways 0-1 are I/O's: 5 isolated ways would leave the default group
+    # 0x7, of which only one way is not I/O's, below its floor of 2.
+    with pytest.raises(InsufficientWays, match='only 4 of 8 are free'):
+        plan(io_platform(0x3), [root_group()],
+             [Request('ovsrdt-pool-hp', ways={0: 5})], system_min_ways=2)
+    result = plan(io_platform(0x3), [root_group()],
+                  [Request('ovsrdt-pool-hp', ways={0: 4})], system_min_ways=2)
+    assert result.l3[''][0] == CBM(0xf, 8)
+    assert result.free[0] == 0
+
+
+def test_explicit_isolated_mask_over_io_ways_refused():
+    from ovs_rdt.exceptions import InvalidMask
+    with pytest.raises(InvalidMask, match=r'io_alloc_cbm c0'):
+        plan(io_platform(0xc0), [root_group()],
+             [Request('ovsrdt-pool-hp', cbm={0: CBM(0x80, 8)})])

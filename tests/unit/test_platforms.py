@@ -1,0 +1,238 @@
+"""Platform detection in the resctrl layer (issue 14), on plain-file trees.
+
+Each tree is what the kernel shows on that platform (fs/resctrl,
+arch/x86/kernel/cpu/resctrl; doc/platforms.md): CDP, mba_MBps, AMD MB
+units, SMBA, io_alloc, assignable MBM counters.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, MBA_MAX_MBPS
+from ovs_rdt.exceptions import ResctrlUnavailable
+from ovs_rdt.resctrl import Resctrl, mount_options, parse_schemata
+from tests.unit.fakes import make_tree
+
+
+def put(root: str, path: str, text: str) -> None:
+    full = os.path.join(root, path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, 'w') as fh:
+        fh.write(text)
+
+
+def cdp_tree(root: str, cbm_len: int = 11, domains=(0, 1),
+             mba: bool = True) -> None:
+    """``mount -o cdp``: info/L3CODE and info/L3DATA with half the CLOSIDs,
+    ``L3DATA:``/``L3CODE:`` lines (kernel list order: MB, L3DATA, L3CODE),
+    names padded to the longest.
+    """
+    make_tree(root, cbm_len=cbm_len, domains=domains, mba=mba)
+    full = '%x' % ((1 << cbm_len) - 1)
+    for kind in ('L3CODE', 'L3DATA'):
+        shutil.copytree(os.path.join(root, 'info', 'L3'),
+                        os.path.join(root, 'info', kind))
+        put(root, 'info/%s/num_closids' % kind, '8\n')
+    shutil.rmtree(os.path.join(root, 'info', 'L3'))
+    doms = ';'.join('%d=%s' % (d, full) for d in domains)
+    lines = ['    MB:' + ';'.join('%d=100' % d for d in domains)] if mba else []
+    lines += ['L3DATA:' + doms, 'L3CODE:' + doms]
+    put(root, 'schemata', '\n'.join(lines) + '\n')
+
+
+def amd_tree(root: str, domains=tuple(range(4)), smba: bool = True) -> None:
+    """EPYC: MB in 1/8 GB/s (min 0, gran 1, delay_linear 0, 2048 = no
+    limit, no thread_throttle_mode), SMBA, one L3 per CCD.
+    """
+    make_tree(root, cbm_len=16, domains=domains, mba=True)
+    put(root, 'info/MB/min_bandwidth', '0\n')
+    put(root, 'info/MB/bandwidth_gran', '1\n')
+    put(root, 'info/MB/delay_linear', '0\n')
+    full = ';'.join('%d=ffff' % d for d in domains)
+    mb = ';'.join('%d=2048' % d for d in domains)
+    text = 'SMBA:%s\n  MB:%s\n  L3:%s\n' % (mb, mb, full) if smba else \
+        '  MB:%s\n  L3:%s\n' % (mb, full)
+    put(root, 'schemata', text)
+    if smba:
+        for name, val in (('min_bandwidth', '0'), ('bandwidth_gran', '1'),
+                          ('delay_linear', '0'), ('num_closids', '16')):
+            put(root, 'info/SMBA/' + name, val + '\n')
+
+
+def rc_at(tmp_path, mounts: str = '') -> Resctrl:
+    path = str(tmp_path / 'mounts')
+    with open(path, 'w') as fh:
+        fh.write(mounts)
+    return Resctrl(str(tmp_path / 'rc'), mounts=path)
+
+
+# -- CDP ---------------------------------------------------------------------
+def test_cdp_mount_is_l3_cat_with_code_and_data(tmp_path):
+    cdp_tree(str(tmp_path / 'rc'))
+    plat = rc_at(tmp_path).platform()      # was: "no L3 cache allocation"
+    assert plat.cdp
+    assert plat.cbm_len == 11
+    assert plat.num_closids == 8           # the kernel halved it already
+    assert plat.domains == (0, 1)
+
+
+def test_cdp_group_uses_code_or_data_ways(tmp_path):
+    root = str(tmp_path / 'rc')
+    cdp_tree(root)
+    os.mkdir(os.path.join(root, 'COS1'))
+    put(root, 'COS1/schemata', 'L3DATA:0=3;1=7ff\nL3CODE:0=c;1=7ff\n')
+    grp = rc_at(tmp_path).group('COS1', with_tasks=False)
+    assert grp.l3[0] == CBM(0xf, 11)       # a way either uses is in use
+    assert grp.l3code[0] == CBM(0xc, 11)
+    assert grp.l3data[0] == CBM(0x3, 11)
+    assert grp.cdp_split
+
+
+def test_no_l3_at_all_still_refused(tmp_path):
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    shutil.rmtree(os.path.join(root, 'info', 'L3'))
+    with pytest.raises(ResctrlUnavailable, match='neither info/L3 nor'):
+        rc_at(tmp_path).platform()
+
+
+def test_padded_names_and_smba_lines_parse():
+    l3, mb = parse_schemata('SMBA:0=1024;1=2048\n    MB:0=50;1=2048\n'
+                            '    L3:0=ff;1=ffff\n', 16)
+    assert mb == {0: 50, 1: 2048}          # SMBA is not MB
+    assert l3 == {0: CBM(0xff, 16), 1: CBM(0xffff, 16)}
+
+
+# -- MB units ----------------------------------------------------------------
+def test_intel_percent_by_default(tmp_path):
+    make_tree(str(tmp_path / 'rc'))
+    mb = rc_at(tmp_path).platform().mb
+    assert mb.unit == UNIT_PERCENT and mb.field == 'mb_percent'
+    assert mb.max_value == 100
+    assert mb.value(percent=45) == 50      # bandwidth_gran 10, rounded up
+    assert mb.value() == 100
+
+
+def test_mba_mbps_from_the_mba_mbps_event_file(tmp_path):
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    put(root, 'schemata', 'MB:0=4294967295;1=4294967295\nL3:0=7ff;1=7ff\n')
+    put(root, 'mba_MBps_event', 'mbm_local_bytes\n')
+    mb = rc_at(tmp_path).platform().mb
+    assert mb.unit == UNIT_MBPS and mb.field == 'mb_mbps'
+    assert mb.max_value == MBA_MAX_MBPS == 4294967295
+    assert mb.value() == MBA_MAX_MBPS      # no cap: not MB:100 (100 MiB/s)
+    assert mb.value(mbps=2500) == 2500
+
+
+@pytest.mark.parametrize('line, unit', [
+    ('resctrl {root} resctrl rw,relatime,cdp,mba_MBps 0 0\n', UNIT_MBPS),
+    ('resctrl {root} resctrl rw,relatime 0 0\n', UNIT_PERCENT),
+    ('resctrl /elsewhere resctrl rw,mba_MBps 0 0\n', UNIT_PERCENT),
+    ('tmpfs {root} tmpfs rw,mba_MBps 0 0\n', UNIT_PERCENT),
+])
+def test_mba_mbps_from_the_mount_options(tmp_path, line, unit):
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    rc = rc_at(tmp_path, 'proc /proc proc rw 0 0\n' +
+               line.format(root=os.path.realpath(root)))
+    assert rc.platform().mb.unit == unit
+
+
+def test_mount_options_unescapes_spaces():
+    text = 'resctrl /run/my\\040rc resctrl rw,mba_MBps 0 0\n'
+    assert mount_options(text, '/run/my rc') == ['rw', 'mba_MBps']
+    assert mount_options(text, '/run/my') is None
+
+
+def test_amd_mb_unit_and_smba(tmp_path):
+    amd_tree(str(tmp_path / 'rc'))
+    plat = rc_at(tmp_path).platform()
+    mb = plat.mb
+    assert mb.unit == UNIT_AMD and mb.field == 'mb_mbps'
+    assert mb.max_value == 2048            # was taken for a percentage
+    assert mb.value() == 2048
+    # 1000 MiB/s = 1048576000 B/s = 8.39 units of 125 MB/s: 9 (rounded up)
+    assert mb.value(mbps=1000) == 9
+    assert mb.value(mbps=1) == 1           # never 0 (no bandwidth at all)
+    assert mb.value(mbps=10 ** 6) == 2048
+    assert mb.mbps_of(9) == 1072
+    assert mb.value(mbps=mb.mbps_of(9)) == 9
+    assert plat.smba
+    assert plat.domains == (0, 1, 2, 3)
+
+
+def test_amd_maximum_follows_the_default_group(tmp_path):
+    root = str(tmp_path / 'rc')
+    amd_tree(root, domains=(0, 1), smba=False)
+    put(root, 'schemata', 'MB:0=4096;1=4096\nL3:0=ffff;1=ffff\n')
+    plat = rc_at(tmp_path).platform()
+    assert plat.mb.max_value == 4096       # 1 << CPUID's width
+    assert not plat.smba
+
+
+# -- io_alloc ----------------------------------------------------------------
+def test_io_alloc_enabled_ways_and_closid(tmp_path):
+    root = str(tmp_path / 'rc')
+    make_tree(root, cbm_len=16, closids=16)
+    put(root, 'info/MB/num_closids', '16\n')
+    put(root, 'info/L3/io_alloc', 'enabled\n')
+    put(root, 'info/L3/io_alloc_cbm', '0=3;1=f\n')
+    plat = rc_at(tmp_path).platform()
+    assert plat.io_alloc == 'enabled'
+    assert plat.io_alloc_cbm == {0: CBM(0x3, 16), 1: CBM(0xf, 16)}
+    assert plat.num_closids == 15          # the io_alloc CLOSID is no group's
+    assert plat.hw_shared(0) == 0x3 and plat.hw_shared(1) == 0xf
+    assert 'io_alloc_cbm 3' in plat.hw_shared_source(0)
+
+
+def test_io_alloc_disabled_holds_nothing(tmp_path):
+    root = str(tmp_path / 'rc')
+    make_tree(root, cbm_len=16)
+    put(root, 'info/L3/io_alloc', 'disabled\n')
+    plat = rc_at(tmp_path).platform()
+    assert plat.io_alloc == 'disabled'
+    assert plat.io_alloc_cbm == {} and plat.hw_shared(0) == 0
+    assert plat.num_closids == 8           # MB's 8 (make_tree)
+
+
+def test_io_alloc_under_cdp_reads_both_types(tmp_path):
+    root = str(tmp_path / 'rc')
+    cdp_tree(root, cbm_len=16)
+    for kind in ('L3CODE', 'L3DATA'):
+        put(root, 'info/%s/io_alloc' % kind, 'enabled\n')
+        put(root, 'info/%s/io_alloc_cbm' % kind, '0=c000;1=c000\n')
+    plat = rc_at(tmp_path).platform()
+    assert plat.io_alloc_cbm[0] == CBM(0xc000, 16)
+    assert plat.num_closids == 7
+
+
+# -- assignable counters -------------------------------------------------------
+@pytest.mark.parametrize('text, mode', [('[mbm_event]\ndefault\n', 'mbm_event'),
+                                        ('[default]\n', 'default')])
+def test_mbm_assign_mode(tmp_path, text, mode):
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    put(root, 'info/L3_MON/mbm_assign_mode', text)
+    assert rc_at(tmp_path).platform().mbm_assign_mode == mode
+
+
+def test_no_mbm_assign_mode_on_older_kernels(tmp_path):
+    make_tree(str(tmp_path / 'rc'))
+    assert rc_at(tmp_path).platform().mbm_assign_mode is None
+
+
+def test_unassigned_and_sub_numa_entries_are_not_values(tmp_path):
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    put(root, 'mon_data/mon_L3_00/llc_occupancy', '65536\n')
+    put(root, 'mon_data/mon_L3_00/mbm_total_bytes', 'Unassigned\n')
+    put(root, 'mon_data/mon_L3_00/mbm_local_bytes', 'Unavailable\n')
+    put(root, 'mon_data/mon_L3_00/mon_sub_L3_00/llc_occupancy', '21\n')
+    put(root, 'mon_data/mon_L3_01/mbm_total_bytes', 'Error\n')
+    assert rc_at(tmp_path).read_mon('') == {0: {'llc_occupancy': 65536},
+                                            1: {}}

@@ -19,7 +19,8 @@ import time
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
 from ovs_rdt.core.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
-from ovs_rdt.exceptions import NotOwnedError, ResctrlError, ResctrlUnavailable
+from ovs_rdt.exceptions import NotOwnedError, RDTError, ResctrlError
+from ovs_rdt.exceptions import ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX
 
 TYPE_CHECKING = False
@@ -152,9 +153,12 @@ class Resctrl:
     def __init__(self, root: str = '/sys/fs/resctrl',
                  sysfs_cpu_root: str = '/sys/devices/system/cpu',
                  lock_timeout: float = 30.0,
-                 mounts: str = '/proc/mounts') -> None:
+                 mounts: str = '/proc/mounts',
+                 sysfs_node_root: str | None = None) -> None:
         self.root = root.rstrip('/') or '/'
         self.sysfs_cpu_root = sysfs_cpu_root
+        #: Where nodeN/cpulist are read; None: beside or inside the CPU root.
+        self.sysfs_node_root = sysfs_node_root
         #: Where the mount options are read (``mba_MBps``): injectable.
         self.mounts = mounts
         self.lock_timeout = lock_timeout
@@ -167,7 +171,8 @@ class Resctrl:
     def from_settings(cls, settings: Any) -> 'Resctrl':
         """From the ``[resctrl]`` options of a :class:`~ovs_rdt.conf.Settings`."""
         cfg = settings.resctrl
-        return cls(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
+        return cls(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout,
+                   sysfs_node_root=cfg.sysfs_node_root)
 
     # -- paths and raw I/O ------------------------------------------------
     def path(self, group: str, *parts: str) -> str:
@@ -400,6 +405,51 @@ class Resctrl:
                 except (OSError, ValueError):
                     continue
         return out
+
+    def node_root(self) -> str:
+        """The NUMA node directory: ``sysfs_node_root``, else derived.
+
+        The emulator's ``--sysfs-dir`` tree has ``node/`` inside the CPU
+        root; Linux has ``/sys/devices/system/node`` beside
+        ``/sys/devices/system/cpu``.
+        """
+        if self.sysfs_node_root:
+            return self.sysfs_node_root
+        inside = os.path.join(self.sysfs_cpu_root, 'node')
+        if os.path.isdir(inside):
+            return inside
+        return os.path.join(
+            os.path.dirname(os.path.normpath(self.sysfs_cpu_root)), 'node')
+
+    def cpu_nodes(self) -> dict[int, int]:
+        """CPU id -> NUMA node id, from ``nodeN/cpulist`` (empty when
+        unreadable; a node whose list cannot be read or parsed is skipped)."""
+        from ovs_rdt.inputs import cpulists
+
+        root = self.node_root()
+        out: dict[int, int] = {}
+        try:
+            names = os.listdir(root)
+        except OSError:
+            return out
+        for name in names:
+            if not name.startswith('node') or not name[4:].isdigit():
+                continue
+            path = os.path.join(root, name, 'cpulist')
+            try:
+                cpus = cpulists.parse(self.read(path).strip(), path)
+            except (OSError, RDTError):
+                continue
+            for cpu in cpus:
+                out[cpu] = int(name[4:])
+        return out
+
+    def numa_l3(self) -> dict[int, frozenset[int]]:
+        """NUMA node -> its L3 cache domains (:mod:`ovs_rdt.core.topology`);
+        empty when sysfs has no nodes or no caches."""
+        from ovs_rdt.core import topology
+
+        return topology.from_cpus(self.cpu_nodes(), self.cpu_domains())
 
     # -- groups -----------------------------------------------------------
     def group_names(self) -> list[str]:

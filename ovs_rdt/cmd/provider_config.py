@@ -15,6 +15,11 @@ that adds to the compute node's resource provider:
   that is not a VM's (the default group included); one per VM.
 * traits ``CUSTOM_RDT_L3_CAT`` (and ``CUSTOM_RDT_MBA`` with MBA).
 
+Its header also names, for the scheduler filter, the NUMA node to L3 cache
+domain map read from sysfs (:mod:`ovs_rdt.core.topology`), as the aggregate
+metadata line ``rdt_numa_l3=0:0-11;1:12-23`` (Sub-NUMA Clustering, AMD
+CCDs): Placement provider configs carry inventories and traits only.
+
 Placement sums the ways over the domains: a flavor asks for
 ``resources:CUSTOM_RDT_L3_WAY`` = ``rdt:l3_ways`` x the domains the VM spans
 (every domain unless it has a NUMA topology) and
@@ -35,12 +40,16 @@ from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, Group, Platform, Request, vm_group
 from ovs_rdt.exceptions import AllocationError, ConfigError, RDTError
+from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
 
 RC_WAYS = 'CUSTOM_RDT_L3_WAY'
 RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
 TRAIT_CAT = 'CUSTOM_RDT_L3_CAT'
 TRAIT_MBA = 'CUSTOM_RDT_MBA'
 COMPUTE_NODE = '$COMPUTE_NODE'
+#: The aggregate metadata key (and [ovs_rdt] option) of the NUMA node to L3
+#: map: a provider config cannot carry it (Placement has no such field).
+NUMA_L3_KEY = 'rdt_numa_l3'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
 _UUID = re.compile(r'[0-9A-Fa-f]{8}-([0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}')
 _VM_PREFIX = vm_group('')
@@ -261,6 +270,10 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         % (resctrl.root, len(platform.domains), platform.cbm_len,
            ' '.join('%d=%d' % kv for kv in sorted(per_dom.items())),
            RC_WAYS, RC_CLOSIDS))
+    numa_l3 = resctrl.numa_l3()
+    if numa_l3:
+        comment += ('\nNova filter: aggregate metadata %s=%s (NUMA node:L3 '
+                    'cache domains).' % (NUMA_L3_KEY, numa_l3_text(numa_l3)))
     text = to_yaml(document(inv, traits_of(platform), uuid, name), comment)
     if args.output in (None, '-'):
         sys.stdout.write(text)

@@ -46,8 +46,9 @@ from oslo_log import log as logging
 from nova_plugin import adapter
 from nova_plugin import opts
 from ovs_rdt.core import capacity
+from ovs_rdt.core import topology
 from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.inputs import integers, request
+from ovs_rdt.inputs import integers, numa_l3 as numa_l3_text, request
 
 LOG = logging.getLogger(__name__)
 CONF = adapter.CONF
@@ -56,6 +57,9 @@ opts.register_opts(CONF)
 #: Aggregate metadata keys (and [ovs_rdt] options), in HostCapacity order.
 KEYS = ('rdt_l3_ways', 'rdt_system_ways', 'rdt_closids',
         'rdt_reserved_closids', 'rdt_pools')
+#: Aggregate metadata key (and [ovs_rdt] option) of the NUMA node to L3 map
+#: (``ovs-rdt provider-config`` prints it); read after KEYS.
+NUMA_L3 = 'rdt_numa_l3'
 _UNSET = object()
 _HOLDING = adapter.private_slot('holding')   # Holding on an Instance
 _USAGE = adapter.private_slot('usage')       # (instances, Usage) on a HostState
@@ -70,13 +74,14 @@ class _Pass:
     """One request's scheduling pass (all its instances)."""
 
     __slots__ = ('request', 'cells', 'error', 'defaults', 'uuids', 'seen',
-                 'placed', 'warned')
+                 'placed', 'warned', 'numa_l3')
 
     def __init__(self, spec_obj: Any) -> None:
         self.request: capacity.Holding | None = None
         self.cells = 0
         self.error: str | None = None
         self.defaults: tuple = ()
+        self.numa_l3: str | None = None
         self.uuids: set[str] = set()
         self.seen: dict[tuple, int] = {}
         self.placed: dict[tuple, list[capacity.Holding]] = {}
@@ -152,6 +157,7 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             rdt_pass.defaults = tuple(
                 tuple(group[k]) if k == 'rdt_pools' and group[k] is not None
                 else group[k] for k in KEYS)
+            rdt_pass.numa_l3 = group[NUMA_L3]
             uuid = adapter.request_instance_uuid(spec_obj)
             if uuid:
                 rdt_pass.uuids.add(uuid)
@@ -169,32 +175,40 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
                       '%(error)s', {'host_state': host_state,
                                     'error': rdt_pass.error})
             return False
-        cap = _capacity(adapter.aggregate_metadata(host_state, KEYS),
-                        rdt_pass.defaults)
+        raw = adapter.aggregate_metadata(host_state, (*KEYS, NUMA_L3))
+        cap = _capacity(raw, rdt_pass.defaults)
         if cap is None:
             LOG.debug('%(host_state)s fails RDT cache requirements: no cache '
                       'capacity known (aggregate metadata or [ovs_rdt] '
                       'rdt_l3_ways and rdt_closids)',
                       {'host_state': host_state})
             return False
-        usage = self._usage(host_state, spec_obj, rdt_pass)
+        numa_l3 = _numa_l3(tuple(r[-1] for r in raw), rdt_pass.numa_l3)
+        usage = self._usage(host_state, spec_obj, rdt_pass, numa_l3)
         if usage is None:
             LOG.debug('%(host_state)s fails RDT cache requirements: the '
                       'flavors of its instances could not be loaded',
                       {'host_state': host_state})
             return False
-        domains = adapter.host_domains(host_state) or usage.domains() | {0}
+        nodes = adapter.host_domains(host_state)
+        if numa_l3 is None:     # node id == L3 id
+            domains = nodes = nodes or usage.domains() | {0}
+        else:
+            domains = topology.domains(numa_l3)
+            nodes = nodes or frozenset(numa_l3)
         request = rdt_pass.request
         assert request is not None
         if request.ways and rdt_pass.cells:
-            if rdt_pass.cells > len(domains):
+            if rdt_pass.cells > len(nodes):
                 LOG.debug('%(host_state)s fails RDT cache requirements: %(n)d '
-                          'NUMA cells, %(d)d L3 cache domains',
+                          'NUMA cells, %(d)d %(what)s',
                           {'host_state': host_state, 'n': rdt_pass.cells,
-                           'd': len(domains)})
+                           'd': len(nodes), 'what': 'L3 cache domains'
+                           if numa_l3 is None else 'NUMA nodes'})
                 return False
             request = request._replace(domains=_request_domains(
-                host_state, spec_obj, cap, usage, domains, rdt_pass.cells))
+                host_state, spec_obj, cap, usage, nodes, rdt_pass.cells,
+                numa_l3))
         reason = capacity.check(cap, usage, request, domains)
         if reason is not None:
             LOG.debug('%(host_state)s fails RDT cache requirements: '
@@ -204,14 +218,16 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         return True
 
     # -- usage --------------------------------------------------------------
-    def _usage(self, host_state: Any, spec_obj: Any,
-               rdt_pass: _Pass) -> capacity.Usage | None:
+    def _usage(self, host_state: Any, spec_obj: Any, rdt_pass: _Pass,
+               numa_l3: topology.NumaL3 | None = None
+               ) -> capacity.Usage | None:
         """What the host's instances hold, plus this pass's placements.
 
-        None when the instances' flavors could not be loaded.
+        None when the instances' flavors could not be loaded.  Holdings
+        name NUMA cells; ``numa_l3`` maps them to L3 domains.
         """
         instances = adapter.host_instances(host_state)
-        usage = self._instances_usage(host_state, instances)
+        usage = self._instances_usage(host_state, instances, numa_l3)
         if usage is None:
             return None
         own = [instances[u] for u in rdt_pass.uuids if u in instances]
@@ -238,8 +254,9 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             usage.add(held)
         return usage
 
-    def _instances_usage(self, host_state: Any,
-                         instances: dict) -> capacity.Usage | None:
+    def _instances_usage(self, host_state: Any, instances: dict,
+                         numa_l3: topology.NumaL3 | None = None
+                         ) -> capacity.Usage | None:
         """Sum of the host's instances, cached while they are the same objects.
 
         None when bare stubs could not be loaded: counting them as holding
@@ -247,9 +264,10 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         """
         current = tuple(instances.values())
         cached = adapter.cached(host_state, _USAGE)
-        if cached is not None and adapter.same_instances(cached[0], current):
+        if cached is not None and adapter.same_instances(cached[0], current) \
+                and cached[1].numa_l3 is numa_l3:
             return cached[1]
-        usage = capacity.Usage()
+        usage = capacity.Usage(numa_l3)
         stubs = []
         for inst in current:
             held = adapter.cached(inst, _HOLDING, _UNSET)
@@ -324,12 +342,16 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
 
 def _request_domains(host_state: Any, spec_obj: Any,
                      cap: capacity.HostCapacity, usage: capacity.Usage,
-                     domains: frozenset[int], cells: int) -> frozenset[int]:
-    """The domains a request with NUMA cells will get on this host.
+                     domains: frozenset[int], cells: int,
+                     numa_l3: topology.NumaL3 | None = None
+                     ) -> frozenset[int]:
+    """The L3 domains a request with NUMA cells will get on this host.
 
     The NUMA cells Nova will pick (NUMATopologyFilter's limits, so list
-    RDTCacheFilter after it).  When that fit fails (NUMATopologyFilter
-    rejects the host anyway) or cannot be computed, the best case.
+    RDTCacheFilter after it), mapped to their L3 domains by ``numa_l3``
+    (``domains`` are then the host's NUMA nodes).  When that fit fails
+    (NUMATopologyFilter rejects the host anyway) or cannot be computed,
+    the best case.
     """
     try:
         fitted = adapter.numa_fit(host_state, spec_obj)
@@ -337,6 +359,9 @@ def _request_domains(host_state: Any, spec_obj: Any,
         LOG.debug('%(host_state)s: NUMA fit for the RDT check failed: '
                   '%(error)s', {'host_state': host_state, 'error': exc})
         fitted = None
+    if numa_l3 is not None:
+        return topology.l3_of(numa_l3, fitted) if fitted is not None else \
+            capacity.best_nodes(usage, numa_l3, domains, cells)
     if fitted is not None:
         return fitted
     return capacity.best_domains(cap, usage, domains, cells)
@@ -410,6 +435,37 @@ def _capacity(aggregates: tuple, defaults: tuple) -> capacity.HostCapacity | Non
         return None
     return capacity.HostCapacity(l3_ways, system_ways or 0, closids,
                                  reserved or 0, pools)
+
+
+@functools.lru_cache(maxsize=256)
+def _numa_l3(aggregates: tuple, default: str | None
+             ) -> dict[int, frozenset[int]] | None:
+    """The NUMA node to L3 map from aggregates' ``rdt_numa_l3``, else the
+    ``[ovs_rdt]`` default; None: neither (node id == L3 id).
+
+    Several aggregates: per node, the L3 domains any of them lists (holding
+    ways on more domains never over-commits).  Cached (one object per text,
+    which the usage cache compares by identity): a bad value warns once and
+    is ignored.
+    """
+    merged: dict[int, frozenset[int]] | None = None
+    for value in aggregates:
+        if value is None:
+            continue
+        try:
+            parsed = numa_l3_text.parse(value, NUMA_L3)
+        except InvalidValue as exc:
+            LOG.warning('Ignoring aggregate metadata: %(error)s',
+                        {'error': exc})
+            continue
+        if merged is None:
+            merged = parsed
+        else:
+            for node, l3s in parsed.items():
+                merged[node] = merged.get(node, frozenset()) | l3s
+    if merged is None and default is not None:
+        merged = numa_l3_text.parse(default, '[ovs_rdt] ' + NUMA_L3)
+    return merged
 
 
 def _parse(key: str, value: str) -> Any:

@@ -13,6 +13,7 @@ from oslo_config import types
 
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import integers
+from ovs_rdt.inputs import numa_l3
 from ovs_rdt import MAX_WAYS
 
 GROUP = 'ovs_rdt'
@@ -39,6 +40,23 @@ class WholeNumber(types.Integer):
                                   else self.max)
         except RDTError as exc:
             raise ValueError(str(exc)) from None
+
+
+class NumaL3Map(types.String):
+    """A NUMA node to L3 map (``0:0-11;1:12-23``), checked by ovs-rdt's
+    rule (:mod:`ovs_rdt.inputs.numa_l3`) and kept as text."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(type_name='NUMA node to L3 map')
+        self.field = '[%s] %s' % (GROUP, name)
+
+    def __call__(self, value: Any) -> Any:
+        value = super().__call__(value)
+        try:
+            numa_l3.parse(value, self.field)
+        except RDTError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 def _whole(name: str, low: int, high: int | None = None,
@@ -93,6 +111,18 @@ OPTS = [
              'the host. Unset (and no rdt_pools aggregate metadata): the '
              'pools are unknown; a pool with no instance on a host is then '
              'assumed to take one more CLOSID there.'),
+    cfg.Opt(
+        'rdt_numa_l3', type=NumaL3Map('rdt_numa_l3'), default=None,
+        help='Which L3 cache domains the CPUs of each host NUMA node use, as '
+             'NODE:L3S items separated by ";" (L3S in CPU-list syntax): '
+             '"0:0;1:0;2:0;3:1;4:1;5:1" for a two-socket Xeon with Sub-NUMA '
+             'Clustering (SNC3: three nodes share a socket\'s L3), '
+             '"0:0-11;1:12-23" for a two-socket AMD EPYC 9654 in NPS1 (12 '
+             'L3s, one per CCD, per node). "ovs-rdt provider-config" on a '
+             'compute prints it. An instance pinned to NUMA cells holds its '
+             'ways on each L3 domain of those nodes, once; an unpinned one on '
+             'every L3 domain listed. Unset: each NUMA node is the L3 cache '
+             'domain with the same id (Xeons without Sub-NUMA Clustering).'),
 ]
 
 

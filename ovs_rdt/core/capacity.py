@@ -13,9 +13,12 @@ The model, per host:
   PMD group and the configured pools.
 * An instance with ``rdt:l3_ways=N`` holds N ways on *each* domain it may
   run on, and one CLOSID.  Pinned instances (a Nova NUMA topology) run on
-  the domains of their NUMA cells; we assume one L3 domain per NUMA node
-  and domain id == host NUMA node id (true on Xeons without Sub-NUMA
-  Clustering).  Unpinned instances run on, and hold ways on, every domain.
+  the L3 domains of their NUMA cells: with a NUMA node to L3 map
+  (:mod:`ovs_rdt.core.topology`, given to :class:`Usage`) each domain of
+  those nodes once (Sub-NUMA Clustering: several nodes, one L3; AMD: one
+  node, many L3s); without one, domain id == host NUMA node id (Xeons
+  without Sub-NUMA Clustering).  Unpinned instances run on, and hold ways
+  on, every domain.
 * An instance with ``rdt:pool=X`` holds no ways.  The node only accepts
   pools it is configured with (``[allocation] pools``; the hook refuses
   any other), and creates all of them together, their CLOSIDs in
@@ -39,6 +42,7 @@ from typing import AbstractSet, Iterable, NamedTuple
 from ovs_rdt.core.ways import closids_fit  # noqa: F401 (re-exported)
 from ovs_rdt.core.ways import closids_free
 from ovs_rdt.core.ways import free_ways
+from ovs_rdt.core import topology
 
 
 class Holding(NamedTuple):
@@ -47,7 +51,9 @@ class Holding(NamedTuple):
     ways: int = 0
     """Ways per domain, 0 for pool members."""
     domains: frozenset[int] | None = None
-    """Domains the ways are held on; None means every domain (unpinned)."""
+    """Domains the ways are held on; None means every domain (unpinned).
+    Host NUMA node ids when added to a :class:`Usage` with a NUMA node to
+    L3 map."""
     pool: str | None = None
     """The shared pool joined, if any."""
 
@@ -67,9 +73,12 @@ class HostCapacity(NamedTuple):
 class Usage:
     """What the instances on one host hold, summed per domain."""
 
-    __slots__ = ('every', 'on', 'dedicated', 'pools')
+    __slots__ = ('every', 'on', 'dedicated', 'pools', 'numa_l3')
 
-    def __init__(self) -> None:
+    def __init__(self, numa_l3: topology.NumaL3 | None = None) -> None:
+        self.numa_l3 = numa_l3
+        """NUMA node -> L3 domains: holdings added name NUMA nodes, held
+        on each of their L3 domains once.  None: node id == L3 id."""
         self.every = 0
         """Ways held on every domain (unpinned instances)."""
         self.on: dict[int, int] = {}
@@ -86,7 +95,9 @@ class Usage:
             if holding.domains is None:
                 self.every += holding.ways * count
             else:
-                for dom in holding.domains:
+                doms = holding.domains if self.numa_l3 is None else \
+                    topology.l3_of(self.numa_l3, holding.domains)
+                for dom in doms:
                     left = self.on.get(dom, 0) + holding.ways * count
                     if left:
                         self.on[dom] = left
@@ -100,7 +111,7 @@ class Usage:
                 self.pools.pop(holding.pool, None)
 
     def copy(self) -> 'Usage':
-        new = Usage()
+        new = Usage(self.numa_l3)
         new.every = self.every
         new.on = dict(self.on)
         new.dedicated = self.dedicated
@@ -144,6 +155,18 @@ def best_domains(cap: HostCapacity, usage: Usage, domains: Iterable[int],
     """
     ranked = sorted(domains, key=lambda d: (usage.used_ways(d), d))
     return frozenset(ranked[:count])
+
+
+def best_nodes(usage: Usage, numa_l3: topology.NumaL3, nodes: Iterable[int],
+               count: int) -> frozenset[int]:
+    """The L3 domains of the ``count`` NUMA nodes whose fullest L3 domain
+    has the most free ways (lowest id on a tie): :func:`best_domains`
+    through a NUMA node to L3 map."""
+    def fullest(node: int) -> int:
+        return max((usage.used_ways(d)
+                    for d in topology.l3_of(numa_l3, (node,))), default=0)
+    ranked = sorted(nodes, key=lambda n: (fullest(n), n))
+    return topology.l3_of(numa_l3, ranked[:count])
 
 
 def check(cap: HostCapacity, usage: Usage, request: Holding,

@@ -44,7 +44,8 @@ class WholeNumber(types.Integer):
 
 class NumaL3Map(types.String):
     """A NUMA node to L3 map (``0:0-11;1:12-23``), checked by ovs-rdt's
-    rule (:mod:`ovs_rdt.inputs.numa_l3`) and kept as text."""
+    rule (:mod:`ovs_rdt.inputs.numa_l3`) and kept as text.
+    """
 
     def __init__(self, name: str) -> None:
         super().__init__(type_name='NUMA node to L3 map')

@@ -423,7 +423,8 @@ class Resctrl:
 
     def cpu_nodes(self) -> dict[int, int]:
         """CPU id -> NUMA node id, from ``nodeN/cpulist`` (empty when
-        unreadable; a node whose list cannot be read or parsed is skipped)."""
+        unreadable; a node whose list cannot be read or parsed is skipped).
+        """
         from ovs_rdt.inputs import cpulists
 
         root = self.node_root()
@@ -446,7 +447,8 @@ class Resctrl:
 
     def numa_l3(self) -> dict[int, frozenset[int]]:
         """NUMA node -> its L3 cache domains (:mod:`ovs_rdt.core.topology`);
-        empty when sysfs has no nodes or no caches."""
+        empty when sysfs has no nodes or no caches.
+        """
         from ovs_rdt.core import topology
 
         return topology.from_cpus(self.cpu_nodes(), self.cpu_domains())

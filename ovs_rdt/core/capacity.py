@@ -39,10 +39,10 @@ from __future__ import annotations
 
 from typing import AbstractSet, Iterable, NamedTuple
 
+from ovs_rdt.core import topology
 from ovs_rdt.core.ways import closids_fit  # noqa: F401 (re-exported)
 from ovs_rdt.core.ways import closids_free
 from ovs_rdt.core.ways import free_ways
-from ovs_rdt.core import topology
 
 
 class Holding(NamedTuple):
@@ -161,7 +161,8 @@ def best_nodes(usage: Usage, numa_l3: topology.NumaL3, nodes: Iterable[int],
                count: int) -> frozenset[int]:
     """The L3 domains of the ``count`` NUMA nodes whose fullest L3 domain
     has the most free ways (lowest id on a tie): :func:`best_domains`
-    through a NUMA node to L3 map."""
+    through a NUMA node to L3 map.
+    """
     def fullest(node: int) -> int:
         return max((usage.used_ways(d)
                     for d in topology.l3_of(numa_l3, (node,))), default=0)

@@ -119,7 +119,8 @@ def test_text_round_trip() -> None:
 def _sysfs(base: str, layout: Callable[[int], tuple[int, int]],
            node_dir: str | None = None) -> str:
     """cpuN/cache/index3/{level,id} and nodeN/cpulist, as Linux lays them out
-    (node_dir None: node/ inside the CPU tree, as the emulator does)."""
+    (node_dir None: node/ inside the CPU tree, as the emulator does).
+    """
     cpu_root = os.path.join(base, 'cpu')
     nodes: dict[int, list[int]] = {}
     for cpu in _cpus(layout):

@@ -47,7 +47,8 @@ class Case(NamedTuple):
     @property
     def closids(self) -> int:
         """CLOSIDs for groups: the smallest count, halved under CDP, one
-        fewer with io_alloc enabled (the kernel gives it the highest)."""
+        fewer with io_alloc enabled (the kernel gives it the highest).
+        """
         p = PROFILES[self.profile]
         n = min(p.l3_num_closids, p.mb_num_closids) if p.mba \
             else p.l3_num_closids
@@ -71,7 +72,8 @@ class Case(NamedTuple):
         the default group's 2 and pool noisy's 2; with io_alloc the ways
         shared with I/O too, where VMs' isolated groups never go and the
         default group's floor is not counted, but the shareable pool,
-        packed from the highest way down, sits."""
+        packed from the highest way down, sits.
+        """
         if not self.io_alloc:
             return SYSTEM_MIN_WAYS + NOISY_WAYS
         io_ways = bin(IO_ALLOC_CBM).count('1')

@@ -24,14 +24,14 @@ import os
 import socket
 import subprocess
 import sys
-import uuid
 from typing import Iterator
+import uuid
 
 import pytest
 import yaml
 
-from tests.functional.fixtures import host
 from tests.functional.fixtures.emulator import EmulatorFixture
+from tests.functional.fixtures import host
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed
 from tests.functional.fixtures.ovs import AgentProcess, OvsTestbed, wait_for
 from tests.functional.fixtures.ovs import write_agent_config
@@ -82,7 +82,8 @@ def l3_kinds(case: Case) -> tuple[str, ...]:
 def assert_isolated(emu_root: str, case: Case, group: str, ways: int,
                     domains: list[int]) -> None:
     """``ways`` contiguous ways on every domain, shared with no other group
-    (the default group included), in every L3 schema of the mount."""
+    (the default group included), in every L3 schema of the mount.
+    """
     mine = schemata(emu_root, group)
     others = {g: schemata(emu_root, g) for g in ['', *groups(emu_root)]
               if g != group}
@@ -311,6 +312,12 @@ def test_ovs_knobs(ovs: OvsTestbed, knobs_env: tuple[Case, EmulatorFixture]
         assert 'Traceback' not in err
         assert schemata(emu.root, PMD_GROUP) == lines
         assert tasks(emu.root, PMD_GROUP) == pmds
+    else:
+        assert 'MB' not in lines
+        ovs.other_config(rdt_pmd_mb_percent='50')
+        rdt_status(ovs, 'error: ', "other_config:rdt-pmd-mb-percent: '50' "
+                   'cannot be met: this host has no memory bandwidth')
+        assert schemata(emu.root, PMD_GROUP) == lines
     # Removing the keys undoes it all.
     ovs.other_config(rdt_pmd_l3_ways=None, rdt_vswitchd=None,
                      rdt_pmd_mb_percent=None, rdt_pmd_mb_mbps=None)

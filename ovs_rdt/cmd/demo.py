@@ -219,15 +219,25 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                      box.libvirtd.uri, teardown))
             return 0
     except KeyboardInterrupt:
-        print('\ninterrupted: tearing down', file=sys.stderr)
+        _say('\ninterrupted: tearing down', sys.stderr)
         _teardown(box)
         return 130
     except Exception as exc:  # one line, never a traceback; then clean up
-        print('ovs-rdt demo: error: %s' % _one_line(exc), file=sys.stderr)
-        print('tearing down', file=sys.stderr)
+        _say('ovs-rdt demo: error: %s\ntearing down' % _one_line(exc),
+             sys.stderr)
         _teardown(box)
         return 1
     return _teardown(box)
+
+
+def _say(text: str, stream: Any) -> None:
+    """Print, unless the reader went away (``ovs-rdt demo | head``): the
+    teardown that follows must run all the same.
+    """
+    try:
+        print(text, file=stream, flush=True)
+    except OSError:
+        pass
 
 
 def _one_line(exc: BaseException) -> str:
@@ -256,9 +266,10 @@ def _teardown(box: Any) -> int:
     began = time.monotonic()
     problems = box.teardown()
     for line in problems:
-        print('ovs-rdt demo: teardown: %s' % line, file=sys.stderr)
-    print('Torn down in %.1f s%s.' % (
-        time.monotonic() - began, ' with problems' if problems else ''))
+        _say('ovs-rdt demo: teardown: %s' % line, sys.stderr)
+    _say('Torn down in %.1f s%s.' % (
+        time.monotonic() - began, ' with problems' if problems else ''),
+        sys.stdout)
     return 1 if problems else 0
 
 

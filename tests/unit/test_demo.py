@@ -38,3 +38,60 @@ def test_config_names_the_scaled_masks() -> None:
                               vswitchd_pidfile='/p', **demo.table4_masks(16))
     assert 'l3_cbm = fe00\n' in text and 'l3_cbm = 40\n' in text
     assert 'system_l3_cbm = 180\n' in text
+
+
+class _BrokenPipe:
+    """A stream whose reader went away (``ovs-rdt demo | head``)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, 'Broken pipe')
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, 'Broken pipe')
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _FakeBox:
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.torn_down = 0
+
+    def save(self) -> None:
+        pass
+
+    def teardown(self) -> list[str]:
+        self.torn_down += 1
+        return []
+
+
+def test_a_closed_output_pipe_still_tears_everything_down(
+        monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``ovs-rdt demo 2>&1 | head``: printing fails half-way; the daemons,
+    guests and mount must go all the same.
+    """
+    import argparse
+    import signal
+
+    from ovs_rdt import sandbox
+
+    boxes: list[_FakeBox] = []
+
+    def make_box(workdir: str) -> _FakeBox:
+        boxes.append(_FakeBox(workdir))
+        return boxes[-1]
+
+    def main_job(box: _FakeBox, args: argparse.Namespace) -> None:
+        print('Platform: ...')           # the pipe is closed: raises
+
+    monkeypatch.setattr(sandbox, 'Sandbox', make_box)
+    monkeypatch.setattr(demo, 'missing_prerequisites', lambda tcg: [])
+    monkeypatch.setattr(demo, '_main_job', main_job)
+    monkeypatch.setattr(signal, 'signal', lambda *a: None)
+    monkeypatch.setattr('sys.stdout', _BrokenPipe())
+    monkeypatch.setattr('sys.stderr', _BrokenPipe())
+    args = argparse.Namespace(teardown=False, tcg=True, keep=False,
+                              workdir=str(tmp_path / 'demo'))
+    assert demo.run(None, args) == 1   # type: ignore[arg-type]
+    assert [b.torn_down for b in boxes] == [1]

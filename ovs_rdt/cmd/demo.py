@@ -5,6 +5,10 @@ KVM guests, the hook and the agent are the real ones.  The plan is seed 000
 Table 4: PMDs + ovs-vswitchd + the VM under test share ``hp`` (0x7f0,
 isolated), the noisy neighbours share ``noisy`` (0x2), the OS keeps 0xc, and
 a fourth guest takes the way Table 4 leaves free (bit 0) in a dedicated CLOS.
+
+Table 4 is for an 11-way CBM.  On a profile with a wider CBM (``--profile``)
+the demo keeps its way counts and order from the highest way down (hp 7,
+the OS 2, noisy 1, the rest free: :func:`table4_masks`).
 """
 from __future__ import annotations
 
@@ -36,15 +40,17 @@ sysfs_cpu_root = {sysfs}
 [allocation]
 pools = hp,noisy
 system_min_ways = 2
+# CLOS 2 of Table 4: the OS.
+system_l3_cbm = {system:x}
 
 [pool:hp]
 # CLOS 0 of Table 4: PMD threads, ovs-vswitchd and the VM under test.
-l3_cbm = 7f0
+l3_cbm = {hp:x}
 isolated = true
 
 [pool:noisy]
 # CLOS 1 of Table 4: the noisy neighbours.
-l3_cbm = 2
+l3_cbm = {noisy:x}
 
 [metrics]
 listen = {metrics}
@@ -54,6 +60,31 @@ connection = {connection}
 vswitchd_pidfile = {vswitchd_pidfile}
 rescan_interval = 2
 """
+
+#: Seed 000 Table 4 in ways, from the highest way down (11-way CBM:
+#: 0x7f0, 0xc, 0x2 and way 0 free).
+TABLE4_WAYS = (('hp', 7), ('system', 2), ('noisy', 1))
+
+
+def table4_masks(cbm_len: int) -> dict[str, int]:
+    """Table 4's masks scaled to a CBM of ``cbm_len`` ways.
+
+    The same way counts in the same order from the highest way down; the
+    ways below are free (Table 4 leaves one, which the dedicated guest
+    takes).
+    """
+    need = sum(ways for _, ways in TABLE4_WAYS) + 1
+    if cbm_len < need:
+        raise RDTError('the demo needs an L3 CBM of at least %d ways (seed 000 '
+                       'Table 4 and a free way); this profile has %d'
+                       % (need, cbm_len))
+    masks = {}
+    top = cbm_len
+    for name, ways in TABLE4_WAYS:
+        top -= ways
+        masks[name] = ((1 << ways) - 1) << top
+    return masks
+
 
 GUESTS = (
     ('ovsrdt-demo-sut', '<rdt:pool name="hp"/>', 'VM under test (pool hp)'),
@@ -188,15 +219,25 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                      box.libvirtd.uri, teardown))
             return 0
     except KeyboardInterrupt:
-        print('\ninterrupted: tearing down', file=sys.stderr)
+        _say('\ninterrupted: tearing down', sys.stderr)
         _teardown(box)
         return 130
     except Exception as exc:  # one line, never a traceback; then clean up
-        print('ovs-rdt demo: error: %s' % _one_line(exc), file=sys.stderr)
-        print('tearing down', file=sys.stderr)
+        _say('ovs-rdt demo: error: %s\ntearing down' % _one_line(exc),
+             sys.stderr)
         _teardown(box)
         return 1
     return _teardown(box)
+
+
+def _say(text: str, stream: Any) -> None:
+    """Print, unless the reader went away (``ovs-rdt demo | head``): the
+    teardown that follows must run all the same.
+    """
+    try:
+        print(text, file=stream, flush=True)
+    except OSError:
+        pass
 
 
 def _one_line(exc: BaseException) -> str:
@@ -225,9 +266,10 @@ def _teardown(box: Any) -> int:
     began = time.monotonic()
     problems = box.teardown()
     for line in problems:
-        print('ovs-rdt demo: teardown: %s' % line, file=sys.stderr)
-    print('Torn down in %.1f s%s.' % (
-        time.monotonic() - began, ' with problems' if problems else ''))
+        _say('ovs-rdt demo: teardown: %s' % line, sys.stderr)
+    _say('Torn down in %.1f s%s.' % (
+        time.monotonic() - began, ' with problems' if problems else ''),
+        sys.stdout)
     return 1 if problems else 0
 
 
@@ -288,15 +330,20 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     root, sysfs = progress.step(
         'mounting the emulated resctrl (%s)' % args.profile,
         lambda: box.mount_emulator(args.profile))
+    from ovs_rdt.resctrl import Resctrl
+    masks = table4_masks(Resctrl(root, sysfs).platform().cbm_len)
     config_file = os.path.join(args.workdir, 'ovs-rdt.conf')
     with open(config_file, 'w') as fh:
         fh.write(CONFIG.format(workdir=args.workdir, root=root, sysfs=sysfs,
                                connection=box.ovs.connection,
                                metrics=args.metrics_listen,
-                               vswitchd_pidfile=box.ovs.vswitchd_pidfile))
+                               vswitchd_pidfile=box.ovs.vswitchd_pidfile,
+                               **masks))
     settings = conf.load(config_file, missing_ok=False)
-    progress.step('ovs-rdt apply: pools hp=0x7f0 (isolated), noisy=0x2, '
-                  'default group 0xc', lambda: manager_from(settings).apply())
+    progress.step('ovs-rdt apply: pools hp=0x%x (isolated), noisy=0x%x, '
+                  'default group 0x%x'
+                  % (masks['hp'], masks['noisy'], masks['system']),
+                  lambda: manager_from(settings).apply())
     progress.step('starting ovsdb-server and ovs-vswitchd (netdev bridge, 2 '
                   'dummy-pmd ports, pmd-cpu-mask=0x3)',
                   lambda: box.start_ovs(2, '0x3', args.start_timeout))

@@ -147,7 +147,8 @@ def inventory(platform: Platform, groups: list[Group], system_min_ways: int,
     not_vms = sum(1 for g in groups if not g.name.startswith(_VM_PREFIX))
     return {
         RC_WAYS: {'total': total, 'reserved': reserved,
-                  'min_unit': min(platform.min_cbm_bits, free),
+                  # AMD's min_cbm_bits is 0; Placement wants >= 1
+                  'min_unit': max(1, min(platform.min_cbm_bits, free)),
                   'max_unit': free, 'step_size': 1, 'allocation_ratio': 1.0},
         RC_CLOSIDS: {'total': platform.num_closids,
                      'reserved': min(platform.num_closids, not_vms),

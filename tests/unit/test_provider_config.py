@@ -80,6 +80,16 @@ def test_explicit_system_mask_and_min_cbm_bits() -> None:
     assert pc.inventory(plat, groups, 1)[pc.RC_WAYS]['min_unit'] == 2
 
 
+def test_min_unit_is_at_least_one_on_amd() -> None:
+    """AMD has min_cbm_bits 0 (empty masks allowed); Placement refuses an
+    inventory whose min_unit is below 1, so nova-compute could not report
+    the node's ways.
+    """
+    groups = [Group('', {0: cbm(0x7ff)})]
+    plat = platform(domains=(0,), min_cbm_bits=0)
+    assert pc.inventory(plat, groups, 2)[pc.RC_WAYS]['min_unit'] == 1
+
+
 def test_ways_shared_with_io_are_not_for_vms() -> None:
     """DDIO: shareable_bits 600; VMs' isolated groups cannot have them."""
     plat = platform(domains=(0,), shareable_bits=0x600)

@@ -1,0 +1,97 @@
+"""``ovs-rdt demo``'s layout on every emulated profile (seed 000 Table 4)."""
+from __future__ import annotations
+
+import pytest
+
+from ovs_rdt.cmd import demo
+from ovs_rdt.emulator.profiles import PROFILES
+from ovs_rdt.exceptions import RDTError
+
+
+def test_eleven_ways_is_table4_exactly() -> None:
+    assert demo.table4_masks(11) == {'hp': 0x7f0, 'system': 0xc,
+                                     'noisy': 0x2}
+
+
+@pytest.mark.parametrize('profile', sorted(PROFILES))
+def test_every_profile_keeps_table4s_way_counts(profile: str) -> None:
+    width = PROFILES[profile].cbm_len
+    masks = demo.table4_masks(width)
+    # hp on the highest ways, then the OS, then noisy, the rest free
+    assert masks['hp'] >> (width - 7) == 0x7f
+    assert masks['system'] == 0x3 << (width - 9)
+    assert masks['noisy'] == 0x1 << (width - 10)
+    assert not (masks['hp'] & masks['system'] or masks['hp'] & masks['noisy']
+                or masks['system'] & masks['noisy'])
+    assert masks['hp'] | masks['system'] | masks['noisy'] < 1 << width
+
+
+def test_too_narrow_a_cbm_is_one_clear_error() -> None:
+    with pytest.raises(RDTError, match='at least 11 ways .* this profile has '
+                       '10'):
+        demo.table4_masks(10)
+
+
+def test_config_names_the_scaled_masks() -> None:
+    text = demo.CONFIG.format(workdir='/w', root='/r', sysfs='/s',
+                              connection='unix:/c', metrics='127.0.0.1:1',
+                              vswitchd_pidfile='/p', **demo.table4_masks(16))
+    assert 'l3_cbm = fe00\n' in text and 'l3_cbm = 40\n' in text
+    assert 'system_l3_cbm = 180\n' in text
+
+
+class _BrokenPipe:
+    """A stream whose reader went away (``ovs-rdt demo | head``)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, 'Broken pipe')
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, 'Broken pipe')
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _FakeBox:
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.torn_down = 0
+
+    def save(self) -> None:
+        pass
+
+    def teardown(self) -> list[str]:
+        self.torn_down += 1
+        return []
+
+
+def test_a_closed_output_pipe_still_tears_everything_down(
+        monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``ovs-rdt demo 2>&1 | head``: printing fails half-way; the daemons,
+    guests and mount must go all the same.
+    """
+    import argparse
+    import signal
+
+    from ovs_rdt import sandbox
+
+    boxes: list[_FakeBox] = []
+
+    def make_box(workdir: str) -> _FakeBox:
+        boxes.append(_FakeBox(workdir))
+        return boxes[-1]
+
+    def main_job(box: _FakeBox, args: argparse.Namespace) -> None:
+        print('Platform: ...')           # the pipe is closed: raises
+
+    monkeypatch.setattr(sandbox, 'Sandbox', make_box)
+    monkeypatch.setattr(demo, 'missing_prerequisites', lambda tcg: [])
+    monkeypatch.setattr(demo, '_main_job', main_job)
+    monkeypatch.setattr(signal, 'signal', lambda *a: None)
+    monkeypatch.setattr('sys.stdout', _BrokenPipe())
+    monkeypatch.setattr('sys.stderr', _BrokenPipe())
+    args = argparse.Namespace(teardown=False, tcg=True, keep=False,
+                              workdir=str(tmp_path / 'demo'))
+    assert demo.run(None, args) == 1   # type: ignore[arg-type]
+    assert [b.torn_down for b in boxes] == [1]

@@ -109,12 +109,16 @@ def mount_options(mounts_text: str, root: str) -> list[str] | None:
     return found
 
 
-def parse_size(text: str) -> dict[int, int]:
-    """The L3 line of a group's ``size`` file: bytes per domain."""
+def parse_size(text: str, resource: str = 'L3') -> dict[int, int]:
+    """The ``resource`` line of a group's ``size`` file: bytes per domain.
+
+    Under CDP the kernel prints ``L3CODE`` and ``L3DATA`` lines there
+    (one per schema, ``rdtgroup_size_show()``), no ``L3`` line.
+    """
     out: dict[int, int] = {}
     for line in text.splitlines():
         res, _, rest = line.strip().partition(':')
-        if res != 'L3':
+        if res.strip() != resource:
             continue
         for item in rest.split(';'):
             dom, _, val = item.partition('=')
@@ -329,14 +333,16 @@ class Resctrl:
         closids = [int(self._info(name, 'num_closids') or '0')
                    for name in sorted(os.listdir(os.path.join(self.root, 'info')))
                    if self._info(name, 'num_closids') is not None]
-        root_l3, root_mb = parse_schemata(self.read(self.path(ROOT, 'schemata')),
-                                          cbm_len)
+        root_text = self.read(self.path(ROOT, 'schemata'))
+        root_l3, root_mb = parse_schemata(root_text, cbm_len)
         cache_bytes: dict[int, int] = {}
         try:
-            sizes = parse_size(self.read(self.path(ROOT, 'size')))
+            # ``L3``, or under CDP ``L3CODE`` with the code mask it sizes.
+            sizes = parse_size(self.read(self.path(ROOT, 'size')), res)
         except (OSError, ValueError):
             sizes = {}
-        for dom, mask in root_l3.items():
+        for dom, mask in parse_resources(root_text, cbm_len).get(
+                res, root_l3).items():
             if dom in sizes and mask.count:
                 cache_bytes[dom] = sizes[dom] // mask.count * cbm_len
         mb = None

@@ -92,6 +92,20 @@ def test_cdp_group_uses_code_or_data_ways(tmp_path):
     assert grp.cdp_split
 
 
+def test_cdp_cache_size_from_the_code_and_data_lines(tmp_path):
+    # Under CDP the kernel's size file has L3CODE/L3DATA lines, no L3 line
+    # (rdtgroup_size_show() prints each schema's name): the way size must
+    # still be known (status KiB, profile's ways, the policy's demand).
+    root = str(tmp_path / 'rc')
+    cdp_tree(root)
+    put(root, 'schemata', 'L3DATA:0=7ff;1=7ff\nL3CODE:0=7f;1=7ff\n')
+    put(root, 'size', '    MB:0=100;1=100\n'
+        'L3DATA:0=28835840;1=28835840\nL3CODE:0=18350080;1=28835840\n')
+    plat = rc_at(tmp_path).platform()
+    assert plat.cache_bytes == {0: 28835840, 1: 28835840}
+    assert plat.way_bytes(0) == 28835840 // 11
+
+
 def test_no_l3_at_all_still_refused(tmp_path):
     root = str(tmp_path / 'rc')
     make_tree(root)

@@ -13,7 +13,7 @@ from ovs_rdt.conf import Settings
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
-from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT
+from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, uncapped_mb
 from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
@@ -193,12 +193,12 @@ class CacheManager:
         Without MBA a pool's cap is ignored, as it always was.
         """
         labels = {f: '%s %s' % (section, f) for f in request.MB_FIELDS}
-        if pool.mb_percent is not None and pool.mb_mbps is not None:
-            raise ConfigError('%s and %s exclude each other: a memory '
-                              'bandwidth cap is a percentage or a bandwidth '
-                              'in MiB/s, as the host takes'
-                              % (labels[request.MB_PERCENT],
-                                 labels[request.MB_MBPS]))
+        try:
+            request.check_one_cap(pool.mb_percent, pool.mb_mbps,
+                                  labels[request.MB_PERCENT],
+                                  labels[request.MB_MBPS])
+        except InvalidValue as exc:
+            raise ConfigError(str(exc)) from None
         mba = platform.mb
         if mba is None:
             return
@@ -239,7 +239,7 @@ class CacheManager:
         rewrote the default group over them (e.g. ``pqos -R``).
         """
         ways = CacheManager.held_ways(group, root)
-        top = mba.max_value if mba is not None else 100
+        top = uncapped_mb(mba)
         mb = [v for v in group.mb.values() if v < top]
         # The cap it has, in the platform's kind of value.
         pct = mbps = None

@@ -17,7 +17,7 @@ import os
 import time
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
+from ovs_rdt.core.model import MAX_MBA_BW_AMD, UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
 from ovs_rdt.core.model import MODE_SHAREABLE, ROOT, Group, MBInfo, Platform
 from ovs_rdt.exceptions import NotOwnedError, RDTError, ResctrlError
 from ovs_rdt.exceptions import ResctrlUnavailable
@@ -350,9 +350,11 @@ class Resctrl:
             linear = self._info('MB', 'delay_linear') != '0'
             unit = self._mb_unit(linear)
             # AMD's "no limit" is the value a fresh mount gives every
-            # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).
-            top = max(root_mb.values()) if unit == UNIT_AMD and root_mb \
-                else None
+            # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).  The
+            # root's value now shows a wider one; a cap someone put on the
+            # root never lowers it below the kernel's MAX_MBA_BW_AMD.
+            top = max([MAX_MBA_BW_AMD, *root_mb.values()]) \
+                if unit == UNIT_AMD else None
             mb = MBInfo(int(self._info('MB', 'min_bandwidth') or '0'),
                         int(self._info('MB', 'bandwidth_gran') or '1'),
                         linear, tuple(sorted(root_mb)), unit, top)

@@ -110,6 +110,14 @@ class MBInfo:
         return value
 
 
+def uncapped_mb(mba: MBInfo | None) -> int:
+    """The ``MB:`` value of a group without a cap, in the platform's unit.
+
+    100 percent, ``MBA_MAX_MBPS``, AMD's maximum.
+    """
+    return mba.max_value if mba is not None else 100
+
+
 class Platform:
     """What the platform offers, read from ``info/`` and the root group."""
 
@@ -194,6 +202,11 @@ class Platform:
     @property
     def full_mask(self) -> CBM:
         return CBM.full(self.cbm_len)
+
+    @property
+    def mb_uncapped(self) -> int:
+        """The ``MB:`` value of a group without a cap (:func:`uncapped_mb`)."""
+        return uncapped_mb(self.mb)
 
     def way_bytes(self, domain: int) -> int:
         """Bytes of cache one way holds on ``domain`` (0 when unknown)."""

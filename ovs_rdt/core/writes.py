@@ -132,7 +132,7 @@ def _changes(platform: Platform, current: dict[str, Group],
     A capped group keeps its MB line with its L3 line.  "No cap" is the
     platform's maximum: 100 percent, MBA_MAX_MBPS, AMD's maximum.
     """
-    top = platform.mb.max_value if platform.mb is not None else 100
+    top = platform.mb_uncapped
     l3_changes = set()
     mb_lines = {}
     for name, masks in target.l3.items():

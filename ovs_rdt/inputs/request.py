@@ -118,15 +118,21 @@ def parse(raw: Mapping[str, str], labels: Mapping[str, str],
     return req
 
 
+def check_one_cap(pct: int | None, mbps: int | None, pct_label: str,
+                  mbps_label: str) -> None:
+    """A memory-bandwidth cap is a percentage or a bandwidth, not both."""
+    if pct is not None and mbps is not None:
+        raise InvalidValue('%s and %s exclude each other: a memory bandwidth '
+                           'cap is a percentage or a bandwidth in MiB/s, as '
+                           'the host takes' % (pct_label, mbps_label))
+
+
 def check_combination(req: CacheRequest) -> None:
     l3, pool, pct, mbps = (req.label(field) for field in FIELDS)
     if req.l3_ways is not None and req.pool is not None:
         raise InvalidValue('%s and %s exclude each other: ask for a dedicated '
                            'CLOS or a shared pool, not both' % (l3, pool))
-    if req.mb_percent is not None and req.mb_mbps is not None:
-        raise InvalidValue('%s and %s exclude each other: a memory bandwidth '
-                           'cap is a percentage or a bandwidth in MiB/s, as '
-                           'the host takes' % (pct, mbps))
+    check_one_cap(req.mb_percent, req.mb_mbps, pct, mbps)
     for field, mb in ((MB_PERCENT, pct), (MB_MBPS, mbps)):
         if getattr(req, field) is None:
             continue

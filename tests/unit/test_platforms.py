@@ -189,6 +189,19 @@ def test_amd_maximum_follows_the_default_group(tmp_path):
     assert not plat.smba
 
 
+def test_amd_a_capped_default_group_does_not_lower_the_maximum(tmp_path):
+    # Someone capped the root (MB:0=64): "no cap" stays the kernel's 2048,
+    # so a VM's 20000 MiB/s (168 units) is still written as a cap, and our
+    # uncapped groups are not rewritten to 64.
+    root = str(tmp_path / 'rc')
+    amd_tree(root, domains=(0, 1), smba=False)
+    put(root, 'schemata', 'MB:0=64;1=64\nL3:0=ffff;1=ffff\n')
+    plat = rc_at(tmp_path).platform()
+    assert plat.mb.max_value == 2048
+    assert plat.mb_uncapped == 2048
+    assert plat.mb.value(mbps=20000) == 168    # 20000 MiB/s in 125 MB/s units, up
+
+
 # -- io_alloc ----------------------------------------------------------------
 def test_io_alloc_enabled_ways_and_closid(tmp_path):
     root = str(tmp_path / 'rc')

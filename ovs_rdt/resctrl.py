@@ -295,16 +295,19 @@ class Resctrl:
             return None
         return mount_options(text, os.path.realpath(self.root))
 
-    def _mb_unit(self, delay_linear: bool) -> str:
+    def _mb_unit(self, delay_linear: bool, min_bandwidth: int) -> str:
         """What the ``MB:`` values mean here (see :data:`UNIT_PERCENT`).
 
-        * ``delay_linear`` 0: AMD.  The kernel enables a non-linear Intel
-          MBA nowhere (``arch_needs_linear``), AMD's is never linear.
+        * ``delay_linear`` 0 and ``min_bandwidth`` 0: AMD (never linear,
+          no minimum).  A non-linear Intel MBA keeps its percentages, but
+          the kernel refuses every value there (``arch_needs_linear``;
+          today's kernels do not even enable it): the allocator then
+          takes no cap (:func:`ovs_rdt.core.allocator.plan`).
         * ``mba_MBps``: the root group has ``mba_MBps_event`` (6.14 and
           later, only on such mounts), or the mount options say so
           (``rdtgroup_show_options()``, every kernel).
         """
-        if not delay_linear:
+        if not delay_linear and not min_bandwidth:
             return UNIT_AMD
         if os.path.exists(self.path(ROOT, 'mba_MBps_event')):
             return UNIT_MBPS
@@ -348,15 +351,15 @@ class Resctrl:
         mb = None
         if self._info('MB', 'min_bandwidth') is not None:
             linear = self._info('MB', 'delay_linear') != '0'
-            unit = self._mb_unit(linear)
+            min_bw = int(self._info('MB', 'min_bandwidth') or '0')
+            unit = self._mb_unit(linear, min_bw)
             # AMD's "no limit" is the value a fresh mount gives every
             # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).  The
             # root's value now shows a wider one; a cap someone put on the
             # root never lowers it below the kernel's MAX_MBA_BW_AMD.
             top = max([MAX_MBA_BW_AMD, *root_mb.values()]) \
                 if unit == UNIT_AMD else None
-            mb = MBInfo(int(self._info('MB', 'min_bandwidth') or '0'),
-                        int(self._info('MB', 'bandwidth_gran') or '1'),
+            mb = MBInfo(min_bw, int(self._info('MB', 'bandwidth_gran') or '1'),
                         linear, tuple(sorted(root_mb)), unit, top)
         shareable = 0
         io_state = None

@@ -248,7 +248,8 @@ class PolicyLoop:
             mba = None
             mb = platform.mb
             # The policy's MBA lever moves percentages (Intel MBA).
-            if mb is not None and mb.unit == UNIT_PERCENT:
+            if mb is not None and mb.unit == UNIT_PERCENT and \
+                    mb.delay_linear:
                 pool = manager.settings.pools[bounds.best_effort]
                 mba = pol.Mba(mb.min_bandwidth, mb.bandwidth_gran or 1,
                               pool.mb_percent or 100)

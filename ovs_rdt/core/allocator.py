@@ -95,6 +95,9 @@ def _check_mb(mba: MBInfo, req: Request) -> None:
         raise AllocationError(
             '%s asks for mb_mbps %d, but %s: give mb_percent'
             % (req.name, req.mb_mbps, mba.kind))
+    if percents and not mba.delay_linear:
+        raise AllocationError('%s asks for mb_percent %d, but %s'
+                              % (req.name, percents[0], mba.kind))
     for pct in percents:
         if not mba.min_bandwidth <= pct <= 100:
             raise AllocationError(

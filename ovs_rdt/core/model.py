@@ -25,8 +25,8 @@ UNIT_MBPS = 'MiB/s'
 a bandwidth in MiB/s, any 32-bit number, ``MBA_MAX_MBPS`` (U32_MAX) for no
 cap."""
 UNIT_AMD = '1/8 GB/s'
-"""AMD (``info/MB/delay_linear`` 0, which no Intel MBA the kernel enables
-has): a bandwidth limit in units of 1/8 GB/s; the largest value (2048 as
+"""AMD (``info/MB/delay_linear`` 0 and ``min_bandwidth`` 0; no Intel MBA
+the kernel enables has either): a bandwidth limit in units of 1/8 GB/s; the largest value (2048 as
 the kernel sets it on a fresh mount) is the "unlimited" bit."""
 
 #: ``MBA_MAX_MBPS`` (include/linux/resctrl.h): an mba_MBps group's value
@@ -76,6 +76,9 @@ class MBInfo:
         if self.unit == UNIT_AMD:
             return ('MB values are AMD bandwidth limits in 1/8 GB/s '
                     '(info/MB/delay_linear is 0)')
+        if not self.delay_linear:
+            return ('MB values cannot be set: the kernel refuses every value '
+                    'of a non-linear Intel MBA (info/MB/delay_linear is 0)')
         return ('MB values are percentages (resctrl is mounted without '
                 'mba_MBps)')
 

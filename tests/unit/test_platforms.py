@@ -202,6 +202,29 @@ def test_amd_a_capped_default_group_does_not_lower_the_maximum(tmp_path):
     assert plat.mb.value(mbps=20000) == 168    # 20000 MiB/s in 125 MB/s units, up
 
 
+def test_non_linear_intel_mba_is_not_amd(tmp_path):
+    # delay_linear 0 with an Intel minimum (the kernel refuses every MB
+    # value there): percentages kept, an uncapped group's 100 is no cap,
+    # and a cap is refused naming delay_linear instead of taking MiB/s.
+    from ovs_rdt.core.allocator import plan
+    from ovs_rdt.core.model import Request
+    from ovs_rdt.exceptions import AllocationError
+    root = str(tmp_path / 'rc')
+    make_tree(root, cbm_len=11, domains=(0, 1), mba=True)
+    put(root, 'info/MB/delay_linear', '0\n')
+    rc = rc_at(tmp_path)
+    plat = rc.platform()
+    assert plat.mb.unit == UNIT_PERCENT and plat.mb_uncapped == 100
+    assert 'delay_linear is 0' in plat.mb.kind
+    groups = rc.groups()
+    assert plat.mb.field == 'mb_percent'
+    with pytest.raises(AllocationError, match='vm asks for mb_percent 50, '
+                       'but MB values cannot be set.*delay_linear is 0'):
+        plan(plat, groups, [Request('vm', ways={0: 1}, mb_percent=50)])
+    assert plan(plat, groups, [Request('vm', ways={0: 1})]).mb['vm'] == \
+        {0: 100, 1: 100}
+
+
 # -- io_alloc ----------------------------------------------------------------
 def test_io_alloc_enabled_ways_and_closid(tmp_path):
     root = str(tmp_path / 'rc')

@@ -23,9 +23,9 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.layout import Domain, best_fit, layout_domain, mirrors_default
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
-from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group
+from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
-from ovs_rdt.core.writes import Step, steps
+from ovs_rdt.core.writes import Overlap, Step, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 
 __all__ = ['Plan', 'Step', 'best_fit', 'mirrors_default', 'plan',
@@ -217,7 +217,73 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
     domains = [Domain(platform, d, groups, requests, system_min_ways,
                       (system_cbm or {}).get(d)) for d in platform.domains]
     layout = _settle(domains, groups)
+    try:
+        _finish(platform, groups, requests, layout, result, True)
+    except Overlap:
+        _around(platform, groups, requests, domains, layout, result)
+    return result
+
+
+def _around(platform: Platform, groups: list[Group], requests: list[Request],
+            domains: list[Domain], layout: Plan, result: Plan) -> None:
+    """Reach ``layout`` when the default group would have to trade places
+    with groups of ours and has no way free to stand aside on.
+
+    First the groups stay where they are (only new or resized ones
+    placed); from there the repacking settles in a second run of writes
+    if that one can be made without an overlap, which leaves the layout a
+    next plan keeps.  Else the first run alone: it is a layout the next
+    plan keeps too (the same trade is still out of reach).  When the
+    groups cannot stay where they are either, the plan is refused
+    (:class:`Overlap`, nothing changed): no order of single writes reaches
+    it without a group that holds ways overlapping the default group for
+    a moment, and a crash then would read that group as holding none.
+    """
+    try:
+        kept = _attempt(domains, {g.name: g.l3 for g in groups}, True)
+        _finish(platform, groups, requests, kept, result, True)
+    except AllocationError as exc:
+        raise Overlap(
+            'cannot reach the new layout: the default group would trade '
+            'places with groups of ours and has no way free to stand aside '
+            'on, and a group overlapping it for a moment would read as '
+            'holding no ways after a crash (%s); nothing was changed: free '
+            'a way (stop a VM) and retry' % exc) from None
+    between = _after(groups, result)
+    second = Plan()
+    try:
+        _finish(platform, between, requests,
+                _settle([Domain(platform, d.index, between, requests,
+                                d.system_min_ways, d.system_cbm)
+                         for d in domains], between), second, True)
+    except AllocationError:
+        return
+    result.l3, result.free = second.l3, second.free
+    result.modes, result.mb = second.modes, second.mb
+    result.steps += second.steps
+
+
+def _after(groups: list[Group], result: Plan) -> list[Group]:
+    """The groups as ``result``'s steps leave them."""
+    out = []
+    for grp in groups:
+        if grp.is_root:
+            out.append(Group(ROOT, dict(result.l3[ROOT]), mb=dict(grp.mb),
+                             mode=grp.mode))
+        elif not grp.owned:
+            out.append(grp)
+    for name, masks in result.l3.items():
+        if name != ROOT:
+            out.append(Group(name, dict(masks),
+                             mb=dict(result.mb.get(name, {})),
+                             mode=result.modes[name]))
+    return out
+
+
+def _finish(platform: Platform, groups: list[Group], requests: list[Request],
+            layout: Plan, result: Plan, strict: bool) -> None:
+    """``result`` takes ``layout``'s masks, the modes and the steps."""
     result.l3, result.free = layout.l3, layout.free
     _set_modes_and_mb(platform, groups, requests, result)
-    result.steps = steps(platform, current, result)
-    return result
+    result.steps = steps(platform, {g.name: g for g in groups}, result,
+                         strict)

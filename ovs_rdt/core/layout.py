@@ -339,12 +339,68 @@ def place_counted(dom: Domain, taken: CBM, reserve: int,
     """
     ours = CBM.empty(dom.width)
     counted = [r for r in dom.requests if r.ways.get(dom.index)]
+    stacks: list[list[str]] = []
     for req in packing_order(counted, positions, dom.index):
         mask = fit_counted(dom, req, taken, reserve, positions, keep)
         out[req.name] = mask
+        if req.exclusive and not keep:
+            stack_up(dom, stacks, req.name, mask, taken, out)
         taken |= mask
         ours |= mask
+    for stack in stacks:
+        restack(dom, stack, positions, out)
     return taken, ours
+
+
+def stack_up(dom: Domain, stacks: list[list[str]], name: str, mask: CBM,
+             taken: CBM, out: dict[str, CBM]) -> None:
+    """Note an isolated group placed at the bottom of a run under I/O ways.
+
+    :func:`best_fit` stacks such groups up from the run's bottom (so the
+    default group's run reaches into the I/O ways), while the packing
+    order places the highest first: left as placed, every repacking would
+    turn the stack upside down.  ``stacks`` collects them (each a list of
+    groups, lowest first, every one starting where the one before ends)
+    for :func:`restack`.
+    """
+    if not dom.hw_shared or not mask or not mask.is_contiguous():
+        return
+    for stack in stacks:
+        top = out[stack[-1]]
+        if top.high + 1 == mask.low:
+            stack.append(name)
+            return
+    allowed = (~taken - dom.hw_shared).value
+    end = mask.high + 1
+    while allowed >> end & 1:
+        end += 1
+    below = mask.low - 1
+    if (below < 0 or not allowed >> below & 1) and \
+            dom.hw_shared.value >> end & 1:
+        stacks.append([name])
+
+
+def restack(dom: Domain, stack: list[str], positions: Positions,
+            out: dict[str, CBM]) -> None:
+    """Lay out one stack of isolated groups (:func:`stack_up`) bottom-up in
+    the order they were in (new ones on top): the same ways, in an order
+    the next repacking keeps, and a group joining the stack moves none.
+    """
+    if len(stack) < 2:
+        return
+    root = positions.get(ROOT, {}).get(dom.index)
+    unplaced = dom.width
+
+    def key(item: tuple[int, str]) -> tuple[int, int]:
+        now = positions.get(item[1], {}).get(dom.index)
+        if now is not None and held(now, root):
+            return now.low, item[0]
+        return unplaced, item[0]
+    low = out[stack[0]].low
+    for _, name in sorted(enumerate(stack), key=key):
+        ways = out[name].count
+        out[name] = CBM.span(low, ways, dom.width)
+        low += ways
 
 
 def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import Kernel, is_valid
+from ovs_rdt.core.layout import held
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core.model import Platform
 from ovs_rdt.exceptions import AllocationError
@@ -70,10 +71,13 @@ def mb_line(values: dict[int, int]) -> str:
 class _Writes:
     """The steps so far, each checked on the kernel's model first."""
 
-    def __init__(self, platform: Platform, current: dict[str, Group]) -> None:
+    def __init__(self, platform: Platform, current: dict[str, Group],
+                 strict: bool = False) -> None:
         self.platform = platform
         self.sim = Kernel(platform, current)
         self.steps: list[Step] = []
+        #: Raise :class:`Overlap` rather than overlap the default group.
+        self.strict = strict
 
     def mode(self, name: str, value: str) -> None:
         self._check(Step('mode', name, value), self.sim.set_mode(name, value))
@@ -116,6 +120,13 @@ class _Writes:
         if why is not None:
             raise _refused(step, why)
         self.steps.append(step)
+
+
+class Overlap(AllocationError):
+    """No order of writes reaches the plan without a group of ours that
+    holds ways before and after overlapping the default group for a moment
+    (:func:`steps` with ``strict``).
+    """
 
 
 def _refused(step: Step, why: str) -> AllocationError:
@@ -189,6 +200,119 @@ def _root_shrinks(out: _Writes, current: dict[str, Group],
     return True
 
 
+def _blocked(out: _Writes, target: Plan, name: str) -> bool:
+    """Whether ``name`` takes ways the default group holds now."""
+    root_now = out.sim.l3.get(ROOT, {})
+    root_new = target.l3[ROOT]
+    return any(held(m, root_new.get(d)) and m.value & root_now.get(d, 0)
+               for d, m in target.l3[name].items())
+
+
+def _kept(current: dict[str, Group], target: Plan, name: str) -> list[int]:
+    """The domains where ``name`` holds ways before and after the plan.
+
+    There it must never overlap the default group: how the manager tells
+    it from a group following the default group, even after a crash.
+    """
+    grp = current.get(name)
+    if grp is None or ROOT not in current:
+        return []
+    root_old, root_new = current[ROOT].l3, target.l3[ROOT]
+    return [d for d, m in target.l3[name].items()
+            if held(m, root_new.get(d)) and d in root_old
+            and held(grp.l3.get(d), root_old[d])]
+
+
+def _trade_places(out: _Writes, current: dict[str, Group], target: Plan,
+                  pending: list[str], mb_lines: dict[str, str]) -> None:
+    """Step 3 when the default group trades places with groups of ours.
+
+    It keeps none of its ways, or too few for a valid mask (I/O ways,
+    explicit masks or other tools' groups move its run), so it cannot
+    shrink first, and a group moving into its ways would overlap it.  A
+    group of ours that holds ways before and after (on a domain) goes:
+
+    1. before the default group moves, when it leaves ways the default
+       group takes and moves into none it holds;
+    2. while the default group stands aside, when it does both: the
+       default group first takes a run of its ways, or of ways nobody
+       holds, that no such group moves into (:func:`_aside`);
+    3. after the default group took its new mask, otherwise (also every
+       group that holds no ways before or after: new ones, ones that
+       follow the default group).
+
+    So none of them overlaps the default group at any point.
+    """
+    root_new = target.l3[ROOT]
+    root_now = out.sim.l3[ROOT]
+    before: list[str] = []
+    aside: list[str] = []
+    after: list[str] = []
+    for name in pending:
+        grp = current.get(name)
+        leaves = takes = False
+        for d in _kept(current, target, name):
+            assert grp is not None
+            leaves = leaves or grp.l3[d].overlaps(root_new[d])
+            takes = takes or bool(target.l3[name][d].value
+                                  & root_now.get(d, 0))
+        (aside if leaves and takes else before if leaves
+         else after).append(name)
+    for name in shrinking_first(before, out.sim, target):
+        out.write(name, target.l3[name], mb_lines.get(name, ''))
+    if aside:
+        _aside(out, current, target, aside)
+        for name in shrinking_first(aside, out.sim, target):
+            out.write(name, target.l3[name], mb_lines.get(name, ''))
+    out.write(ROOT, root_new)
+    for name in shrinking_first(after, out.sim, target):
+        out.write(name, target.l3[name], mb_lines.get(name, ''))
+
+
+def _aside(out: _Writes, current: dict[str, Group], target: Plan,
+           aside: list[str]) -> None:
+    """The default group stands aside for the ``aside`` groups.
+
+    On each domain: the ways it keeps when the kernel takes that mask;
+    else the largest run of its ways, or else of its ways and the ways
+    nobody holds, that none of those groups moves into.  Groups of ours
+    hold none of these ways now.
+    """
+    width = out.platform.cbm_len
+    root_new = target.l3[ROOT]
+    step = {}
+    for d, now_value in out.sim.l3[ROOT].items():
+        now = CBM(now_value, width)
+        avoid = 0
+        for name in aside:
+            if d in _kept(current, target, name):
+                avoid |= target.l3[name][d].value
+        keep = now & root_new[d] if d in root_new else now
+        if not now.value & avoid:
+            step[d] = now
+            continue
+        if is_valid(out.platform, keep):
+            step[d] = keep
+            continue
+        nobody = (1 << width) - 1
+        for masks in out.sim.l3.values():
+            nobody &= ~masks.get(d, 0)
+        for ways in (now.value, now.value | nobody):
+            run = CBM(ways & ~avoid, width).largest_run()
+            if is_valid(out.platform, run):
+                step[d] = run
+                break
+        else:
+            if out.strict:
+                raise Overlap('the default group (%s on domain %d) has no '
+                              'way to stand aside on for the groups moving '
+                              'into its ways (%s)'
+                              % (now, d, CBM(avoid, width)))
+            step[d] = now
+    if any(CBM(v, width) != step[d] for d, v in out.sim.l3[ROOT].items()):
+        out.write(ROOT, step)
+
+
 def shrinking_first(pending: list[str], sim: Kernel,
                     target: Plan) -> list[str]:
     """``pending`` ordered so that no write takes ways another pending
@@ -218,12 +342,14 @@ def shrinking_first(pending: list[str], sim: Kernel,
 
 
 def steps(platform: Platform, current: dict[str, Group],
-          target: Plan) -> list[Step]:
+          target: Plan, strict: bool = False) -> list[Step]:
     """The writes from ``current`` to ``target``, in a kernel-safe order.
 
-    Raises AllocationError when the kernel's model refuses one of them.
+    Raises AllocationError when the kernel's model refuses one of them;
+    with ``strict``, :class:`Overlap` when a group of ours that holds ways
+    before and after would overlap the default group for a moment.
     """
-    out = _Writes(platform, current)
+    out = _Writes(platform, current, strict)
     l3_changes, mb_lines = _changes(platform, current, target)
     _unlock(out, current, target, l3_changes)
     # Removals first only when the new groups need their CLOSIDs.
@@ -236,10 +362,13 @@ def steps(platform: Platform, current: dict[str, Group],
     root_last = ROOT in l3_changes and _root_shrinks(out, current, target)
     pending = [n for n in target.l3
                if n != ROOT and (n in l3_changes or n in mb_lines)]
-    for name in shrinking_first(pending, out.sim, target):
-        out.write(name, target.l3[name], mb_lines.get(name, ''))
-    if root_last:
-        out.write(ROOT, target.l3.get(ROOT, {}))
+    if root_last and any(_blocked(out, target, n) for n in pending):
+        _trade_places(out, current, target, pending, mb_lines)
+    else:
+        for name in shrinking_first(pending, out.sim, target):
+            out.write(name, target.l3[name], mb_lines.get(name, ''))
+        if root_last:
+            out.write(ROOT, target.l3.get(ROOT, {}))
     if not removed_early:
         for name in target.remove:
             out.rmdir(name)

@@ -1,0 +1,103 @@
+"""nova_plugin.passes: one request's pass over its instances, without Nova."""
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+from nova_plugin import passes
+from ovs_rdt.core.capacity import Holding, Usage
+
+
+def usage(*holdings: Holding) -> Usage:
+    out = Usage()
+    for held in holdings:
+        out.add(held)
+    return out
+
+
+def test_of_request() -> None:
+    ways = passes.Pass.of_request({'rdt:l3_ways': '3', 'rdt:mb_percent': '50'},
+                                  'f', 2)
+    assert (ways.request, ways.cells, ways.error) == (Holding(3), 2, None)
+    pool = passes.Pass.of_request({'rdt:pool': 'hp'}, 'f', 0)
+    assert pool.request == Holding(0, None, 'hp')
+    assert passes.Pass.of_request({'hw:numa_nodes': '1'}, 'f', 1).request \
+        is None
+    bad = passes.Pass.of_request({'rdt:l3_ways': 'x'}, 'gold', 0)
+    assert bad.request is None
+    assert bad.error == "flavor gold: rdt:l3_ways: 'x' is not a whole number"
+
+
+def test_new_placements_counts_rises_only() -> None:
+    p = passes.Pass(Holding(1))
+    assert p.new_placements('a', 5) == 0      # first look: the baseline
+    assert p.new_placements('a', 7) == 2
+    assert p.new_placements('a', 7) == 0
+    assert p.new_placements('a', 0) == 0      # a compute report reset it
+    assert p.new_placements('a', 1) == 1      # counted from the reset
+    assert p.new_placements('b', 9) == 0      # per host
+
+
+def test_placed_instances_hold_what_the_request_asks_on_their_cells() -> None:
+    p = passes.Pass(Holding(3))
+    p.place('a', 2, frozenset({1}))
+    p.place('a', 1, None)
+    base = usage(Holding(1))
+    seen = p.host_usage(base, 'a', {}, lambda inst: None)
+    assert (seen.used_ways(0), seen.used_ways(1)) == (1 + 3, 1 + 3 + 3 + 3)
+    assert seen.dedicated == 1 + 3
+    assert (base.used_ways(0), base.dedicated) == (1, 1)   # not changed
+    assert p.host_usage(base, 'b', {}, lambda inst: None) is base
+    pool = passes.Pass(Holding(0, None, 'hp'))
+    pool.place('a', 2, frozenset({1}))      # pools hold no ways: no cells
+    assert pool.placed['a'] == [Holding(0, None, 'hp')] * 2
+
+
+def test_own_instances_do_not_count_against_themselves() -> None:
+    mine, other = Holding(4), Holding(2)
+    p = passes.Pass(Holding(4))
+    p.add_instance('moved')
+    p.add_instance(None)
+    assert p.uuids == {'moved'}
+    instances = {'moved': mine, 'other': other}
+    seen = p.host_usage(usage(mine, other), 'a', instances, lambda i: i)
+    assert (seen.used_ways(0), seen.dedicated) == (2, 1)
+    # an instance of the request whose holding is unknown: nothing taken off
+    seen = p.host_usage(usage(mine, other), 'a', instances, lambda i: None)
+    assert seen.used_ways(0) == 6
+
+
+class Spec:
+    """Weakly referenceable, as RequestSpec is."""
+
+
+def test_passes_restart_at_index_0_and_end_with_their_request() -> None:
+    made: list[passes.Pass] = []
+
+    def new() -> passes.Pass:
+        made.append(passes.Pass(Holding(1)))
+        return made[-1]
+
+    book = passes.Passes()
+    spec: Any = Spec()
+    first = book.start(spec, 0, new)
+    assert book.start(spec, 1, new) is first
+    assert book.start(spec, None, new) is first
+    again = book.start(spec, 0, new)
+    assert again is not first and len(made) == 2
+    other = Spec()
+    assert book.start(other, None, new) is not again   # a pass per request
+    assert len(book) == 2
+    del spec, other
+    gc.collect()
+    assert len(book) == 0
+
+
+def test_placed_cells_are_held_on_the_hosts_l3_domains() -> None:
+    snc3 = {0: frozenset({0}), 1: frozenset({0}), 2: frozenset({1})}
+    p = passes.Pass(Holding(3))
+    p.place('a', 1, frozenset({0, 1}))
+    p.place('a', 1, frozenset({2}))
+    seen = p.host_usage(Usage(snc3), 'a', {}, lambda inst: None)
+    assert seen.numa_l3 is snc3
+    assert (seen.used_ways(0), seen.used_ways(1), seen.dedicated) == (3, 3, 2)

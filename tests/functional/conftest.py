@@ -12,6 +12,7 @@ import os
 import pytest
 
 pytest_plugins = [
+    'tests.functional.fixtures.signals',
     'tests.functional.fixtures.emulator',
     'tests.functional.fixtures.ovs',
     'tests.functional.fixtures.libvirt',

@@ -2,15 +2,16 @@
 
 Runs, in a pytest of its own, a test that starts a private libvirtd, mounts
 an emulator, starts an annotated KVM guest (so the hook has made a group)
-and then fails on purpose; afterwards no daemon, guest, mount, hook file,
-scratch directory or group of that run may remain.
+and then fails on purpose, or is killed with SIGTERM (a CI timeout);
+afterwards no daemon, guest, mount, hook file, scratch directory or group
+of that run may remain.
 """
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-import textwrap
 import uuid
 
 from tests.functional.fixtures import host
@@ -37,34 +38,81 @@ def test_fails_half_way(libvirt_testbed):
         tb.start(guest)
         with open(emu.path(guest.group, 'tasks')) as fh:
             assert fh.read().split(), 'the hook placed no thread'
-        print('MARK libvirtd=%s guest=%s' % (tb.libvirtd.pid(), tb.pid(guest)))
+        print('MARK libvirtd=%s guest=%s' % (tb.libvirtd.pid(), tb.pid(guest)),
+              flush=True)
+        if os.environ.get('HERMETIC_WAIT'):
+            time.sleep(300)     # until the outer test sends SIGTERM
         assert False, 'failing on purpose, half-way'
     finally:
         emu.cleanUp()
 '''
+PLUGINS = '''
+pytest_plugins = ['tests.functional.fixtures.signals',
+                  'tests.functional.fixtures.emulator',
+                  'tests.functional.fixtures.libvirt']
+'''
+
+
+def _inner(tmp_path,  # type: ignore[no-untyped-def]
+           **env_extra: str) -> tuple[list[str], dict[str, str]]:
+    """The inner run's command line and environment."""
+    (tmp_path / 'conftest.py').write_text(PLUGINS)
+    (tmp_path / 'test_inner.py').write_text(
+        'import os\nimport time\n' + FAILING)
+    env = dict(os.environ, PYTHONPATH=REPO, OVS_RDT_TEST_RUN_ID=RUN_ID,
+               **env_extra)
+    return ([sys.executable, '-m', 'pytest', '-x', '-s', '-q',
+             '-p', 'no:cacheprovider', '--rootdir', str(tmp_path),
+             str(tmp_path / 'test_inner.py')], env)
+
+
+def _pids(mark: str) -> list[int]:
+    return [int(kv.split('=')[1]) for kv in mark.split()[1:]]
 
 
 def test_failed_libvirt_test_leaves_the_host_clean(
         tmp_path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / 'conftest.py').write_text(textwrap.dedent('''
-        pytest_plugins = ['tests.functional.fixtures.emulator',
-                          'tests.functional.fixtures.libvirt']
-    '''))
-    (tmp_path / 'test_inner.py').write_text(FAILING)
+    cmd, env = _inner(tmp_path)
     before = host.snapshot(MARKERS)
-    env = dict(os.environ, PYTHONPATH=REPO, OVS_RDT_TEST_RUN_ID=RUN_ID)
-    res = subprocess.run([sys.executable, '-m', 'pytest', '-x', '-s', '-q',
-                          '-p', 'no:cacheprovider', '--rootdir',
-                          str(tmp_path), str(tmp_path / 'test_inner.py')],
-                         capture_output=True, text=True, timeout=400,
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=400,
                          env=env, cwd=str(tmp_path))
     out = res.stdout + res.stderr
     assert res.returncode == 1, out
     assert 'failing on purpose, half-way' in out, out
     mark = [ln for ln in out.splitlines() if ln.startswith('MARK ')]
     assert mark, 'the inner test failed before its guest ran: ' + out
-    pids = [int(kv.split('=')[1]) for kv in mark[0].split()[1:]]
-    for pid in pids:     # libvirtd and the guest's QEMU are gone
+    for pid in _pids(mark[0]):     # libvirtd and the guest's QEMU are gone
+        assert not host.alive(pid), (pid, out)
+    host.assert_unchanged(before, MARKERS)
+
+
+def test_a_libvirt_test_killed_with_sigterm_leaves_the_host_clean(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A CI timeout: SIGTERM while the guest runs and the emulator is
+    # mounted.  Without tests.functional.fixtures.signals no finaliser
+    # ran: the emulator, its FUSE mount and the scratch tmpfs stayed.
+    cmd, env = _inner(tmp_path, HERMETIC_WAIT='1')
+    before = host.snapshot(MARKERS)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=str(tmp_path))
+    assert proc.stdout is not None
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith('MARK '):
+                proc.send_signal(signal.SIGTERM)
+                break
+        out = ''.join(lines) + proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    mark = [ln for ln in out.splitlines() if ln.startswith('MARK ')]
+    assert mark, 'the inner test failed before its guest ran: ' + out
+    assert 'SIGTERM' in out, out
+    for pid in _pids(mark[0]):
         assert not host.alive(pid), (pid, out)
     host.assert_unchanged(before, MARKERS)
 

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, settings
 from tests.stress import figures
 
 pytest_plugins = [
+    'tests.functional.fixtures.signals',
     'tests.functional.fixtures.emulator',
     'tests.functional.fixtures.ovs',
     'tests.functional.fixtures.libvirt',

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ovs_rdt.exceptions import ConfigError, InvalidValue, refuse
+from ovs_rdt.inputs.request import MB_EVENTS
 from ovs_rdt import MAX_WAYS
 
 TYPE_CHECKING = False
@@ -92,6 +93,15 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          '(written in its 1/8 GB/s units, rounded up). Refused where it '
          'takes percentages: use mb_percent there. Exclusive of mb_percent. '
          'See doc/platforms.md.', {'min': 1}),
+        ('mb_event', 'choice', None,
+         'Where resctrl is mounted with "-o mba_MBps": the memory-bandwidth '
+         'event the kernel\'s software controller holds the pool\'s mb_mbps '
+         'to, written to its group\'s mba_MBps_event (Linux 6.14 and '
+         'later). mbm_local_bytes counts the NUMA-local traffic, '
+         'mbm_total_bytes all of it. Unset: the kernel\'s choice '
+         '(mbm_local_bytes where counted) is left as it is. Refused on other '
+         'mounts and where L3 monitoring does not count the event.',
+         {'choices': MB_EVENTS}),
     ],
     'libvirt': [
         ('include_emulator_threads', 'bool', True,

@@ -13,7 +13,8 @@ from ovs_rdt.conf import Settings
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
-from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, uncapped_mb
+from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
+from ovs_rdt.core.model import uncapped_mb
 from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
@@ -148,12 +149,14 @@ class CacheManager:
                       if v < ceiling}
         return {hp_name: Request(hp_name, ways=ways, exclusive=hp.exclusive,
                                  mb_percent=hp.mb_percent,
-                                 mb_mbps=hp.mb_mbps),
+                                 mb_mbps=hp.mb_mbps,
+                                 mb_event=hp.mb_event),
                 be_name: Request(be_name, ways={d: bounds.budget - n
                                                 for d, n in ways.items()},
                                  exclusive=be.exclusive,
                                  mb_percent=be.mb_percent, mb=mb,
-                                 mb_mbps=be.mb_mbps)}
+                                 mb_mbps=be.mb_mbps,
+                                 mb_event=be.mb_event)}
 
     def _pool_requests(self, platform: Platform) -> list[Request]:
         out = []
@@ -168,7 +171,8 @@ class CacheManager:
                 req = Request(pool_group(name), cbm=cbm,
                               exclusive=pool.isolated,
                               mb_percent=pool.mb_percent,
-                              mb_mbps=pool.mb_mbps)
+                              mb_mbps=pool.mb_mbps,
+                              mb_event=pool.mb_event)
             elif pool.l3_ways is not None:
                 if pool.l3_ways > platform.cbm_len:
                     raise ConfigError('%s l3_ways = %d is more than the %d '
@@ -179,7 +183,8 @@ class CacheManager:
                               ways={d: pool.l3_ways for d in platform.domains},
                               exclusive=pool.isolated,
                               mb_percent=pool.mb_percent,
-                              mb_mbps=pool.mb_mbps)
+                              mb_mbps=pool.mb_mbps,
+                              mb_event=pool.mb_event)
             else:
                 raise ConfigError('%s needs l3_ways or l3_cbm' % section)
             self._check_pool_mb(section, pool, platform)
@@ -200,6 +205,15 @@ class CacheManager:
         except InvalidValue as exc:
             raise ConfigError(str(exc)) from None
         mba = platform.mb
+        if pool.mb_event is not None:
+            try:
+                request.check_mb_event(
+                    pool.mb_event, '%s mb_event' % section,
+                    mba is not None and mba.unit == UNIT_MBPS,
+                    mba.kind if mba is not None else '',
+                    platform.mon_features)
+            except InvalidValue as exc:
+                raise ConfigError(str(exc)) from None
         if mba is None:
             return
         for field in request.MB_FIELDS:
@@ -343,12 +357,14 @@ class CacheManager:
             split = {
                 hp.name: Request(hp.name, ways=ways, exclusive=hp.exclusive,
                                  mb_percent=hp.mb_percent,
-                                 mb_mbps=hp.mb_mbps),
+                                 mb_mbps=hp.mb_mbps,
+                                 mb_event=hp.mb_event),
                 be.name: Request(be.name, ways={d: bounds.budget - n
                                                 for d, n in ways.items()},
                                  exclusive=be.exclusive,
                                  mb_percent=be.mb_percent, mb=mb,
-                                 mb_mbps=be.mb_mbps)}
+                                 mb_mbps=be.mb_mbps,
+                                 mb_event=be.mb_event)}
             target = self._plan(platform, groups, None, None, False, split)
             self.execute(target, groups)
         return target
@@ -406,6 +422,8 @@ class CacheManager:
             rc.write_schemata(step.group, step.value)
         elif step.op == 'mode':
             rc.write_mode(step.group, step.value)
+        elif step.op == 'event':
+            rc.write_mb_event(step.group, step.value)
         else:
             raise AssertionError(step.op)
 
@@ -438,6 +456,11 @@ class CacheManager:
                 state[step.group] = (prev[0], prev[1], step.value)
         for step, prev in zip(reversed(done), reversed(before)):
             try:
+                if step.op == 'event':
+                    was = old.get(step.group)
+                    if was is not None and was.mb_event:
+                        self.resctrl.write_mb_event(step.group, was.mb_event)
+                    continue
                 self._undo_one(step, prev, width)
             except RDTError as exc:
                 LOG.error('could not undo %s of %s: %s', step.op,

@@ -490,15 +490,30 @@ class Resctrl:
             mode = self.read(self.path(name, 'mode')).strip()
         except FileNotFoundError:
             mode = MODE_SHAREABLE
+        event = self._mb_event(name)
         if not with_tasks:
-            return Group(name, l3, mb, mode, l3code=code, l3data=data)
+            return Group(name, l3, mb, mode, l3code=code, l3data=data,
+                         mb_event=event)
         from ovs_rdt.inputs import cpulists
         try:
             cpus = cpulists.parse(self.read(self.path(name, 'cpus_list')),
                                   self.path(name, 'cpus_list'))
         except FileNotFoundError:
             cpus = frozenset()
-        return Group(name, l3, mb, mode, self.tasks(name), cpus, code, data)
+        return Group(name, l3, mb, mode, self.tasks(name), cpus, code, data,
+                     event)
+
+    def _mb_event(self, name: str) -> str | None:
+        """The group's ``mba_MBps_event``: only mba_MBps mounts have one
+        (Linux 6.14 and later; earlier kernels follow mbm_local_bytes).
+        """
+        mba = self.platform().mb
+        if mba is None or mba.unit != UNIT_MBPS:
+            return None
+        try:
+            return self.read(self.path(name, 'mba_MBps_event')).strip() or None
+        except FileNotFoundError:
+            return None
 
     def groups(self, with_tasks: bool = False) -> list[Group]:
         """Every control group, the root first."""
@@ -556,6 +571,11 @@ class Resctrl:
     def write_mode(self, name: str, mode: str) -> None:
         self._owned(name, 'set the mode of')
         self.write(self.path(name, 'mode'), mode + '\n')
+
+    def write_mb_event(self, name: str, event: str) -> None:
+        """The MBM event the software controller follows for ``name``."""
+        self._owned(name, 'set the mba_MBps_event of')
+        self.write(self.path(name, 'mba_MBps_event'), event + '\n')
 
     def add_tasks(self, name: str, tids: Iterable[int]) -> list[int]:
         """Move TIDs into ``name`` one per write; returns those that exited."""

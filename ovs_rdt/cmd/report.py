@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_PERCENT
+from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
+from ovs_rdt.core.model import UNIT_PERCENT
 from ovs_rdt.core.model import Group, Platform
 from ovs_rdt.members import summary
 
@@ -53,8 +54,11 @@ def describe_platform(platform: Platform) -> dict:
     }
 
 
-def mb_text(value: int | None, platform: Platform) -> str:
-    """`` MB 50%``, `` MB 2500 MiB/s``, '' when uncapped or unknown."""
+def mb_text(value: int | None, platform: Platform,
+            event: str | None = None) -> str:
+    """`` MB 50%``, `` MB 2500 MiB/s of mbm_local_bytes`` (mba_MBps: the
+    event the software controller follows), '' when uncapped or unknown.
+    """
     mba = platform.mb
     top = mba.max_value if mba is not None else 100
     if value is None or value >= top:
@@ -63,7 +67,7 @@ def mb_text(value: int | None, platform: Platform) -> str:
         return ' MB %d%%' % value
     if mba.unit == UNIT_AMD:
         return ' MB %d x 1/8 GB/s (%d MiB/s)' % (value, mba.mbps_of(value))
-    return ' MB %d MiB/s' % value
+    return ' MB %d MiB/s%s' % (value, ' of %s' % event if event else '')
 
 
 def build(platform: Platform, groups: list[Group],
@@ -89,7 +93,10 @@ def build(platform: Platform, groups: list[Group],
                 'mb_percent': grp.mb.get(dom) if platform.mb is None or
                 platform.mb.unit == UNIT_PERCENT else None,
                 'mb': grp.mb.get(dom),
-                'mb_text': mb_text(grp.mb.get(dom), platform).strip(),
+                'mb_text': mb_text(grp.mb.get(dom), platform,
+                                   grp.mb_event).strip(),
+                # mba_MBps: the event the software controller follows.
+                'mb_event': grp.mb_event,
                 # Under CDP: the code and the data mask (cbm: both).
                 'cbm_code': str(grp.l3code[dom]) if dom in grp.l3code
                 else None,
@@ -217,6 +224,10 @@ def _platform_extras(plat: dict) -> list[str]:
             for d, n in plat['io_alloc_ways'].items()))
     elif plat.get('io_alloc'):
         out.append('io_alloc %s' % plat['io_alloc'])
+    if plat.get('mb_unit') == UNIT_MBPS:
+        out.append("mba_MBps: the kernel's software controller holds a "
+                   "group's MB: to its MiB/s of the event in its "
+                   "mba_MBps_event ([pool:NAME] mb_event)")
     if plat.get('smba'):
         out.append('SMBA (slow memory bandwidth) present: left as it is')
     if plat.get('mbm_assign_mode'):

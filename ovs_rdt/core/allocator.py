@@ -41,6 +41,8 @@ class Plan:
         #: group -> domain -> percent, for groups with an MB cap.
         self.mb: dict[str, dict[int, int]] = {}
         self.modes: dict[str, str] = {}
+        #: group -> the ``mba_MBps_event`` it asks for (mba_MBps mounts).
+        self.events: dict[str, str] = {}
         self.create: list[str] = []
         self.remove: list[str] = []
         self.steps: list[Step] = []
@@ -194,6 +196,8 @@ def _set_modes_and_mb(platform: Platform, groups: list[Group],
                                   else MODE_SHAREABLE)
         if mba is not None:
             result.mb[req.name] = _mb_values(mba, req)
+        if req.mb_event is not None:
+            result.events[req.name] = req.mb_event
 
 
 def plan(platform: Platform, groups: list[Group], requests: list[Request],
@@ -260,6 +264,7 @@ def _around(platform: Platform, groups: list[Group], requests: list[Request],
         return
     result.l3, result.free = second.l3, second.free
     result.modes, result.mb = second.modes, second.mb
+    result.events = second.events
     result.steps += second.steps
 
 
@@ -274,9 +279,12 @@ def _after(groups: list[Group], result: Plan) -> list[Group]:
             out.append(grp)
     for name, masks in result.l3.items():
         if name != ROOT:
+            was = next((g for g in groups if g.name == name), None)
             out.append(Group(name, dict(masks),
                              mb=dict(result.mb.get(name, {})),
-                             mode=result.modes[name]))
+                             mode=result.modes[name],
+                             mb_event=result.events.get(
+                                 name, was.mb_event if was else None)))
     return out
 
 

@@ -232,14 +232,17 @@ class Group:
     """
 
     __slots__ = ('name', 'l3', 'mb', 'mode', 'tasks', 'cpus', 'l3code',
-                 'l3data')
+                 'l3data', 'mb_event')
 
     def __init__(self, name: str, l3: dict[int, CBM],
                  mb: dict[int, int] | None = None,
                  mode: str = MODE_SHAREABLE, tasks: list[int] | None = None,
                  cpus: frozenset[int] = frozenset(),
                  l3code: dict[int, CBM] | None = None,
-                 l3data: dict[int, CBM] | None = None) -> None:
+                 l3data: dict[int, CBM] | None = None,
+                 mb_event: str | None = None) -> None:
+        #: ``mba_MBps_event`` (mba_MBps mounts, Linux 6.14+; else None).
+        self.mb_event = mb_event
         self.name = name
         self.l3 = l3
         self.mb = mb or {}
@@ -304,17 +307,20 @@ class Request:
     group holds ways on every domain.  ``mb`` overrides ``mb_percent`` per
     domain (the dynamic policy's cap on the best-effort pool).
     ``mb_mbps`` is the cap in MiB/s, for platforms whose MB values are
-    bandwidths (:data:`UNIT_MBPS`, :data:`UNIT_AMD`).
+    bandwidths (:data:`UNIT_MBPS`, :data:`UNIT_AMD`).  ``mb_event`` is the
+    ``mba_MBps_event`` to write (None: the group's is left as it is).
     """
 
     __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent', 'mb',
-                 'mb_mbps')
+                 'mb_mbps', 'mb_event')
 
     def __init__(self, name: str, ways: dict[int, int] | None = None,
                  cbm: dict[int, CBM] | None = None, exclusive: bool = True,
                  mb_percent: int | None = None,
                  mb: dict[int, int] | None = None,
-                 mb_mbps: int | None = None) -> None:
+                 mb_mbps: int | None = None,
+                 mb_event: str | None = None) -> None:
+        self.mb_event = mb_event
         self.name = name
         self.ways = ways or {}
         self.cbm = cbm or {}

@@ -34,7 +34,9 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
 
 
 class Step(tuple):
-    """One write: ``(op, group, value)``; op is mkdir/rmdir/schemata/mode."""
+    """One write: ``(op, group, value)``; op is mkdir/rmdir/schemata/mode
+    or event (``mba_MBps_event``).
+    """
 
     __slots__ = ()
 
@@ -375,4 +377,8 @@ def steps(platform: Platform, current: dict[str, Group],
     for name, want in target.modes.items():
         if out.sim.modes.get(name) != want:
             out.mode(name, want)
+    for name, event in target.events.items():
+        # The kernel checks the name only: any order is safe.
+        if name not in current or current[name].mb_event != event:
+            out.steps.append(Step('event', name, event))
     return out.steps

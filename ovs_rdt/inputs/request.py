@@ -238,3 +238,33 @@ def check_mb(field: str, value: int, label: str, mb_min: int | None,
     if field == MB_PERCENT and value < mb_min:
         raise refuse(label, str(value), 'is below this host\'s minimum '
                      'memory bandwidth, %d%%' % mb_min)
+
+
+#: The MBM events the kernel's software controller can hold a group's
+#: ``MB:`` bandwidth to (its ``mba_MBps_event``; resctrl mounted with
+#: ``-o mba_MBps``).  The kernel's default is the first.
+MB_EVENTS = ('mbm_local_bytes', 'mbm_total_bytes')
+
+
+def check_mb_event(value: str, label: str, controller: bool,
+                   mb_kind: str, mon_features: Collection[str]) -> None:
+    """An ``mba_MBps_event`` for a group against the host.
+
+    ``controller``: resctrl is mounted with ``mba_MBps`` (the kernel's
+    software controller; ``mb_kind`` says what the host takes otherwise);
+    ``mon_features``: ``info/L3_MON/mon_features`` (the kernel refuses an
+    event it does not count).
+    """
+    if value not in MB_EVENTS:
+        raise refuse(label, value, 'is not an event the software controller '
+                     'follows (one of: %s)' % ', '.join(MB_EVENTS))
+    if not controller:
+        raise refuse(label, value, 'cannot be met on this host: %s; the '
+                     'event only applies where resctrl is mounted with '
+                     '"-o mba_MBps"' % (mb_kind or 'it has no memory '
+                                        'bandwidth allocation'))
+    if value not in mon_features:
+        raise refuse(label, value, 'cannot be met on this host: L3 '
+                     'monitoring does not count it (info/L3_MON/'
+                     'mon_features: %s)' % (' '.join(mon_features) or
+                                            'none'))

@@ -178,3 +178,52 @@ def test_the_other_kind_of_cap_is_refused(emulator_factory, tmp_path,
     assert ("[pool:hp] %s: '%d' cannot be met on this host: %s; give "
             '[pool:hp] %s instead' % (cap, value, kind, hint)) in result.stderr
     assert not any(e.startswith('ovsrdt-') for e in os.listdir(emu.root))
+
+
+# -- mba_MBps_event -------------------------------------------------------------
+def test_pool_mb_event_through_the_kernel_files(emulator_factory,
+                                                tmp_path) -> None:
+    """``[pool:NAME] mb_event``: written to the group's ``mba_MBps_event``
+    on an mba_MBps mount, kept, shown by ``status``; refused on a
+    percent mount, nothing created.
+    """
+    emu = emulator_factory('xeon-gold-6230', ['-o', 'mba_MBps'])
+    path = tmp_path / 'ovs-rdt.conf'
+    path.write_text(CONFIG.format(root=emu.root, sysfs=emu.sysfs,
+                                  cap='mb_mbps', value=2500)
+                    + '[pool:hp]\nmb_event = mbm_total_bytes\n')
+    result = cli(str(path), 'apply')
+    assert result.returncode == 0, result.stderr
+    assert read(emu, 'ovsrdt-pool-hp', 'mba_MBps_event') == 'mbm_total_bytes\n'
+    # The pool that does not ask keeps the kernel's default.
+    assert read(emu, 'ovsrdt-pool-noisy', 'mba_MBps_event') == \
+        'mbm_local_bytes\n'
+    again = cli(str(path), 'apply', '--dry-run')
+    assert again.returncode == 0 and again.stdout == '', again.stdout
+    # Changed behind our back: the next apply writes it back.
+    write(emu, 'ovsrdt-pool-hp/mba_MBps_event', 'mbm_local_bytes\n')
+    fix = cli(str(path), 'apply', '--dry-run')
+    assert fix.stdout == 'event ovsrdt-pool-hp mbm_total_bytes\n'
+    assert cli(str(path), 'apply').returncode == 0
+    assert read(emu, 'ovsrdt-pool-hp', 'mba_MBps_event') == 'mbm_total_bytes\n'
+
+    status = cli(str(path), 'status')
+    assert 'MB 2500 MiB/s of mbm_total_bytes' in status.stdout
+    assert "software controller" in status.stdout
+    plan = json.loads(cli(str(path), 'status', '--json').stdout)
+    rows = {r['group']: r for r in plan['domains'][0]['groups']}
+    assert rows['ovsrdt-pool-hp']['mb_event'] == 'mbm_total_bytes'
+    assert rows['ovsrdt-pool-noisy']['mb_event'] == 'mbm_local_bytes'
+
+    other = emulator_factory('xeon-gold-6230', ['-o', 'cdp'])
+    path.write_text(CONFIG.format(root=other.root, sysfs=other.sysfs,
+                                  cap='mb_percent', value=50)
+                    + '[pool:hp]\nmb_event = mbm_total_bytes\n')
+    refused = cli(str(path), 'apply')
+    assert refused.returncode != 0
+    assert ("[pool:hp] mb_event: 'mbm_total_bytes' cannot be met on this "
+            'host: MB values are percentages (resctrl is mounted without '
+            'mba_MBps); the event only applies where resctrl is mounted with '
+            '"-o mba_MBps"') in refused.stderr
+    assert 'Traceback' not in refused.stderr
+    assert not any(e.startswith('ovsrdt-') for e in os.listdir(other.root))

@@ -66,6 +66,10 @@ class FakeKernelTree(Resctrl):
                             ('cpus_list', '\n')):
             with open(self.path(name, fname), 'w') as fh:
                 fh.write(text)
+        if os.path.exists(self.path('', 'mba_MBps_event')):
+            # mba_MBps mounts: a new group follows the kernel's default.
+            with open(self.path(name, 'mba_MBps_event'), 'w') as fh:
+                fh.write('mbm_local_bytes\n')
 
     def rmdir(self, name):
         for fname in os.listdir(self.path(name)):

@@ -148,6 +148,111 @@ def test_pool_with_both_caps_refused(tmp_path):
                                       'mb_mbps': 9})).apply()
 
 
+# -- mba_MBps_event ------------------------------------------------------------
+def events_tree(root: str, features: str = 'llc_occupancy mbm_total_bytes '
+                'mbm_local_bytes') -> None:
+    mbps_tree(root)
+    put(root, 'info/L3_MON/mon_features', features.replace(' ', '\n') + '\n')
+
+
+def test_pool_mb_event_is_written_kept_and_shown(tmp_path):
+    root = str(tmp_path / 'rc')
+    events_tree(root)
+    rc = FakeKernelTree(root)
+    pools = {'hp': {'l3_ways': 3, 'mb_mbps': 2500,
+                    'mb_event': 'mbm_total_bytes'},
+             'noisy': {'l3_ways': 1}}
+    steps = CacheManager(rc, settings(**pools)).apply().steps
+    assert ('event', 'ovsrdt-pool-hp', 'mbm_total_bytes') in steps
+    # The pool that asks for nothing keeps the kernel's choice.
+    assert not [s for s in steps if s.op == 'event' and
+                s.group == 'ovsrdt-pool-noisy']
+    assert rc.read(rc.path('ovsrdt-pool-hp', 'mba_MBps_event')) == \
+        'mbm_total_bytes\n'
+    assert rc.group('ovsrdt-pool-hp').mb_event == 'mbm_total_bytes'
+    assert rc.group('ovsrdt-pool-noisy').mb_event == 'mbm_local_bytes'
+    # Held: a second apply writes nothing; a changed event one write.
+    assert CacheManager(rc, settings(**pools)).apply().steps == []
+    pools['hp']['mb_event'] = 'mbm_local_bytes'
+    assert CacheManager(rc, settings(**pools)).apply().steps == [
+        ('event', 'ovsrdt-pool-hp', 'mbm_local_bytes')]
+    # Shown with the cap.
+    from ovs_rdt.cmd import report
+    plan = report.build(rc.platform(), rc.groups(), lambda g: [])
+    row = next(r for r in plan['domains'][0]['groups']
+               if r['group'] == 'ovsrdt-pool-hp')
+    assert row['mb_event'] == 'mbm_local_bytes'
+    assert row['mb_text'] == 'MB 2500 MiB/s of mbm_local_bytes'
+    assert "software controller" in report.render(plan)
+
+
+def test_pool_mb_event_refused_without_mba_mbps(tmp_path):
+    from tests.unit.fakes import make_tree
+    make_tree(str(tmp_path / 'rc'))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_ways': 3,
+                                      'mb_event': 'mbm_total_bytes'})).apply()
+    assert str(err.value) == (
+        "[pool:hp] mb_event: 'mbm_total_bytes' cannot be met on this host: "
+        '%s; the event only applies where resctrl is mounted with '
+        '"-o mba_MBps"' % PCT_KIND)
+    assert 'ovsrdt-pool-hp' not in rc.group_names()
+
+
+def test_pool_mb_event_refused_where_not_counted(tmp_path):
+    events_tree(str(tmp_path / 'rc'), 'llc_occupancy mbm_total_bytes')
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_ways': 3,
+                                      'mb_event': 'mbm_local_bytes'})).apply()
+    assert str(err.value) == (
+        "[pool:hp] mb_event: 'mbm_local_bytes' cannot be met on this host: "
+        'L3 monitoring does not count it (info/L3_MON/mon_features: '
+        'llc_occupancy mbm_total_bytes)')
+
+
+def test_a_refused_event_write_undoes_the_plan(tmp_path):
+    from ovs_rdt.exceptions import ResctrlError
+
+    class Refusing(FakeKernelTree):
+        def write(self, path, value):
+            if path.endswith('mba_MBps_event') and 'total' in value:
+                raise ResctrlError(path, value, 22, None, 'Invalid argument')
+            super().write(path, value)
+
+    root = str(tmp_path / 'rc')
+    events_tree(root)
+    rc = Refusing(root)
+    pools = {'hp': {'l3_ways': 3, 'mb_mbps': 2500,
+                    'mb_event': 'mbm_local_bytes'}}
+    CacheManager(rc, settings(**pools)).apply()
+    before = rc.read(rc.path('ovsrdt-pool-hp', 'schemata'))
+    pools['hp'].update(l3_ways=4, mb_event='mbm_total_bytes')
+    with pytest.raises(ResctrlError):
+        CacheManager(rc, settings(**pools)).apply()
+    assert rc.read(rc.path('ovsrdt-pool-hp', 'schemata')) == before
+    assert rc.group('ovsrdt-pool-hp').mb_event == 'mbm_local_bytes'
+
+
+def test_plan_writes_an_event_only_where_it_differs():
+    from ovs_rdt.core.model import MBInfo, UNIT_MBPS
+    platform = Platform(11, 16, (0,), mb=MBInfo(0, 1, True, (0,), UNIT_MBPS),
+                        mon_features=('mbm_total_bytes', 'mbm_local_bytes'))
+    root = Group('', {0: CBM(0xff, 11)})
+    have = Group('ovsrdt-pool-a', {0: CBM(0x700, 11)},
+                 mb_event='mbm_total_bytes')
+    reqs = [Request('ovsrdt-pool-a', ways={0: 3},
+                    mb_event='mbm_total_bytes'),
+            Request('ovsrdt-pool-b', ways={0: 1}, mb_event='mbm_total_bytes'),
+            Request('ovsrdt-pool-c', ways={0: 1})]
+    steps = plan(platform, [root, have], reqs).steps
+    assert [s for s in steps if s.op == 'event'] == [
+        ('event', 'ovsrdt-pool-b', 'mbm_total_bytes')]
+    assert steps.index(('mkdir', 'ovsrdt-pool-b', '')) < \
+        steps.index(('event', 'ovsrdt-pool-b', 'mbm_total_bytes'))
+
+
 # -- AMD -----------------------------------------------------------------------
 def test_amd_caps_in_eighths_of_gbps(tmp_path):
     root = str(tmp_path / 'rc')

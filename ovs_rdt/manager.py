@@ -115,6 +115,8 @@ class CacheManager:
 
     def policy_bounds(self) -> Any:
         """``[policy]`` checked (None when off); ConfigError if bad."""
+        if not self.settings.policy.enabled:
+            return None     # the hook's case: no import of the policy (8 ms)
         from ovs_rdt.core.policy import bounds_from
         return bounds_from(self.settings)
 

@@ -383,14 +383,15 @@ class CacheManager:
         """The platform and every group (the caller holds the lock).
 
         ``Resctrl.platform()`` is read once per object; a long-running
-        agent re-reads it when the cache domains it lists no longer match
-        the default group's schemata (resctrl remounted, a socket's CPUs
-        taken offline).
+        agent re-reads it when it no longer describes the mount
+        (:meth:`Resctrl.platform_stale`: a socket's CPUs taken offline,
+        resctrl remounted with or without CDP or mba_MBps, io_alloc
+        switched or its ways changed).
         """
         platform = self.resctrl.platform()
         groups = self.resctrl.groups()
         root = next((g for g in groups if g.is_root), None)
-        if root is not None and tuple(sorted(root.l3)) != platform.domains:
+        if root is not None and self.resctrl.platform_stale(root):
             platform = self.resctrl.platform(refresh=True)
             groups = self.resctrl.groups()
         return platform, groups

@@ -170,6 +170,9 @@ class Resctrl:
         self._lock_depth = 0
         self._lock_exclusive = False
         self._platform: Platform | None = None
+        #: What :meth:`platform` read that may change under the same
+        #: domains (:meth:`platform_stale`).
+        self._signature: tuple | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> 'Resctrl':
@@ -393,7 +396,32 @@ class Resctrl:
             smba=os.path.isdir(os.path.join(self.root, 'info', 'SMBA')),
             io_alloc=io_state, io_alloc_cbm=io_cbm,
             mbm_assign_mode=self._assign_mode())
+        self._signature = self._mount_signature(cdp)
         return self._platform
+
+    def _mount_signature(self, cdp: bool) -> tuple:
+        """CDP and ``mba_MBps`` (a remount) and io_alloc (written at any
+        time): what can change while the cache domains stay the same.
+        """
+        names = ('L3CODE', 'L3DATA') if cdp else ('L3',)
+        return (cdp, os.path.exists(self.path(ROOT, 'mba_MBps_event')),
+                tuple((self._info(n, 'io_alloc'), self._info(n, 'io_alloc_cbm'))
+                      for n in names))
+
+    def platform_stale(self, root: Group) -> bool:
+        """Whether the cached platform no longer describes the mount.
+
+        ``root`` is the default group as just read: its domains (a socket's
+        CPUs taken offline), its ``L3CODE`` lines (remounted with or without
+        ``-o cdp``); then the root's ``mba_MBps_event`` and the io_alloc
+        files, which an operator may change while an agent runs.
+        """
+        plat = self._platform
+        if plat is None:
+            return False
+        if tuple(sorted(root.l3)) != plat.domains:
+            return True
+        return self._mount_signature(bool(root.l3code)) != self._signature
 
     def cpu_domains(self) -> dict[int, int]:
         """CPU id -> L3 cache id, from sysfs (empty when unreadable)."""

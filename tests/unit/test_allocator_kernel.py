@@ -135,6 +135,51 @@ def test_platform_is_read_again_when_the_domains_change(tmp_path):
         {0: '600'}
 
 
+def test_platform_is_read_again_when_io_alloc_is_switched_on(tmp_path):
+    """io_alloc starts disabled and is enabled at run time: a running agent
+    must then keep its groups off the I/O ways and count its CLOSID.
+    """
+    root = str(tmp_path / 'rc')
+    make_tree(root, cbm_len=16, closids=16)
+    with open(os.path.join(root, 'info/L3/io_alloc'), 'w') as fh:
+        fh.write('disabled\n')
+    rc = FakeKernelTree(root)
+    mgr = CacheManager(rc, Settings.defaults(
+        allocation={'system_min_ways': 2}))
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 2, 1: 2}))
+    assert rc.platform().num_closids == 8
+    for name, text in (('io_alloc', 'enabled\n'),
+                       ('io_alloc_cbm', '0=c000;1=c000\n')):
+        with open(os.path.join(root, 'info/L3', name), 'w') as fh:
+            fh.write(text)
+    mgr.allocate(Request('ovsrdt-vm-b', ways={0: 2, 1: 2}))
+    plat = rc.platform()
+    assert plat.io_alloc == 'enabled' and plat.num_closids == 7
+    for name in ('ovsrdt-vm-a', 'ovsrdt-vm-b'):
+        for mask in rc.group(name).l3.values():
+            assert not mask.value & 0xc000, (name, mask)
+
+
+def test_platform_is_read_again_after_a_cdp_remount(tmp_path):
+    import shutil
+
+    from tests.unit.test_platforms import cdp_tree
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    rc = FakeKernelTree(root)
+    mgr = CacheManager(rc, Settings.defaults(
+        allocation={'system_min_ways': 2}))
+    mgr.preview()
+    assert not rc.platform().cdp
+    shutil.rmtree(root)                     # umount; mount -o cdp
+    cdp_tree(root)
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 2, 1: 2}))
+    assert rc.platform().cdp
+    with open(rc.path('ovsrdt-vm-a', 'schemata')) as fh:
+        text = fh.read()
+    assert 'L3CODE:' in text and 'L3DATA:' in text
+
+
 def test_pool_mb_percent_out_of_range_names_the_option(tmp_path):
     make_tree(str(tmp_path / 'rc'))
     rc = FakeKernelTree(str(tmp_path / 'rc'))

@@ -403,10 +403,14 @@ class Resctrl:
         """CDP and ``mba_MBps`` (a remount) and io_alloc (written at any
         time): what can change while the cache domains stay the same.
         """
-        names = ('L3CODE', 'L3DATA') if cdp else ('L3',)
+        io = []
+        for name in (('L3CODE', 'L3DATA') if cdp else ('L3',)):
+            state = self._info(name, 'io_alloc')
+            # io_alloc_cbm is EINVAL unless io_alloc is enabled.
+            io.append((state, self._info(name, 'io_alloc_cbm')
+                       if state and state.startswith('enabled') else None))
         return (cdp, os.path.exists(self.path(ROOT, 'mba_MBps_event')),
-                tuple((self._info(n, 'io_alloc'), self._info(n, 'io_alloc_cbm'))
-                      for n in names))
+                tuple(io))
 
     def platform_stale(self, root: Group) -> bool:
         """Whether the cached platform no longer describes the mount.
@@ -604,6 +608,32 @@ class Resctrl:
         """The MBM event the software controller follows for ``name``."""
         self._owned(name, 'set the mba_MBps_event of')
         self.write(self.path(name, 'mba_MBps_event'), event + '\n')
+
+    def unassigned(self, name: str, event: str) -> list[int]:
+        """The L3 domains where ``name`` has no counter for ``event``.
+
+        Only with assignable counters (``mbm_assign_mode`` ``mbm_event``):
+        its ``mbm_L3_assignments`` reads ``EVENT:0=e;1=_``; else none.
+        """
+        try:
+            text = self.read(self.path(name, 'mbm_L3_assignments'))
+        except OSError:         # absent, or EINVAL outside mbm_event mode
+            return []
+        for line in text.splitlines():
+            what, _, rest = line.strip().partition(':')
+            if what == event:
+                return sorted(int(dom) for dom, _, state in
+                              (item.partition('=') for item in rest.split(';'))
+                              if state == '_' and dom.strip().isdigit())
+        return []
+
+    def assign_counter(self, name: str, event: str, domain: int) -> None:
+        """Give ``name`` a counter for ``event`` on ``domain``; the
+        kernel's reason (no counter free) comes from last_cmd_status.
+        """
+        self._owned(name, 'assign a counter to')
+        self.write(self.path(name, 'mbm_L3_assignments'),
+                   '%s:%d=e\n' % (event, domain))
 
     def add_tasks(self, name: str, tids: Iterable[int]) -> list[int]:
         """Move TIDs into ``name`` one per write; returns those that exited."""

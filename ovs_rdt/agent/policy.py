@@ -34,6 +34,8 @@ PMD_PORT_TYPES = frozenset(('dpdk', 'dpdkvhostuser', 'dpdkvhostuserclient',
                             'dummy-pmd'))
 #: Interface.statistics keys that count packets lost.
 DROP_KEYS = ('rx_dropped', 'tx_dropped', 'rx_missed_errors')
+#: The MBM event the miss rates come from.
+MBM_EVENT = 'mbm_total_bytes'
 
 
 def state_path(root: str, state_dir: str = STATE_DIR) -> str:
@@ -67,6 +69,38 @@ class Reader:
         self._last: dict[str, dict[int, int]] = {}
         self._stamp: float | None = None
         self._drops: int | None = None
+        #: (group, domain) -> why it has no MBM counter (logged once).
+        self.uncounted: dict[tuple[str, int], str] = {}
+
+    def assign_counters(self, names: tuple[str, ...]) -> None:
+        """With assignable counters (``mbm_assign_mode`` ``mbm_event``),
+        give the pools a ``mbm_total_bytes`` counter wherever they lack
+        one: the policy's miss rates come from it.  When none is free the
+        domain goes on without miss rates (drops and occupancy still
+        count), logged once with the kernel's reason.
+        """
+        rc = self.manager.resctrl
+        if rc.platform().mbm_assign_mode != 'mbm_event':
+            return
+        for name in names:
+            for dom in rc.unassigned(name, MBM_EVENT):
+                try:
+                    with rc.lock():
+                        rc.assign_counter(name, MBM_EVENT, dom)
+                except RDTError as exc:
+                    if (name, dom) not in self.uncounted:
+                        LOG.warning('policy: %s has no %s counter on L3 '
+                                    'domain %d, so its misses are not '
+                                    'measured there: %s', name, MBM_EVENT,
+                                    dom, exc)
+                    self.uncounted[(name, dom)] = str(exc)
+                    continue
+                if self.uncounted.pop((name, dom), None) is not None:
+                    LOG.info('policy: %s has a %s counter on L3 domain %d '
+                             'again', name, MBM_EVENT, dom)
+                else:
+                    LOG.info('policy: assigned %s a %s counter on L3 domain '
+                             '%d', name, MBM_EVENT, dom)
 
     def read(self, bounds: pol.Bounds, drops_total: int | None,
              drop_domains: frozenset[int],
@@ -75,6 +109,7 @@ class Reader:
         platform = rc.platform()
         hp, be = pool_group(bounds.high_priority), \
             pool_group(bounds.best_effort)
+        self.assign_counters((hp, be))
         with rc.lock(exclusive=False):
             groups = {g.name: g for g in rc.groups()}
             mon = {name: rc.read_mon(name) for name in (hp, be)
@@ -106,7 +141,7 @@ class Reader:
                 be_rate=self._rate(be, dom, mon, seconds),
                 drops=drops if dom in drop_domains else None,
                 be_mb=groups[be].mb.get(dom) if platform.mb else None)
-        self._last = {name: {d: v.get('mbm_total_bytes', -1)
+        self._last = {name: {d: v.get(MBM_EVENT, -1)
                              for d, v in per.items()}
                       for name, per in mon.items()}
         return out
@@ -123,13 +158,13 @@ class Reader:
         with rc.lock(exclusive=False):
             mon = {name: rc.read_mon(name) for name in names}
         self._stamp = time.monotonic() if now is None else now
-        self._last = {name: {d: v.get('mbm_total_bytes', -1)
+        self._last = {name: {d: v.get(MBM_EVENT, -1)
                              for d, v in per.items()}
                       for name, per in mon.items()}
 
     def _rate(self, name: str, dom: int, mon: dict, seconds: float | None
               ) -> float | None:
-        value = mon.get(name, {}).get(dom, {}).get('mbm_total_bytes')
+        value = mon.get(name, {}).get(dom, {}).get(MBM_EVENT)
         before = self._last.get(name, {}).get(dom)
         if value is None or before is None or before < 0 or not seconds:
             return None
@@ -294,6 +329,9 @@ class PolicyLoop:
             'be_min_ways': bounds.be_min, 'budget': bounds.budget,
             'interval': bounds.interval, 'error': self.error,
             'mba': self.policy is not None and self.policy.mba is not None,
+            'uncounted': sorted(
+                '%s:%d' % key for key in
+                (self.reader.uncounted if self.reader is not None else {})),
             'domains': {}}
         memory = self.policy.state() if self.policy is not None else {}
         for dom, sample in sorted((samples or {}).items()):

@@ -260,6 +260,11 @@ def render_policy(state: dict | None) -> str:
                 'on' if state.get('mba') else 'off')]
     if state.get('error'):
         lines.append('  error: %s' % state['error'])
+    if state.get('uncounted'):
+        lines.append('  no MBM counter free (misses not measured, drops and '
+                     'occupancy still count): %s'
+                     % ', '.join('%s on L3 domain %s' % tuple(u.split(':'))
+                                 for u in state['uncounted']))
     for dom, row in sorted(state.get('domains', {}).items(),
                            key=lambda item: int(item[0])):
         mb = row.get('be_mb')

@@ -227,3 +227,51 @@ def test_pool_mb_event_through_the_kernel_files(emulator_factory,
             '"-o mba_MBps"') in refused.stderr
     assert 'Traceback' not in refused.stderr
     assert not any(e.startswith('ovsrdt-') for e in os.listdir(other.root))
+
+
+# -- assignable MBM counters and the policy ------------------------------------
+def test_policy_pools_get_an_mbm_counter_when_one_is_free(emulator_factory
+                                                          ) -> None:
+    """epyc-9575f (``mbm_event`` mode, 32 counters per L3): with every
+    counter taken by other groups the policy's pools read Unassigned; the
+    policy says why, once, and assigns a counter as soon as one is free.
+    """
+    from ovs_rdt.agent.policy import Reader
+    from ovs_rdt.conf import Settings
+    from ovs_rdt.core.policy import bounds_from
+    from ovs_rdt.manager import CacheManager
+    from ovs_rdt.resctrl import Resctrl
+
+    emu = emulator_factory('epyc-9575f')
+    settings = Settings.defaults(
+        resctrl={'root': emu.root, 'sysfs_cpu_root': emu.sysfs},
+        allocation={'system_min_ways': 2},
+        policy={'enabled': True, 'high_priority': 'hp', 'best_effort': 'be',
+                'hp_max_ways': 4, 'be_min_ways': 2},
+        pools={'hp': {'l3_ways': 4}, 'be': {'l3_ways': 2}})
+    # Other tools' monitoring groups hold every counter (2 each).
+    for i in range(15):
+        os.mkdir(emu.path('mon_groups', 'other%d' % i))
+    assert read(emu, 'info/L3_MON/available_mbm_cntrs').startswith('0=0;')
+    manager = CacheManager(Resctrl(emu.root, emu.sysfs), settings)
+    manager.apply()
+    hp = 'ovsrdt-pool-hp'
+    assert read(emu, hp, 'mbm_L3_assignments').startswith(
+        'mbm_total_bytes:0=_;1=_;')
+    assert read(emu, hp, 'mon_data', 'mon_L3_00', 'mbm_total_bytes') == \
+        'Unassigned\n'
+    reader = Reader(manager)
+    bounds = bounds_from(settings)
+    reader.read(bounds, None, frozenset())
+    assert (hp, 0) in reader.uncounted
+    assert 'Failed to allocate counter for mbm_total_bytes in domain 0' in \
+        reader.uncounted[(hp, 0)]
+    # One group gone frees its two counters per domain: hp and be get one.
+    os.rmdir(emu.path('mon_groups', 'other0'))
+    reader.read(bounds, None, frozenset())
+    assert reader.uncounted == {}
+    for name in (hp, 'ovsrdt-pool-be'):
+        assert read(emu, name, 'mbm_L3_assignments').startswith(
+            'mbm_total_bytes:0=e;1=e;'), name
+    assert read(emu, hp, 'mon_data', 'mon_L3_00',
+                'mbm_total_bytes').strip().isdigit()

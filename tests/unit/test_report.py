@@ -135,3 +135,17 @@ def test_status_shows_amd_io_alloc_and_smba():
     assert 'io_alloc enabled: ways for I/O domain 0 3 (2)' in text
     assert 'SMBA (slow memory bandwidth) present' in text
     assert 'MB 9 x 1/8 GB/s (1072 MiB/s)' in text
+
+
+def test_policy_state_names_pools_without_an_mbm_counter():
+    from ovs_rdt.cmd.report import render_policy
+    state = {'high_priority': 'hp', 'best_effort': 'be', 'hp_min_ways': 1,
+             'hp_max_ways': 4, 'be_min_ways': 2, 'budget': 6, 'interval': 1.0,
+             'mba': False, 'error': None, 'domains': {},
+             'uncounted': ['ovsrdt-pool-hp:0', 'ovsrdt-pool-hp:3']}
+    text = render_policy(state)
+    assert ('no MBM counter free (misses not measured, drops and occupancy '
+            'still count): ovsrdt-pool-hp on L3 domain 0, ovsrdt-pool-hp on '
+            'L3 domain 3') in text
+    del state['uncounted']
+    assert 'no MBM counter' not in render_policy(state)

@@ -70,9 +70,40 @@ def mb_text(value: int | None, platform: Platform,
     return ' MB %d MiB/s%s' % (value, ' of %s' % event if event else '')
 
 
+def nodes_per_l3(numa_l3: dict[int, frozenset[int]]) -> int:
+    """The most NUMA nodes sharing one set of L3 domains: above 1 with
+    Sub-NUMA Clustering (each node a slice of one socket's L3).
+    """
+    counts: dict[frozenset[int], int] = {}
+    for doms in numa_l3.values():
+        counts[doms] = counts.get(doms, 0) + 1
+    return max(counts.values(), default=1)
+
+
+def numa_text(numa_l3: dict[int, frozenset[int]]) -> str:
+    """``nodes 0-2 -> L3 0; nodes 3-5 -> L3 1`` (Sub-NUMA Clustering: 3
+    NUMA nodes per L3) or ``node 0 -> L3 0-11`` (AMD: one L3 per CCD).
+    """
+    by_doms: dict[frozenset[int], list[int]] = {}
+    for node, doms in sorted(numa_l3.items()):
+        by_doms.setdefault(doms, []).append(node)
+    parts = []
+    for doms, nodes in sorted(by_doms.items(), key=lambda kv: kv[1]):
+        parts.append('%s %s -> L3 %s' % ('nodes' if len(nodes) > 1 else 'node',
+                                         _cpus(nodes), _cpus(sorted(doms))))
+    text = '; '.join(parts)
+    shared = nodes_per_l3(numa_l3)
+    if shared > 1:
+        text = 'Sub-NUMA Clustering, %d NUMA nodes per L3: %s' % (shared, text)
+    return 'NUMA to L3: ' + text
+
+
 def build(platform: Platform, groups: list[Group],
-          members: Callable[[Group], list[dict]]) -> dict:
-    """The plan as a JSON-ready dict."""
+          members: Callable[[Group], list[dict]],
+          numa_l3: dict[int, frozenset[int]] | None = None) -> dict:
+    """The plan as a JSON-ready dict (``numa_l3``: NUMA node -> its L3
+    domains, from the topology).
+    """
     ordered = sorted(groups, key=lambda g: (g.is_root, g.name))
     member_map = {g.name: ([] if g.is_root else members(g)) for g in ordered}
     domains = []
@@ -123,6 +154,9 @@ def build(platform: Platform, groups: list[Group],
                      'closids_used': len(groups),
                      'domains': list(platform.domains),
                      'mba': platform.mb is not None,
+                     'numa_l3': {str(n): sorted(d) for n, d
+                                 in sorted((numa_l3 or {}).items())},
+                     'snc': nodes_per_l3(numa_l3 or {}) > 1,
                      **describe_platform(platform)},
         'domains': domains,
     }
@@ -215,6 +249,9 @@ def _mba_text(plat: dict) -> str:
 
 def _platform_extras(plat: dict) -> list[str]:
     out = []
+    if plat.get('numa_l3'):
+        out.append(numa_text({int(n): frozenset(d)
+                              for n, d in plat['numa_l3'].items()}))
     if plat.get('cdp'):
         out.append('CDP: every group has a code and a data mask '
                    '(CODE/DATA), ovs-rdt gives its groups the same for both')

@@ -28,7 +28,7 @@ def collect(rc: Resctrl) -> dict:
     with rc.lock(exclusive=False):
         groups = rc.groups(with_tasks=True)
     return report.build(platform, groups,
-                        lambda g: members.describe(g.tasks))
+                        lambda g: members.describe(g.tasks), rc.numa_l3())
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:

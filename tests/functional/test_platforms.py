@@ -141,6 +141,16 @@ def test_apply_and_status(emulator_factory, tmp_path, case: Case) -> None:
     assert plat['cat'] == case.cat and plat['l3_domains'] == case.domains
     assert plat['mb_field'] == case.cap and plat['mb_max'] == case.no_cap
     assert plat['smba'] is case.profile.startswith('epyc')
+    # What the platform is, from the topology: SNC shares an L3 between
+    # NUMA nodes, EPYC has many L3s per node.
+    assert plat['snc'] is (case.profile == GNR)
+    assert 'NUMA to L3: ' in status.stdout
+    if case.profile == GNR:
+        assert 'Sub-NUMA Clustering, 3 NUMA nodes per L3: nodes 0-2 -> L3 0' \
+            in status.stdout
+        assert plat['numa_l3']['4'] == [1]
+    if case.profile.startswith('epyc'):
+        assert len(plat['numa_l3']['0']) > 1
     rows = {r['group']: r for r in plan['domains'][0]['groups']}
     assert rows['ovsrdt-pool-hp']['mb'] == case.written
     if 'cdp' in case.options:

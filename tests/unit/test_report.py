@@ -149,3 +149,14 @@ def test_policy_state_names_pools_without_an_mbm_counter():
             'L3 domain 3') in text
     del state['uncounted']
     assert 'no MBM counter' not in render_policy(state)
+
+
+def test_numa_to_l3_says_sub_numa_clustering():
+    from ovs_rdt.cmd.report import nodes_per_l3, numa_text
+    snc = {n: frozenset({n // 3}) for n in range(6)}
+    assert nodes_per_l3(snc) == 3
+    assert numa_text(snc) == ('NUMA to L3: Sub-NUMA Clustering, 3 NUMA nodes '
+                              'per L3: nodes 0-2 -> L3 0; nodes 3-5 -> L3 1')
+    amd = {0: frozenset(range(12)), 1: frozenset(range(12, 24))}
+    assert nodes_per_l3(amd) == 1
+    assert numa_text(amd) == 'NUMA to L3: node 0 -> L3 0-11; node 1 -> L3 12-23'

@@ -275,6 +275,13 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     if numa_l3:
         comment += ('\nNova filter: aggregate metadata %s=%s (NUMA node:L3 '
                     'cache domains).' % (NUMA_L3_KEY, numa_l3_text(numa_l3)))
+        if any(doms != {node} for node, doms in numa_l3.items()):
+            sys.stderr.write(
+                'ovs-rdt provider-config: NUMA node N is not L3 cache domain '
+                'N on this host: set aggregate metadata %s=%s on an '
+                'aggregate holding it (or [ovs_rdt] %s in nova.conf), else '
+                'the Nova filter takes node N for L3 domain N\n'
+                % (NUMA_L3_KEY, numa_l3_text(numa_l3), NUMA_L3_KEY))
     text = to_yaml(document(inv, traits_of(platform), uuid, name), comment)
     if args.output in (None, '-'):
         sys.stdout.write(text)

@@ -40,6 +40,13 @@ def test_provider_config_prints_the_numa_l3_map(emulator_factory, tmp_path,
     assert result.returncode == 0, result.stderr
     found = LINE.findall(result.stdout)
     assert found == [EXPECTED[profile]], result.stdout
+    # Where node N is not L3 N the operator is told what to set.
+    mapping = numa_l3.parse(found[0], 'rdt_numa_l3')
+    if any(l3s != {node} for node, l3s in mapping.items()):
+        assert ('set aggregate metadata rdt_numa_l3=%s' % found[0]) in \
+            result.stderr
+    else:
+        assert result.stderr == ''
     # what the filter reads back is what the hook maps each node's CPUs to
     mapping = numa_l3.parse(found[0], 'rdt_numa_l3')
     rc = Resctrl(emu.root, emu.sysfs)

@@ -77,6 +77,16 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
         ('l3_cbm', 'str', None,
          'An explicit capacity bitmask instead of l3_ways: one hex mask for '
          'every domain ("7f0") or per domain ("0=7f0;1=3f").', {}),
+        ('l3_code_cbm', 'str', None,
+         'Where resctrl is mounted with "-o cdp": the pool\'s own mask for '
+         'code (the L3CODE line), with l3_data_cbm for data (L3DATA), '
+         'instead of l3_ways or l3_cbm, which give code and data the same '
+         'ways. Written like l3_cbm ("300" or "0=300;1=300"). The two masks '
+         'together must be one run of ways: the pool holds what either uses. '
+         'Refused on mounts without CDP.', {}),
+        ('l3_data_cbm', 'str', None,
+         'Where resctrl is mounted with "-o cdp": the pool\'s own mask for '
+         'data (the L3DATA line); see l3_code_cbm, which it goes with.', {}),
         ('isolated', 'bool', False,
          'Enforce the pool\'s ways in the kernel too (resctrl mode '
          '"exclusive"): no other group, ours or another tool\'s, may overlap '

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ovs_rdt.conf import Settings
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
 from ovs_rdt.core.model import uncapped_mb
@@ -19,7 +20,7 @@ from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.inputs import request
-from ovs_rdt.resctrl import Resctrl, parse_schemata
+from ovs_rdt.resctrl import Resctrl, parse_resources, parse_schemata
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -80,6 +81,25 @@ def parse_domain_masks(text: str, platform: Platform,
     except (InvalidMask, InvalidValue) as exc:
         raise ConfigError(str(exc)) from None
     return out
+
+
+class _Was:
+    """A group as it was before a write (what an undo writes back);
+    ``code`` and ``data`` are its CDP masks (else its ``l3``).  A plain
+    class: the hook imports this module, and typing costs it 5 ms.
+    """
+
+    __slots__ = ('l3', 'mb', 'mode', 'code', 'data')
+
+    def __init__(self, l3: dict[int, CBM], mb: dict[int, int], mode: str,
+                 code: dict[int, CBM], data: dict[int, CBM]) -> None:
+        self.l3, self.mb, self.mode = l3, mb, mode
+        self.code, self.data = code, data
+
+    def _replace(self, **changes: Any) -> '_Was':
+        values = {k: getattr(self, k) for k in self.__slots__}
+        values.update(changes)
+        return _Was(**values)
 
 
 class CacheManager:
@@ -164,10 +184,20 @@ class CacheManager:
         out = []
         for name, pool in self.settings.pools.items():
             section = '[pool:%s]' % name
-            if pool.l3_ways is not None and pool.l3_cbm:
-                raise ConfigError('%s sets both l3_ways and l3_cbm; choose '
-                                  'one' % section)
-            if pool.l3_cbm:
+            sizes = [f for f in ('l3_ways', 'l3_cbm', 'l3_code_cbm')
+                     if getattr(pool, f) not in (None, '')]
+            if len(sizes) > 1:
+                raise ConfigError('%s sets both %s and %s; choose one'
+                                  % (section, sizes[0], sizes[1]))
+            if pool.l3_code_cbm or pool.l3_data_cbm:
+                code, data = self._split_masks(section, pool, platform)
+                req = Request(pool_group(name),
+                              cbm={d: code[d] | data[d] for d in code},
+                              exclusive=pool.isolated,
+                              mb_percent=pool.mb_percent,
+                              mb_mbps=pool.mb_mbps,
+                              mb_event=pool.mb_event, code=code, data=data)
+            elif pool.l3_cbm:
                 cbm = parse_domain_masks(pool.l3_cbm, platform,
                                          '%s l3_cbm' % section)
                 req = Request(pool_group(name), cbm=cbm,
@@ -188,10 +218,47 @@ class CacheManager:
                               mb_mbps=pool.mb_mbps,
                               mb_event=pool.mb_event)
             else:
-                raise ConfigError('%s needs l3_ways or l3_cbm' % section)
+                raise ConfigError('%s needs l3_ways, l3_cbm or (under CDP) '
+                                  'l3_code_cbm and l3_data_cbm' % section)
             self._check_pool_mb(section, pool, platform)
             out.append(req)
         return out
+
+    @staticmethod
+    def _split_masks(section: str, pool: Any, platform: Platform
+                     ) -> tuple[dict[int, CBM], dict[int, CBM]]:
+        """``l3_code_cbm`` and ``l3_data_cbm``: CDP only, both given, the
+        two together one run of ways on every domain.
+        """
+        given = [f for f in ('l3_code_cbm', 'l3_data_cbm')
+                 if getattr(pool, f)]
+        if not platform.cdp:
+            raise ConfigError(
+                "%s %s: '%s' needs resctrl mounted with -o cdp (this host "
+                'has one L3 mask per group: use l3_cbm)'
+                % (section, given[0], getattr(pool, given[0])))
+        if len(given) < 2:
+            missing = ({'l3_code_cbm', 'l3_data_cbm'} - set(given)).pop()
+            raise ConfigError('%s %s needs %s too: a code and a data mask'
+                              % (section, given[0], missing))
+        code = parse_domain_masks(pool.l3_code_cbm, platform,
+                                  '%s l3_code_cbm' % section)
+        data = parse_domain_masks(pool.l3_data_cbm, platform,
+                                  '%s l3_data_cbm' % section)
+        odd = sorted(set(code) ^ set(data))
+        if odd:
+            raise ConfigError('%s l3_code_cbm and l3_data_cbm must name the '
+                              'same cache domains (domain %d is in one only)'
+                              % (section, odd[0]))
+        for dom in sorted(code):
+            both = code[dom] | data[dom]
+            if not is_valid(platform, both):
+                raise ConfigError(
+                    '%s l3_code_cbm %s and l3_data_cbm %s on domain %d '
+                    'together are not one run of ways (%s): the pool holds '
+                    'the ways either uses' % (section, code[dom], data[dom],
+                                              dom, both))
+        return code, data
 
     @staticmethod
     def _check_pool_mb(section: str, pool: Any, platform: Platform) -> None:
@@ -440,8 +507,9 @@ class CacheManager:
         late as the CLOSIDs allow.
         """
         width = self.resctrl.platform().cbm_len
-        state: dict[str, tuple[dict[int, CBM], dict[int, int], str] | None]
-        state = {name: (dict(g.l3), dict(g.mb), g.mode)
+        state: dict[str, _Was | None]
+        state = {name: _Was(dict(g.l3), dict(g.mb), g.mode,
+                            dict(g.l3code or g.l3), dict(g.l3data or g.l3))
                  for name, g in old.items()}
         before = []
         for step in done:
@@ -453,10 +521,13 @@ class CacheManager:
                 state.pop(step.group, None)
             elif prev is not None and step.op == 'schemata':
                 l3, mb = parse_schemata(step.value, width)
-                state[step.group] = ({**prev[0], **l3}, {**prev[1], **mb},
-                                     prev[2])
+                kinds = parse_resources(step.value, width)
+                state[step.group] = prev._replace(
+                    l3={**prev.l3, **l3}, mb={**prev.mb, **mb},
+                    code={**prev.code, **kinds.get('L3CODE', l3)},
+                    data={**prev.data, **kinds.get('L3DATA', l3)})
             elif prev is not None and step.op == 'mode':
-                state[step.group] = (prev[0], prev[1], step.value)
+                state[step.group] = prev._replace(mode=step.value)
         for step, prev in zip(reversed(done), reversed(before)):
             try:
                 if step.op == 'event':
@@ -469,8 +540,7 @@ class CacheManager:
                 LOG.error('could not undo %s of %s: %s', step.op,
                           step.group or '/', exc)
 
-    def _undo_one(self, step: allocator.Step,
-                  prev: tuple[dict[int, CBM], dict[int, int], str] | None,
+    def _undo_one(self, step: allocator.Step, prev: _Was | None,
                   width: int) -> None:
         if step.op == 'mkdir':
             self.resctrl.rmdir(step.group)
@@ -478,19 +548,19 @@ class CacheManager:
             LOG.warning('cannot undo the removal of %s', step.group)
         elif step.op == 'mode':
             # Only real changes are planned: before it, the other mode.
-            back = prev[2] if prev is not None else (
+            back = prev.mode if prev is not None else (
                 MODE_SHAREABLE if step.value == MODE_EXCLUSIVE
                 else MODE_EXCLUSIVE)
             self.resctrl.write_mode(step.group, back)
         elif step.op == 'schemata' and prev is not None:
             l3, mb = parse_schemata(step.value, width)
-            # Under CDP, code and data get back the ways the group used.
-            kinds = ('L3CODE', 'L3DATA') if \
-                self.resctrl.platform().cdp else ('L3',)
+            # Under CDP, code and data get back each its own mask.
+            kinds = [('L3CODE', prev.code), ('L3DATA', prev.data)] if \
+                self.resctrl.platform().cdp else [('L3', prev.l3)]
             lines = [(res, ';'.join('%d=%s' % (d, old[d])
                                     for d in sorted(new) if d in old))
-                     for res, new, old in [(k, l3, prev[0]) for k in kinds]
-                     + [('MB', mb, prev[1])]]
+                     for res, new, old in [(k, l3, was) for k, was in kinds]
+                     + [('MB', mb, prev.mb)]]
             text = ''.join('%s:%s\n' % (res, items)
                            for res, items in lines if items)
             if text:

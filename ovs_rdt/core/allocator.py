@@ -25,7 +25,7 @@ from ovs_rdt.core.layout import Domain, best_fit, layout_domain, mirrors_default
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
-from ovs_rdt.core.writes import Overlap, Step, steps
+from ovs_rdt.core.writes import Overlap, Step, split_masks, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 
 __all__ = ['Plan', 'Step', 'best_fit', 'mirrors_default', 'plan',
@@ -43,6 +43,8 @@ class Plan:
         self.modes: dict[str, str] = {}
         #: group -> the ``mba_MBps_event`` it asks for (mba_MBps mounts).
         self.events: dict[str, str] = {}
+        #: group -> its own code and data masks (CDP; else both are l3's).
+        self.split: dict[str, tuple[dict[int, CBM], dict[int, CBM]]] = {}
         self.create: list[str] = []
         self.remove: list[str] = []
         self.steps: list[Step] = []
@@ -198,6 +200,8 @@ def _set_modes_and_mb(platform: Platform, groups: list[Group],
             result.mb[req.name] = _mb_values(mba, req)
         if req.mb_event is not None:
             result.events[req.name] = req.mb_event
+        if platform.cdp and req.code:
+            result.split[req.name] = (dict(req.code), dict(req.data))
 
 
 def plan(platform: Platform, groups: list[Group], requests: list[Request],
@@ -264,7 +268,7 @@ def _around(platform: Platform, groups: list[Group], requests: list[Request],
         return
     result.l3, result.free = second.l3, second.free
     result.modes, result.mb = second.modes, second.mb
-    result.events = second.events
+    result.events, result.split = second.events, second.split
     result.steps += second.steps
 
 
@@ -280,11 +284,13 @@ def _after(groups: list[Group], result: Plan) -> list[Group]:
     for name, masks in result.l3.items():
         if name != ROOT:
             was = next((g for g in groups if g.name == name), None)
+            code, data = split_masks(result, name) or ({}, {})
             out.append(Group(name, dict(masks),
                              mb=dict(result.mb.get(name, {})),
                              mode=result.modes[name],
                              mb_event=result.events.get(
-                                 name, was.mb_event if was else None)))
+                                 name, was.mb_event if was else None),
+                             l3code=code, l3data=data))
     return out
 
 

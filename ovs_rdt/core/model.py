@@ -309,18 +309,24 @@ class Request:
     ``mb_mbps`` is the cap in MiB/s, for platforms whose MB values are
     bandwidths (:data:`UNIT_MBPS`, :data:`UNIT_AMD`).  ``mb_event`` is the
     ``mba_MBps_event`` to write (None: the group's is left as it is).
+    Under CDP, ``code`` and ``data`` are explicit masks for the two lines
+    (``cbm`` is then what they use together); empty: both get the mask.
     """
 
     __slots__ = ('name', 'ways', 'cbm', 'exclusive', 'mb_percent', 'mb',
-                 'mb_mbps', 'mb_event')
+                 'mb_mbps', 'mb_event', 'code', 'data')
 
     def __init__(self, name: str, ways: dict[int, int] | None = None,
                  cbm: dict[int, CBM] | None = None, exclusive: bool = True,
                  mb_percent: int | None = None,
                  mb: dict[int, int] | None = None,
                  mb_mbps: int | None = None,
-                 mb_event: str | None = None) -> None:
+                 mb_event: str | None = None,
+                 code: dict[int, CBM] | None = None,
+                 data: dict[int, CBM] | None = None) -> None:
         self.mb_event = mb_event
+        self.code = code or {}
+        self.data = data or {}
         self.name = name
         self.ways = ways or {}
         self.cbm = cbm or {}

@@ -56,14 +56,35 @@ class Step(tuple):
         return self[2]
 
 
-def schemata_line(masks: dict[int, CBM], cdp: bool = False) -> str:
-    """The L3 line; under CDP an ``L3CODE`` and an ``L3DATA`` line with
-    the same masks (code and data share the group's ways).
+def _items(masks: dict[int, CBM]) -> str:
+    return ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+
+
+def schemata_line(masks: dict[int, CBM], cdp: bool = False,
+                  split: tuple[dict[int, CBM], dict[int, CBM]] | None = None
+                  ) -> str:
+    """The L3 line; under CDP an ``L3CODE`` and an ``L3DATA`` line, with
+    the same masks unless ``split`` gives the two (:func:`split_masks`).
     """
-    items = ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+    if split is not None:
+        return 'L3CODE:%s\nL3DATA:%s' % (_items(split[0]), _items(split[1]))
     if cdp:
-        return 'L3CODE:%s\nL3DATA:%s' % (items, items)
-    return 'L3:' + items
+        return 'L3CODE:%s\nL3DATA:%s' % (_items(masks), _items(masks))
+    return 'L3:' + _items(masks)
+
+
+def split_masks(target: Plan, name: str
+                ) -> tuple[dict[int, CBM], dict[int, CBM]] | None:
+    """A group's own code and data masks on every domain of its target
+    (``[pool:X] l3_code_cbm``/``l3_data_cbm``); None: both are its mask.
+    Where it holds no ways both follow its mask (the default group's).
+    """
+    if name not in target.split:
+        return None
+    masks = target.l3.get(name, {})
+    code, data = target.split[name]
+    return ({d: code.get(d, m) for d, m in masks.items()},
+            {d: data.get(d, m) for d, m in masks.items()})
 
 
 def mb_line(values: dict[int, int]) -> str:
@@ -74,19 +95,21 @@ class _Writes:
     """The steps so far, each checked on the kernel's model first."""
 
     def __init__(self, platform: Platform, current: dict[str, Group],
-                 strict: bool = False) -> None:
+                 strict: bool = False, target: Plan | None = None) -> None:
         self.platform = platform
         self.sim = Kernel(platform, current)
         self.steps: list[Step] = []
         #: Raise :class:`Overlap` rather than overlap the default group.
         self.strict = strict
+        self.target = target
 
     def mode(self, name: str, value: str) -> None:
         self._check(Step('mode', name, value), self.sim.set_mode(name, value))
 
     def write(self, name: str, masks: dict[int, CBM], mb: str = '') -> None:
+        split = split_masks(self.target, name) if self.target else None
         step = Step('schemata', name,
-                    schemata_line(masks, self.platform.cdp) + '\n' + mb)
+                    schemata_line(masks, self.platform.cdp, split) + '\n' + mb)
         self._check(step, self.sim.write(name, masks))
 
     def rmdir(self, name: str) -> None:
@@ -150,8 +173,13 @@ def _changes(platform: Platform, current: dict[str, Group],
     mb_lines = {}
     for name, masks in target.l3.items():
         grp = current.get(name)
-        split = platform.cdp and grp is not None and grp.cdp_split
-        if grp is None or grp.l3 != masks or split:
+        want = split_masks(target, name)
+        if want is not None:
+            differs = grp is None or (grp.l3code, grp.l3data) != want
+        else:
+            differs = grp is None or grp.l3 != masks or (
+                platform.cdp and grp.cdp_split)
+        if differs:
             l3_changes.add(name)
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
         old_mb = grp.mb if grp is not None else {}
@@ -351,7 +379,7 @@ def steps(platform: Platform, current: dict[str, Group],
     with ``strict``, :class:`Overlap` when a group of ours that holds ways
     before and after would overlap the default group for a moment.
     """
-    out = _Writes(platform, current, strict)
+    out = _Writes(platform, current, strict, target)
     l3_changes, mb_lines = _changes(platform, current, target)
     _unlock(out, current, target, l3_changes)
     # Removals first only when the new groups need their CLOSIDs.

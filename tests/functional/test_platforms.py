@@ -285,3 +285,31 @@ def test_policy_pools_get_an_mbm_counter_when_one_is_free(emulator_factory
             'mbm_total_bytes:0=e;1=e;'), name
     assert read(emu, hp, 'mon_data', 'mon_L3_00',
                 'mbm_total_bytes').strip().isdigit()
+
+
+# -- CDP: a pool's own code and data masks -----------------------------------
+def test_cdp_pool_code_and_data_masks_through_the_kernel_files(
+        emulator_factory, tmp_path) -> None:
+    emu = emulator_factory('xeon-gold-6230', ['-o', 'cdp'])
+    path = tmp_path / 'ovs-rdt.conf'
+    path.write_text(
+        '[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n[allocation]\n'
+        'pools = hp,noisy\nsystem_min_ways = 2\n[pool:hp]\n'
+        'l3_code_cbm = 300\nl3_data_cbm = 7f0\nisolated = true\n'
+        '[pool:noisy]\nl3_ways = 1\n' % (emu.root, emu.sysfs))
+    result = cli(str(path), 'apply')
+    assert result.returncode == 0, result.stderr
+    hp = lines_of(read(emu, 'ovsrdt-pool-hp', 'schemata'))
+    assert set(hp['L3CODE'].values()) == {'300'}
+    assert set(hp['L3DATA'].values()) == {'7f0'}
+    # The kernel took it as exclusive: no group of anyone's overlaps 7f0.
+    assert read(emu, 'ovsrdt-pool-hp', 'mode').strip() == 'exclusive'
+    noisy = lines_of(read(emu, 'ovsrdt-pool-noisy', 'schemata'))
+    root = lines_of(read(emu, 'schemata'))
+    for lines in (noisy, root):
+        for kind in ('L3CODE', 'L3DATA'):
+            assert not any(int(m, 16) & 0x7f0 for m in lines[kind].values())
+    again = cli(str(path), 'apply', '--dry-run')
+    assert again.returncode == 0 and again.stdout == '', again.stdout
+    status = cli(str(path), 'status')
+    assert '300/7f0' in status.stdout, status.stdout

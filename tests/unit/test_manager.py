@@ -87,7 +87,8 @@ def test_pool_config_errors_name_the_option(rc):
                        'contiguous'):
         CacheManager(rc, bad).apply()
     bad = table4(hp={})
-    with pytest.raises(ConfigError, match='needs l3_ways or l3_cbm'):
+    with pytest.raises(ConfigError, match=r'needs l3_ways, l3_cbm or '
+                       r'\(under CDP\) l3_code_cbm and l3_data_cbm'):
         CacheManager(rc, bad).apply()
 
 

@@ -148,6 +148,87 @@ def test_pool_with_both_caps_refused(tmp_path):
                                       'mb_mbps': 9})).apply()
 
 
+def test_cdp_pool_with_its_own_code_and_data_masks(tmp_path):
+    root = str(tmp_path / 'rc')
+    cdp_tree(root, mba=False)
+    rc = FakeKernelTree(root)
+    pools = {'hp': {'l3_code_cbm': '300', 'l3_data_cbm': '7f0',
+                    'isolated': True},
+             'noisy': {'l3_ways': 2}}
+    CacheManager(rc, settings(**pools)).apply()
+    text = schemata(rc, 'ovsrdt-pool-hp')
+    assert 'L3CODE:0=300;1=300\nL3DATA:0=7f0;1=7f0\n' in text
+    grp = rc.group('ovsrdt-pool-hp')
+    assert grp.l3 == {0: CBM(0x7f0, 11), 1: CBM(0x7f0, 11)}   # both count
+    for dom, mask in rc.group('ovsrdt-pool-noisy').l3.items():
+        assert not mask.overlaps(CBM(0x7f0, 11)), dom
+    # Held: a second apply writes nothing (no "equal masks" rewrite).
+    assert CacheManager(rc, settings(**pools)).apply().steps == []
+    # Back to one mask: both lines get it.
+    pools['hp'] = {'l3_cbm': '7f0', 'isolated': True}
+    CacheManager(rc, settings(**pools)).apply()
+    grp = rc.group('ovsrdt-pool-hp')
+    assert grp.l3code == grp.l3data == {0: CBM(0x7f0, 11), 1: CBM(0x7f0, 11)}
+
+
+def test_cdp_split_masks_undone_exactly(tmp_path):
+    from ovs_rdt.exceptions import ResctrlError
+
+    class Refusing(FakeKernelTree):
+        refuse = False
+
+        def write(self, path, value):
+            if self.refuse and path.endswith('/mode'):
+                raise ResctrlError(path, value, 22, None, 'Invalid argument')
+            super().write(path, value)
+
+    root = str(tmp_path / 'rc')
+    cdp_tree(root, mba=False)
+    rc = Refusing(root)
+    pools = {'hp': {'l3_code_cbm': '300', 'l3_data_cbm': '7f0'}}
+    CacheManager(rc, settings(**pools)).apply()
+    before = schemata(rc, 'ovsrdt-pool-hp')
+    rc.refuse = True
+    pools['hp'] = {'l3_code_cbm': '700', 'l3_data_cbm': '7f0',
+                   'isolated': True}
+    with pytest.raises(ResctrlError):
+        CacheManager(rc, settings(**pools)).apply()
+    assert schemata(rc, 'ovsrdt-pool-hp') == before
+
+
+@pytest.mark.parametrize('pool, message', [
+    ({'l3_code_cbm': '300'}, "[pool:hp] l3_code_cbm needs l3_data_cbm too: "
+     'a code and a data mask'),
+    ({'l3_code_cbm': '300', 'l3_data_cbm': '7f0', 'l3_ways': 2},
+     '[pool:hp] sets both l3_ways and l3_code_cbm; choose one'),
+    ({'l3_code_cbm': '600', 'l3_data_cbm': '00c'},
+     '[pool:hp] l3_code_cbm 600 and l3_data_cbm c on domain 0 together '
+     'are not one run of ways (60c): the pool holds the ways either uses'),
+    ({'l3_code_cbm': '0=300', 'l3_data_cbm': '300'},
+     '[pool:hp] l3_code_cbm and l3_data_cbm must name the same cache domains '
+     '(domain 1 is in one only)'),
+])
+def test_cdp_split_masks_refused(tmp_path, pool, message):
+    cdp_tree(str(tmp_path / 'rc'), mba=False)
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp=pool)).apply()
+    assert str(err.value) == message
+    assert 'ovsrdt-pool-hp' not in rc.group_names()
+
+
+def test_split_masks_refused_without_cdp(tmp_path):
+    from tests.unit.fakes import make_tree
+    make_tree(str(tmp_path / 'rc'))
+    rc = FakeKernelTree(str(tmp_path / 'rc'))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_code_cbm': '300',
+                                      'l3_data_cbm': '7f0'})).apply()
+    assert str(err.value) == (
+        "[pool:hp] l3_code_cbm: '300' needs resctrl mounted with -o cdp "
+        '(this host has one L3 mask per group: use l3_cbm)')
+
+
 # -- mba_MBps_event ------------------------------------------------------------
 def events_tree(root: str, features: str = 'llc_occupancy mbm_total_bytes '
                 'mbm_local_bytes') -> None:

@@ -12,11 +12,13 @@ the algorithm with a worked trace.
 In short, per domain:
 
 * **shortage** is evidence, not a guess: packet drops on the HP pool's PMD
-  ports, or HP's ``llc_occupancy`` pinned at its allocation while it
-  misses (MBM traffic).  Then HP grows at once, to the estimated need
-  ``occupancy + miss rate / k`` (``k``: bytes/s of memory traffic per byte
-  of footprint that does not fit, learnt from earlier grows), or to
-  ``hp_max_ways`` while ``k`` is unknown;
+  ports, or HP's ``llc_occupancy`` pinned at its allocation while its
+  misses rise (MBM traffic above what it drew at the same demand level
+  while it fit, beyond :data:`NOISE` and :data:`MISS_FLOOR`).  Then HP
+  grows at once, to the estimated need ``occupancy + miss rate / k``
+  (``k``: bytes/s of memory traffic per byte of footprint that does not
+  fit, learnt from earlier grows), or to ``hp_max_ways`` while ``k`` is
+  unknown;
 * **shrinking** happens once per demand level: readings that can all
   come from one footprint (within :data:`NOISE`) are one level, a reading
   outside that band starts a new one.  After :data:`HOLD` readings of a
@@ -197,6 +199,19 @@ class _Level:
         self.total = 0.0
         #: the level's one shrink decision has been taken
         self.decided = False
+        #: the smallest memory traffic (bytes/s) read at this level: what
+        #: HP draws when nothing it uses is missing (background traffic,
+        #: packet buffers), the baseline misses must rise above
+        self.rate_low = math.inf
+
+    def rising(self, rate: float) -> bool:
+        """Is ``rate`` more traffic than this level's calm readings can
+        explain (within :data:`NOISE`), by more than :data:`MISS_FLOOR`?
+        Without a calm reading yet, any rate above the floor is.
+        """
+        if math.isinf(self.rate_low):
+            return rate > MISS_FLOOR
+        return rate > self.rate_low / (1 - NOISE) * (1 + NOISE) + MISS_FLOOR
 
     def fits(self, reading: float) -> bool:
         """Can ``reading`` come from this level's footprint?"""
@@ -205,7 +220,9 @@ class _Level:
         return reading <= self.low / (1 - NOISE) * (1 + NOISE) and \
             reading >= self.high / (1 + NOISE) * (1 - NOISE)
 
-    def add(self, reading: float) -> None:
+    def add(self, reading: float, rate: float | None = None) -> None:
+        if rate is not None:
+            self.rate_low = min(self.rate_low, rate)
         self.count += 1
         self.low = min(self.low, reading)
         self.high = max(self.high, reading)
@@ -283,7 +300,9 @@ class Policy:
                                   % dropped)
             return None
         pinned = occ >= PINNED * cur * way
-        missing = pinned and rate > MISS_FLOOR
+        # Misses rising: above what HP drew at this level while it fit
+        # (HP's PMDs always move packets through memory).
+        missing = pinned and st.level.rising(rate)
         if missing or drops:
             return self._short(domain, st, s, occ, rate, pinned, missing)
         st.quiet += 1
@@ -294,7 +313,7 @@ class Policy:
             # logging imported early bypasses its bridge, see manager._Log.)
             lv = st.level = _Level()
             st.floor = 0
-        lv.add(occ)
+        lv.add(occ, s.hp_rate)
         self._learn_calm(st)
         lift = self._lift(st, s)
         # One shrink decision per level, after HOLD readings (one right

@@ -688,10 +688,9 @@ class Resctrl:
             nbytes = kstrtouint(cstr(data.decode('latin-1')), 0)
         except ParseError as exc:
             raise _oserror(exc.errno) from None
-        if nbytes > self.profile.l3_size:
+        if nbytes > self.profile.realloc_limit:
             raise _oserror(errno.EINVAL)
-        scale = self.profile.hw_mon_scale
-        self.threshold = nbytes // scale * scale
+        self.threshold = self.profile.round_mon_val(nbytes)
 
     def _info_files(self, res: str) -> dict[str, Callable[[], str]]:
         prof = self.profile

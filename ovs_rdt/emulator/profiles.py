@@ -51,6 +51,7 @@ class Profile:
     smba: bool = False           # AMD slow-memory bandwidth allocation
     io_alloc: bool = False       # io_alloc_capable (AMD SDCIAE)
     mbm_cntrs: int = 0           # assignable MBM counters per domain (AMD ABMC)
+    l2_size: int = 0             # bytes per core; AMD: boot_cpu_data.x86_cache_size
 
     # -- derived geometry ---------------------------------------------------
     @property
@@ -140,10 +141,23 @@ class Profile:
         first = cpu % stride
         return [first + i * stride for i in range(self.threads_per_core)]
 
+    @property
+    def realloc_limit(self) -> int:
+        """``resctrl_rmid_realloc_limit``: ``boot_cpu_data.x86_cache_size``
+        in bytes, which only Intel's cacheinfo sets to the L3; on AMD it stays
+        the L2 of ``cpu_detect_cache_sizes()`` (CPUID 0x80000006).
+        """
+        if self.vendor == 'amd' and self.l2_size:
+            return self.l2_size
+        return self.l3_size
+
+    def round_mon_val(self, val: int) -> int:
+        """``resctrl_arch_round_mon_val()``: CPUID's scale, not the SNC one."""
+        return val // self.mon_scale * self.mon_scale
+
     def max_threshold_occupancy(self) -> int:
-        """x86 default: L3 size / num_rmid, rounded to the hardware scale."""
-        threshold = self.l3_size // self.mon_num_rmids
-        return threshold // self.hw_mon_scale * self.hw_mon_scale
+        """x86 default: realloc limit / num_rmid, rounded to CPUID's scale."""
+        return self.round_mon_val(self.realloc_limit // self.mon_num_rmids)
 
     def with_overrides(self, overrides: Iterable[tuple[str, str]]) -> 'Profile':
         """A copy with ``field=value`` pairs applied (values as text)."""
@@ -188,6 +202,8 @@ class Profile:
             raise ValueError('cores_per_socket must split evenly between the L3s')
         if self.snc_nodes > self.cores_per_socket or self.num_rmids < self.snc_nodes:
             raise ValueError('too many SNC nodes')
+        if self.l2_size < 0:
+            raise ValueError('l2_size must be >= 0')
         if not self.version() or self.mbm_cntrs < 0:
             raise ValueError('kernel must look like 6.18, mbm_cntrs >= 0')
 
@@ -238,7 +254,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
         vendor='amd', mba=True, mb_num_closids=16, mb_max=2048,
         min_bandwidth=0, bandwidth_gran=1, delay_linear=False,
         thread_throttle_mode='', min_cbm_bits=0, sparse_masks=True,
-        smba=True, kernel='6.18',
+        smba=True, kernel='6.18', l2_size=1 * MiB,
     ),
     Profile(
         name='epyc-9575f',
@@ -251,7 +267,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
         vendor='amd', mba=True, mb_num_closids=16, mb_max=2048,
         min_bandwidth=0, bandwidth_gran=1, delay_linear=False,
         thread_throttle_mode='', min_cbm_bits=0, sparse_masks=True,
-        smba=True, io_alloc=True, mbm_cntrs=32, kernel='6.18',
+        smba=True, io_alloc=True, mbm_cntrs=32, kernel='6.18', l2_size=1 * MiB,
     ),
 )}
 

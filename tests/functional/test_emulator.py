@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Union
 
 import pytest
 
+from ovs_rdt.emulator.profiles import PROFILES
 from tests.functional.fixtures.emulator import EmulatorFixture, mounted
 
 
@@ -79,6 +80,10 @@ def tids(emu: EmulatorFixture, rel: str) -> set[int]:
 
 
 # -- the tree and the info files --------------------------------------------------
+def _doms(n: int, value: str) -> str:
+    return ';'.join('%d=%s' % (d, value) for d in range(n))
+
+
 EXPECTED_INFO = {
     'xeon-gold-6230': {
         'L3/cbm_mask': '7ff\n', 'L3/num_closids': '16\n', 'L3/min_cbm_bits': '1\n',
@@ -104,8 +109,70 @@ EXPECTED_INFO = {
         'schemata': '    L3:0=fff\n', 'size': '    L3:0=12582912\n',
         'cpus_list': '0-15\n', 'cpus': 'ffff\n',
     },
+    # Xeon 6 6980P: 504 MB L3 per socket, 2 x 128 cores x 2 threads, SNC3
+    # (monitoring per node: 256 RMIDs / 3; max_threshold_occupancy is
+    # x86_cache_size / num_rmid rounded to CPUID's 64-byte scale, not to the
+    # SNC one: resctrl_arch_round_mon_val())
+    'xeon-6-granite-rapids-snc3': {
+        'L3/cbm_mask': 'ffff\n', 'L3/num_closids': '16\n', 'L3/min_cbm_bits': '1\n',
+        'L3/shareable_bits': '0\n', 'L3/sparse_masks': '0\n',
+        'L3/bit_usage': '0=%s;1=%s\n' % ('S' * 16, 'S' * 16),
+        'MB/min_bandwidth': '10\n', 'MB/bandwidth_gran': '10\n', 'MB/delay_linear': '1\n',
+        'MB/num_closids': '16\n', 'MB/thread_throttle_mode': 'per-thread\n',
+        'L3_MON/num_rmids': '85\n', 'L3_MON/max_threshold_occupancy': '6217408\n',
+        'L3_MON/mbm_assign_mode': '[default]\n',
+        'schemata': '    MB:0=100;1=100\n    L3:0=ffff;1=ffff\n',
+        'size': '    MB:0=100;1=100\n    L3:0=528482304;1=528482304\n',
+        'cpus_list': '0-511\n', 'cpus': ','.join(['ffffffff'] * 16) + '\n',
+    },
+    # EPYC 9654: 12 CCDs x 32 MB L3 per socket, 2 x 96 cores x 2 threads.  AMD
+    # leaves x86_cache_size at the L2 (1 MB per core), so max_threshold_occupancy
+    # is 1 MiB / 256 RMIDs.  MB and SMBA in 1/8 GB/s up to 2048, no
+    # thread_throttle_mode, sparse and empty CBMs allowed.
+    'epyc-9654': {
+        'L3/cbm_mask': 'ffff\n', 'L3/num_closids': '16\n', 'L3/min_cbm_bits': '0\n',
+        'L3/shareable_bits': '0\n', 'L3/sparse_masks': '1\n',
+        'L3/bit_usage': _doms(24, 'S' * 16) + '\n',
+        'MB/min_bandwidth': '0\n', 'MB/bandwidth_gran': '1\n', 'MB/delay_linear': '0\n',
+        'MB/num_closids': '16\n', 'SMBA/min_bandwidth': '0\n',
+        'SMBA/bandwidth_gran': '1\n', 'SMBA/delay_linear': '0\n', 'SMBA/num_closids': '16\n',
+        'L3_MON/num_rmids': '256\n', 'L3_MON/max_threshold_occupancy': '4096\n',
+        'L3_MON/mbm_assign_mode': '[default]\n',
+        'schemata': '  SMBA:%s\n    MB:%s\n    L3:%s\n' % (
+            _doms(24, '2048'), _doms(24, '2048'), _doms(24, 'ffff')),
+        'size': '  SMBA:%s\n    MB:%s\n    L3:%s\n' % (
+            _doms(24, '2048'), _doms(24, '2048'), _doms(24, '33554432')),
+        'cpus_list': '0-383\n', 'cpus': ','.join(['ffffffff'] * 12) + '\n',
+    },
+    # EPYC 9575F: 8 CCDs x 32 MB L3 per socket, 2 x 64 cores x 2 threads,
+    # io_alloc and 32 assignable counters per domain (the root holds two)
+    'epyc-9575f': {
+        'L3/cbm_mask': 'ffff\n', 'L3/num_closids': '16\n', 'L3/min_cbm_bits': '0\n',
+        'L3/sparse_masks': '1\n', 'L3/io_alloc': 'disabled\n',
+        'MB/min_bandwidth': '0\n', 'MB/bandwidth_gran': '1\n', 'MB/delay_linear': '0\n',
+        'SMBA/num_closids': '16\n',
+        'L3_MON/num_rmids': '256\n', 'L3_MON/max_threshold_occupancy': '4096\n',
+        'L3_MON/mbm_assign_mode': '[mbm_event]\ndefault\n',
+        'L3_MON/num_mbm_cntrs': _doms(16, '32') + '\n',
+        'L3_MON/available_mbm_cntrs': _doms(16, '30') + '\n',
+        'schemata': '  SMBA:%s\n    MB:%s\n    L3:%s\n' % (
+            _doms(16, '2048'), _doms(16, '2048'), _doms(16, 'ffff')),
+        'size': '  SMBA:%s\n    MB:%s\n    L3:%s\n' % (
+            _doms(16, '2048'), _doms(16, '2048'), _doms(16, '33554432')),
+        'cpus_list': '0-255\n', 'cpus': ','.join(['ffffffff'] * 8) + '\n',
+    },
 }
-SOCKETS = {'xeon-gold-6230': 2, 'xeon-e7-8890-v4': 4, 'xeon-d-1540': 1}
+SOCKETS = {'xeon-gold-6230': 2, 'xeon-e7-8890-v4': 4, 'xeon-d-1540': 1,
+           'xeon-6-granite-rapids-snc3': 2, 'epyc-9654': 2, 'epyc-9575f': 2}
+L3_DOMAINS = dict(SOCKETS, **{'epyc-9654': 24, 'epyc-9575f': 16})   # EPYC: one per CCD
+SNC_NODES = {'xeon-6-granite-rapids-snc3': 3}                         # per L3, else 1
+LAST_CPU = {'xeon-gold-6230': 39, 'xeon-e7-8890-v4': 95, 'xeon-d-1540': 15,
+            'xeon-6-granite-rapids-snc3': 511, 'epyc-9654': 383, 'epyc-9575f': 255}
+EVENTS = ['llc_occupancy', 'mbm_local_bytes', 'mbm_total_bytes']
+
+
+def test_every_profile_has_expected_info() -> None:
+    assert set(EXPECTED_INFO) == set(SOCKETS) == set(LAST_CPU) == set(PROFILES)
 
 
 @pytest.mark.parametrize('profile', sorted(EXPECTED_INFO))
@@ -117,16 +184,25 @@ def test_profile_info_files(emulator_factory: Factory, profile: str) -> None:
     assert rd(emu, 'info/L3_MON/mon_features') == (
         'llc_occupancy\nmbm_total_bytes\nmbm_local_bytes\n')
     assert rd(emu, 'info/last_cmd_status') == 'ok\n'
-    assert os.path.isdir(emu.path('info/MB')) == (profile != 'xeon-d-1540')
+    schemata = EXPECTED_INFO[profile]['schemata']
+    assert os.path.isdir(emu.path('info/MB')) == ('MB:' in schemata)
+    assert os.path.isdir(emu.path('info/SMBA')) == ('SMBA:' in schemata)
+    domains, snc = L3_DOMAINS[profile], SNC_NODES.get(profile, 1)
     assert sorted(os.listdir(emu.path('mon_data'))) == [
-        'mon_L3_%02d' % d for d in range(SOCKETS[profile])]
-    last = {'xeon-gold-6230': 39, 'xeon-e7-8890-v4': 95, 'xeon-d-1540': 15}[profile]
+        'mon_L3_%02d' % d for d in range(domains)]
+    for dom in (0, domains - 1):            # SNC: one mon_sub_L3_YY per node of the L3
+        assert sorted(os.listdir(emu.path('mon_data/mon_L3_%02d' % dom))) == EVENTS + [
+            'mon_sub_L3_%02d' % n for n in range(dom * snc, (dom + 1) * snc) if snc > 1]
+    last = LAST_CPU[profile]
     with open(os.path.join(emu.sysfs, 'online')) as fh:
         assert fh.read() == '0-%d\n' % last
-    with open(os.path.join(emu.sysfs, 'cpu%d' % last, 'cache', 'index3', 'id')) as fh:
-        assert fh.read() == '%d\n' % (SOCKETS[profile] - 1)
-    with open(os.path.join(emu.sysfs, 'cpu%d' % last, 'cache', 'index3', 'level')) as fh:
+    cpu = os.path.join(emu.sysfs, 'cpu%d' % last)
+    with open(os.path.join(cpu, 'cache', 'index3', 'id')) as fh:
+        assert fh.read() == '%d\n' % (domains - 1)
+    with open(os.path.join(cpu, 'cache', 'index3', 'level')) as fh:
         assert fh.read() == '3\n'
+    with open(os.path.join(cpu, 'topology', 'physical_package_id')) as fh:
+        assert fh.read() == '%d\n' % (SOCKETS[profile] - 1)
 
 
 def test_sysfs_shared_cpu_list(emulated_resctrl: EmulatorFixture) -> None:

@@ -178,6 +178,11 @@ def test_profile_geometry() -> None:
     d1540 = PROFILES['xeon-d-1540']
     assert d1540.num_cpus == 16 and d1540.siblings_of(3) == [3, 11]
     assert PROFILES['xeon-e7-8890-v4'].cpus_of(3) == list(range(72, 96))
+    # resctrl_rmid_realloc_limit is x86_cache_size: the L2 on AMD; the
+    # threshold is rounded to CPUID's scale (64), not SNC's (21)
+    assert PROFILES['epyc-9654'].max_threshold_occupancy() == 1048576 // 256
+    assert PROFILES['epyc-9575f'].realloc_limit == 1048576
+    assert PROFILES['xeon-6-granite-rapids-snc3'].max_threshold_occupancy() == 6217408
 
 
 def test_profile_overrides() -> None:

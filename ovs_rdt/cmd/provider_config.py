@@ -39,8 +39,10 @@ from typing import Any
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, Group, Platform, Request, vm_group
-from ovs_rdt.exceptions import AllocationError, ConfigError, RDTError
+from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
+from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
+from ovs_rdt.inputs import uuids
 
 RC_WAYS = 'CUSTOM_RDT_L3_WAY'
 RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
@@ -51,7 +53,6 @@ COMPUTE_NODE = '$COMPUTE_NODE'
 #: map: a provider config cannot carry it (Placement has no such field).
 NUMA_L3_KEY = 'rdt_numa_l3'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
-_UUID = re.compile(r'[0-9A-Fa-f]{8}-([0-9A-Fa-f]{4}-){3}[0-9A-Fa-f]{12}')
 _VM_PREFIX = vm_group('')
 _PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 _PLAIN = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
@@ -246,9 +247,11 @@ def run(settings: Any, args: argparse.Namespace) -> int:
 
     uuid = getattr(args, 'provider_uuid', None)
     name = getattr(args, 'provider_name', None)
-    if uuid and uuid != COMPUTE_NODE and not _UUID.fullmatch(uuid):
-        raise ConfigError('--uuid %r is not a UUID (or %s)'
-                          % (uuid, COMPUTE_NODE))
+    if uuid and uuid != COMPUTE_NODE:
+        try:
+            uuid = uuids.parse(uuid, '--uuid')
+        except InvalidValue as exc:
+            raise ConfigError('%s (or %s)' % (exc, COMPUTE_NODE)) from None
     if name is not None and not 1 <= len(name) <= 200:
         raise ConfigError('--name must be 1 to 200 characters long')
     manager = manager_from(settings)

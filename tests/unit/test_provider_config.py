@@ -176,8 +176,11 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
 
 
 def test_run_refuses_a_bad_uuid() -> None:
-    with pytest.raises(ConfigError, match='not a UUID'):
+    # The one UUID rule (inputs.uuids), as every other surface words it.
+    with pytest.raises(ConfigError) as err:
         pc.run(Settings.defaults(), _args(uuid='nope'))
+    assert str(err.value) == ("--uuid: 'nope' is not a UUID "
+                              '(or $COMPUTE_NODE)')
 
 
 def test_doc_example() -> None:

@@ -67,11 +67,10 @@ class Agent:
         self.placer = PmdPlacer(self.manager, self.counters)
         self.node = NodeReconciler(self.manager, counters=self.counters)
         self.metrics: Any = None
-        #: (domains of PMD threads in the policy's high-priority pool,
-        #: their ports' drop counters), refreshed by the main loop.
-        self._pmd_view: tuple[frozenset[int], int | None] = (frozenset(),
-                                                             None)
-        self.policy = PolicyLoop(build, self.counters, lambda: self._pmd_view)
+        #: The L3 domains of the PMD threads in the policy's high-priority
+        #: pool, refreshed by the main loop.
+        self._pmd_domains: frozenset[int] = frozenset()
+        self.policy = PolicyLoop(build, self.counters, self.policy_view)
         self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = self._reload = False
         self._woken = -1e9
@@ -175,23 +174,30 @@ class Agent:
                 self._recovered('placement', status)
         if status:
             self.ovsdb.set_status(status)
-        self._pmd_view = self._policy_pmds(scan)
+        self._pmd_domains = self._policy_pmds(scan)
 
-    def _policy_pmds(self, scan: Any) -> tuple[frozenset[int], int | None]:
-        """The PMD threads' domains in the policy's HP pool; drops.
-
-        Where the policy's high-priority pool holds PMD threads, and the
-        drop counters of the ports they poll.
+    def _policy_pmds(self, scan: Any) -> frozenset[int]:
+        """The L3 domains where the policy's high-priority pool holds PMD
+        threads (none: the pool holds no PMD thread).
         """
         bounds = self.policy.bounds
         good = self.placer.good
         if bounds is None or good is None or \
                 good.pmd_group != pool_group(bounds.high_priority) or \
                 not scan.cores:
+            return frozenset()
+        return self.manager.resctrl.platform().domains_of_cpus(scan.cores)
+
+    def policy_view(self) -> tuple[frozenset[int], int | None]:
+        """For each policy interval: the PMD threads' domains and the drop
+        counters of the ports they poll, read now from the OVSDB replica
+        (ovs-vswitchd refreshes them every stats-update-interval), not
+        when the main loop last woke up.
+        """
+        domains = self._pmd_domains
+        if not domains:
             return frozenset(), None
-        platform = self.manager.resctrl.platform()
-        return (platform.domains_of_cpus(scan.cores),
-                drops_of(self.ovsdb.interface_stats()))
+        return domains, drops_of(self.ovsdb.interface_stats())
 
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""

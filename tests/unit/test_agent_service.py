@@ -164,3 +164,26 @@ def test_sighup_follows_a_new_pidfile(agent: service.Agent,
 
     assert run_with(agent, script) == 0
     assert agent.settings.ovs.vswitchd_pidfile == str(moved)
+
+
+def test_policy_view_reads_the_drop_counters_at_each_interval():
+    """The policy's drops come from the OVSDB replica when it asks, not
+    from the main loop's last wake-up (review: up to 10 s late); only
+    PMD-polled ports count.
+    """
+    from types import SimpleNamespace
+
+    from ovs_rdt.agent.service import Agent
+
+    stats = {'dpdk0': ('dpdk', {'rx_dropped': 1, 'tx_dropped': 2,
+                                'rx_missed_errors': 3, 'rx_packets': 900}),
+             'vhu0': ('dpdkvhostuserclient', {'tx_dropped': 5}),
+             'br0': ('internal', {'tx_dropped': 50})}
+    agent = SimpleNamespace(_pmd_domains=frozenset({0}),
+                            ovsdb=SimpleNamespace(
+                                interface_stats=lambda: stats))
+    assert Agent.policy_view(agent) == (frozenset({0}), 11)
+    stats['dpdk0'][1]['rx_dropped'] = 10
+    assert Agent.policy_view(agent) == (frozenset({0}), 20)
+    agent._pmd_domains = frozenset()         # HP holds no PMD thread
+    assert Agent.policy_view(agent) == (frozenset(), None)

@@ -118,9 +118,18 @@ PREREQS = (
 )
 
 
+#: ``mount -t resctrl -o ...`` options the emulator takes.
+MOUNT_OPTIONS = ('cdp', 'mba_MBps', 'debug')
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--profile', default='xeon-gold-6230',
                         help='emulated platform (default xeon-gold-6230)')
+    parser.add_argument('--mount-option', action='append', default=[],
+                        choices=MOUNT_OPTIONS, dest='mount_options',
+                        help='mount the emulated resctrl with "-o OPTION", '
+                        'as the kernel takes it (repeatable): cdp (code and '
+                        'data masks), mba_MBps (MB: in MiB/s), debug')
     parser.add_argument('--keep', action='store_true',
                         help='leave everything running for exploration; '
                         'end it with "ovs-rdt demo --teardown"')
@@ -327,9 +336,11 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     from ovs_rdt.sandbox import wait_for
 
     progress = Progress(10)
+    options = list(dict.fromkeys(args.mount_options))
     root, sysfs = progress.step(
-        'mounting the emulated resctrl (%s)' % args.profile,
-        lambda: box.mount_emulator(args.profile))
+        'mounting the emulated resctrl (%s%s)' % (
+            args.profile, ''.join(' -o ' + o for o in options)),
+        lambda: box.mount_emulator(args.profile, options))
     from ovs_rdt.resctrl import Resctrl
     masks = table4_masks(Resctrl(root, sysfs).platform().cbm_len)
     config_file = os.path.join(args.workdir, 'ovs-rdt.conf')

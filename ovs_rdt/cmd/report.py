@@ -254,7 +254,8 @@ def _platform_extras(plat: dict) -> list[str]:
                               for n, d in plat['numa_l3'].items()}))
     if plat.get('cdp'):
         out.append('CDP: every group has a code and a data mask '
-                   '(CODE/DATA), ovs-rdt gives its groups the same for both')
+                   '(CODE/DATA), ovs-rdt gives its groups the same for both '
+                   'unless a pool sets l3_code_cbm and l3_data_cbm')
     if plat.get('io_alloc') == 'enabled':
         out.append('io_alloc enabled: ways for I/O %s' % ', '.join(
             'domain %s %s (%d)' % (d, plat['io_alloc_cbm'][d], n)

@@ -14,7 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.sandbox.emulator import MountedEmulator
@@ -75,11 +75,16 @@ class Sandbox:
     # -- the emulator ------------------------------------------------------
     @property
     def emulator(self) -> MountedEmulator:
+        options = self.state.get('mount_options') or []
         return MountedEmulator(os.path.join(self.workdir, 'emulator'),
-                               self.state.get('profile', ''))
+                               self.state.get('profile', ''),
+                               ['-o', ','.join(options)] if options else [])
 
-    def mount_emulator(self, profile: str) -> tuple[str, str]:
+    def mount_emulator(self, profile: str,
+                       options: Sequence[str] = ()) -> tuple[str, str]:
+        """Mount the emulator with ``-o OPTIONS`` (cdp, mba_MBps, ...)."""
         self.state['profile'] = profile
+        self.state['mount_options'] = list(options)
         emu = self.emulator
         self.state['emulator'] = emu.root
         self.save()

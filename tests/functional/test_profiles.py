@@ -115,8 +115,10 @@ def free_port() -> int:
 
 
 # -- 1. the demo's layout ----------------------------------------------------
-DEMO_CASES = [c for c in CASES if not c.options
-              and c.profile != 'xeon-gold-6230']
+#: Every profile but the demo's default (tests/functional/test_demo.py),
+#: and the default mounted with each option (``--mount-option``).
+DEMO_CASES = [c for c in CASES if c.options
+              or c.profile != 'xeon-gold-6230']
 
 
 def process_threads(pid: int) -> dict[int, str]:
@@ -142,7 +144,9 @@ def test_demo_layout(case: Case) -> None:
              '127.0.0.1:%d' % free_port(), *args],
             capture_output=True, text=True, timeout=400)
 
-    result = demo('--keep', '--profile', case.profile)
+    result = demo('--keep', '--profile', case.profile,
+                  *[a for o in case.options[1::2]
+                    for a in ('--mount-option', o)])
     try:
         assert result.returncode == 0, result.stdout + result.stderr
         box = Sandbox(workdir)
@@ -155,10 +159,11 @@ def test_demo_layout(case: Case) -> None:
         every = set(range(case.domains))
         for group, mask in (('ovsrdt-pool-hp', hp), (POOL, noisy),
                             ('', system)):
-            lines = schemata(root, group)['L3']
-            assert set(lines) == every
-            assert {int(v, 16) for v in lines.values()} == {mask}, \
-                (group, lines)
+            for kind in l3_kinds(case):
+                lines = schemata(root, group)[kind]
+                assert set(lines) == every
+                assert {int(v, 16) for v in lines.values()} == {mask}, \
+                    (group, kind, lines)
         assert read(root, 'ovsrdt-pool-hp', 'mode').strip() == 'exclusive'
         dedicated = [g for g in groups(root) if g.startswith('ovsrdt-vm-')]
         assert len(dedicated) == 1
@@ -187,6 +192,12 @@ def test_demo_layout(case: Case) -> None:
                     if ln.startswith('Platform: ')]
         assert platform and ('%d-bit CBM' % width) in platform[0] and (
             '%d L3 cache domain(s)' % case.domains) in platform[0], platform
+        assert ('L3 CAT with CDP' in platform[0]) is case.cdp
+        assert ('MBA in MiB/s, mba_MBps' in platform[0]) is \
+            ('mba_MBps' in case.options)
+        assert 'mounting the emulated resctrl (%s%s)' % (
+            case.profile, ''.join(' -o ' + o for o in case.options[1::2])) \
+            in result.stdout
     finally:
         down = demo('--teardown')
     assert down.returncode == 0, down.stdout + down.stderr

@@ -4,12 +4,12 @@ Parametrised over the cases of ``tests/platform_matrix.py`` (every profile
 of ``ovs-rdt emulate``, ``-o cdp`` and ``-o mba_MBps`` on the Xeon Gold
 6230, io_alloc enabled on the EPYC 9575F where it applies):
 
-* the demo's layout (``ovs-rdt demo --profile P --keep``, the real demo:
-  KVM guests, ovs-vswitchd and the agent; the default profile is
-  ``test_demo.py``'s);
+* the demo's layout (``ovs-rdt demo --profile P [--mount-option O]
+  --keep``, the real demo: KVM guests, ovs-vswitchd and the agent; the
+  default profile unmounted with options is ``test_demo.py``'s);
 * a VM annotation through the private libvirtd (a dedicated 2-way guest with
-  an MB cap in the platform's unit, and a pool guest);
-* the OvS knobs with a real ovs-vswitchd and the agent;
+  an MB cap in the platform's unit, and a pool guest), io_alloc too;
+* the OvS knobs with a real ovs-vswitchd and the agent, io_alloc too;
 * ``ovs-rdt provider-config``'s inventory (the Nova filter gets the same
   capacities in ``tests/nova/test_filter_profiles.py``).
 
@@ -97,8 +97,23 @@ def assert_isolated(emu_root: str, case: Case, group: str, ways: int,
                 assert not mask & int(theirs[kind][dom], 16), \
                     '%s %s overlaps %s on %s domain %d' % (
                         group, mine[kind][dom], name or '/', kind, dom)
+            if case.io_alloc:           # I/O's ways count as used
+                assert not mask & IO_ALLOC_CBM, (group, kind, dom, mine)
     if case.cdp:
         assert 'L3' not in mine and mine['L3CODE'] == mine['L3DATA']
+
+
+def enable_io_alloc(emu_root: str, case: Case) -> None:
+    """io_alloc on with :data:`IO_ALLOC_CBM` where the case says so (it
+    starts with every way; the operator narrows it).
+    """
+    if not case.io_alloc:
+        return
+    with open(os.path.join(emu_root, 'info', 'L3', 'io_alloc'), 'w') as fh:
+        fh.write('1\n')
+    with open(os.path.join(emu_root, 'info', 'L3', 'io_alloc_cbm'), 'w') as fh:
+        fh.write(';'.join('%d=%x' % (d, IO_ALLOC_CBM)
+                          for d in range(case.domains)) + '\n')
 
 
 def l3_of_cpu(sysfs: str, cpu: int) -> int:
@@ -206,7 +221,7 @@ def test_demo_layout(case: Case) -> None:
 
 
 # -- 2. a VM annotation ------------------------------------------------------
-@pytest.fixture(params=CASES, ids=ids(CASES))
+@pytest.fixture(params=CAPACITY_CASES, ids=ids(CAPACITY_CASES))
 def hook_env(request: pytest.FixtureRequest,
              libvirt_testbed: LibvirtTestbed
              ) -> Iterator[tuple[Case, LibvirtTestbed, EmulatorFixture]]:
@@ -216,6 +231,7 @@ def hook_env(request: pytest.FixtureRequest,
                           rootdir=libvirt_testbed.mount_base)
     emu.setUp()
     try:
+        enable_io_alloc(emu.root, case)
         libvirt_testbed.configure(emu.root, emu.sysfs,
                                   pools={'noisy': NOISY_WAYS},
                                   system_min_ways=SYSTEM_MIN_WAYS)
@@ -277,6 +293,7 @@ def knobs_env(request: pytest.FixtureRequest, ovs: OvsTestbed,
               ) -> Iterator[tuple[Case, EmulatorFixture]]:
     case = request.param
     emu = emulator_factory(case.profile, list(case.options))
+    enable_io_alloc(emu.root, case)
     conf = str(tmp_path / 'agent.conf')
     write_agent_config(conf, ovs, emu.root, emu.sysfs, pools={})
     agent = AgentProcess(conf, str(tmp_path / 'agent.log')).start()
@@ -295,7 +312,8 @@ def rdt_status(ovs: OvsTestbed, prefix: str, contains: str = '') -> str:
                     % (prefix, contains, ovs.external_id('rdt-status')))
 
 
-@pytest.mark.parametrize('knobs_env', CASES, ids=ids(CASES), indirect=True)
+@pytest.mark.parametrize('knobs_env', CAPACITY_CASES, ids=ids(CAPACITY_CASES),
+                         indirect=True)
 def test_ovs_knobs(ovs: OvsTestbed, knobs_env: tuple[Case, EmulatorFixture]
                    ) -> None:
     case, emu = knobs_env
@@ -354,12 +372,7 @@ l3_ways = {noisy}
 def test_provider_config_inventory(emulator_factory, tmp_path,  # type: ignore
                                    case: Case) -> None:
     emu = emulator_factory(case.profile, list(case.options))
-    if case.io_alloc:
-        with open(emu.path('info', 'L3', 'io_alloc'), 'w') as fh:
-            fh.write('1\n')
-        with open(emu.path('info', 'L3', 'io_alloc_cbm'), 'w') as fh:
-            fh.write(';'.join('%d=%x' % (d, IO_ALLOC_CBM)
-                              for d in range(case.domains)) + '\n')
+    enable_io_alloc(emu.root, case)
     config = tmp_path / 'ovs-rdt.conf'
     config.write_text(PC_CONFIG.format(root=emu.root, sysfs=emu.sysfs,
                                        system=SYSTEM_MIN_WAYS,

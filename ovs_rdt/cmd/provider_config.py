@@ -38,7 +38,8 @@ from typing import Any
 
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import ROOT, Group, Platform, Request, vm_group
+from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
+from ovs_rdt.core.model import vm_group
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
@@ -48,6 +49,9 @@ RC_WAYS = 'CUSTOM_RDT_L3_WAY'
 RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
 TRAIT_CAT = 'CUSTOM_RDT_L3_CAT'
 TRAIT_MBA = 'CUSTOM_RDT_MBA'
+#: The kind of memory-bandwidth cap a host takes, by request field.
+TRAIT_MB_KIND = {'mb_percent': 'CUSTOM_RDT_MB_PERCENT',
+                 'mb_mbps': 'CUSTOM_RDT_MB_MBPS'}
 COMPUTE_NODE = '$COMPUTE_NODE'
 #: The aggregate metadata key (and [ovs_rdt] option) of the NUMA node to L3
 #: map: a provider config cannot carry it (Placement has no such field).
@@ -173,7 +177,17 @@ def document(inventories: dict[str, dict], traits: list[str],
 
 
 def traits_of(platform: Platform) -> list[str]:
-    return [TRAIT_CAT] + ([TRAIT_MBA] if platform.mb is not None else [])
+    """L3 CAT, MBA, and the kind of MB cap the host takes: a flavor with
+    ``rdt:mb_mbps`` also asks ``trait:CUSTOM_RDT_MB_MBPS=required`` so
+    Placement only offers hosts that take bandwidths (doc/nova.md).
+    """
+    out = [TRAIT_CAT]
+    mba = platform.mb
+    if mba is not None:
+        out.append(TRAIT_MBA)
+        if mba.unit != UNIT_PERCENT or mba.delay_linear:
+            out.append(TRAIT_MB_KIND[mba.field])
+    return out
 
 
 # -- YAML (the few types a provider config holds) -------------------------

@@ -395,5 +395,10 @@ def test_provider_config_inventory(emulator_factory, tmp_path,  # type: ignore
     assert closids['reserved'] == 2   # the default group and pool noisy
     traits = doc['providers'][0]['traits']['additional']
     assert ('CUSTOM_RDT_MBA' in traits) is (case.mb is not None)
+    # The kind of cap the host takes, for flavors to require.
+    kind = {None: None, 'percent': 'CUSTOM_RDT_MB_PERCENT',
+            'mbps': 'CUSTOM_RDT_MB_MBPS', 'amd': 'CUSTOM_RDT_MB_MBPS'}
+    assert [t for t in traits if t.startswith('CUSTOM_RDT_MB_')] == \
+        ([kind[case.mb]] if case.mb else [])
     # provider-config only reads: no group was made
     assert groups(emu.root) == []

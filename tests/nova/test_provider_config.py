@@ -36,7 +36,8 @@ def test_nova_loads_and_validates_the_file(tmp_path: os.PathLike) -> None:
                                'max_unit': 1, 'step_size': 1,
                                'allocation_ratio': 1.0}}]
     assert provider['traits']['additional'] == ['CUSTOM_RDT_L3_CAT',
-                                                'CUSTOM_RDT_MBA']
+                                                'CUSTOM_RDT_MBA',
+                                                'CUSTOM_RDT_MB_PERCENT']
 
 
 def test_named_provider(tmp_path: os.PathLike) -> None:

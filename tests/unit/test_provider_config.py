@@ -10,7 +10,7 @@ from ovs_rdt.cmd import provider_config as pc
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, Group, MBInfo, Platform, pool_group
-from ovs_rdt.core.model import vm_group
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, vm_group
 from ovs_rdt.exceptions import ConfigError
 from tests.unit import fakes
 
@@ -131,8 +131,17 @@ def test_default_identification_and_traits() -> None:
     doc = pc.document({}, pc.traits_of(platform(mb=mba)))
     assert doc['providers'][0]['identification'] == {'uuid': '$COMPUTE_NODE'}
     assert doc['providers'][0]['traits'] == {
-        'additional': ['CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_MBA']}
+        'additional': ['CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_MBA',
+                       'CUSTOM_RDT_MB_PERCENT']}
     assert pc.traits_of(platform()) == ['CUSTOM_RDT_L3_CAT']
+    # The kind of cap a host takes, so flavors can require it.
+    for unit, delay_linear, kind in (
+            (UNIT_MBPS, True, ['CUSTOM_RDT_MB_MBPS']),
+            (UNIT_AMD, False, ['CUSTOM_RDT_MB_MBPS']),
+            (UNIT_PERCENT, False, [])):      # non-linear: takes no cap
+        mb = MBInfo(0, 1, delay_linear, (0,), unit)
+        assert pc.traits_of(platform(mb=mb)) == \
+            ['CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_MBA'] + kind
 
 
 def _args(**kw: object) -> argparse.Namespace:

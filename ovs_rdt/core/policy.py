@@ -29,7 +29,8 @@ In short, per domain:
   under steady load (no flapping), and no later reading of the same level
   trims again (every change lands within two intervals of a step);
 * at ``hp_max_ways`` and still short, while BE draws more memory bandwidth
-  than HP, BE's MBA percentage is halved per interval (down to the
+  than HP, BE's MBA percentage is halved, again at each interval with
+  drops or misses rising above the shortage before (down to the
   platform minimum); the cap is lifted after :data:`HOLD` intervals
   without shortage.
 """
@@ -251,6 +252,9 @@ class _Domain:
         self.level = _Level()
         #: the allocation last found short
         self.short_ways: int | None = None
+        #: (ways, miss rate) of a shortage seen from misses in the interval
+        #: before (none once an interval is calm)
+        self.short_at: tuple[int, float] | None = None
         self.quiet = 0
         #: HP grew out of a pinned state and has not been read since
         self.grown = False
@@ -301,11 +305,18 @@ class Policy:
             return None
         pinned = occ >= PINNED * cur * way
         # Misses rising: above what HP drew at this level while it fit
-        # (HP's PMDs always move packets through memory).
+        # (HP's PMDs always move packets through memory), or, still at
+        # the ways of the last shortage (hp_max_ways: it cannot grow), above
+        # the rate seen then; as much traffic again is no news, and a pool
+        # that fills its ways and draws background traffic is not short.
         missing = pinned and st.level.rising(rate)
+        if missing and st.short_at is not None and st.short_at[0] == cur:
+            missing = rate > st.short_at[1] / (1 - NOISE) * (1 + NOISE) + \
+                MISS_FLOOR
         if missing or drops:
             return self._short(domain, st, s, occ, rate, pinned, missing)
         st.quiet += 1
+        st.short_at = None      # this level's calm readings judge from now
         lv = st.level
         if not lv.fits(occ):
             # The demand changed: a new level, with its own decision.  (No
@@ -345,6 +356,7 @@ class Policy:
         st.short_ways = cur
         held = cur * way
         if missing:
+            st.short_at = (cur, rate)
             # Still short after a grow: two pinned points give k.
             if st.probe is not None and st.probe[2] < cur and \
                     st.probe[1] > rate:

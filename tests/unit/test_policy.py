@@ -248,9 +248,12 @@ def test_unavailable_occupancy_decides_nothing() -> None:
 
 
 def test_mba_caps_best_effort_at_max_and_lifts() -> None:
+    """At hp_max_ways BE's cap is halved at each interval with evidence:
+    drops, or misses rising above those of the last shortage.
+    """
     mba = pol.Mba(10, 10, 100)
     m = Model(seed=2, hp=8, mba=mba, be_rate=1e9)
-    caps = [m.step(10.0) and m.be_mb for _ in range(6)]
+    caps = [m.step(10.0, drops=5) and m.be_mb for _ in range(6)]
     assert caps[:4] == [50, 30, 20, 10] and caps[-1] == 10
     reasons = {d.reason for d in m.decisions}
     assert reasons == {'mba-cap'}
@@ -349,3 +352,26 @@ def test_rising_misses_still_grow_with_background_traffic(background) -> None:
     assert m.hp == 8 and m.decisions[-1].reason == 'pinned'
     trace = [m.step(5.5) for _ in range(10)]
     assert trace[-1] >= need(5.5) and trace[-5:] == [trace[-1]] * 5
+
+
+def test_steady_misses_at_max_do_not_cap_best_effort_for_good() -> None:
+    """HP fills its hp_max_ways (7.6 of 8: "pinned") and draws background
+    traffic: one cap at most, lifted, then left alone (review: BE's MB
+    went down to the minimum and stayed there for 997 of 1000 intervals).
+    """
+    for noise in (0.02, 0.1):
+        m = Model(seed=4, hp=8, mba=pol.Mba(10, 10, 80), be_rate=1e9,
+                  noise=noise, background=50 * WAY)
+        m.be_mb = 80
+        mbs = [m.step(7.6) and m.be_mb for _ in range(1000)]
+        caps = [d for d in m.decisions if d.reason == 'mba-cap']
+        assert len(caps) <= 1, [d.describe() for d in m.decisions][:6]
+        assert mbs[-990:] == [80] * 990, noise
+
+
+def test_rising_misses_at_max_still_cap_best_effort() -> None:
+    m = Model(seed=4, hp=8, mba=pol.Mba(10, 10, 100), be_rate=1e9)
+    m.step(9.0)                               # short at the max: cap
+    assert m.be_mb == 50
+    m.step(12.0)                              # misses rise: cap again
+    assert m.be_mb == 30

@@ -280,7 +280,8 @@ class CacheManager:
                     pool.mb_event, '%s mb_event' % section,
                     mba is not None and mba.unit == UNIT_MBPS,
                     mba.kind if mba is not None else '',
-                    platform.mon_features)
+                    platform.mon_features,
+                    mba is not None and mba.event_file)
             except InvalidValue as exc:
                 raise ConfigError(str(exc)) from None
         if mba is None:

@@ -363,7 +363,8 @@ class Resctrl:
             top = max([MAX_MBA_BW_AMD, *root_mb.values()]) \
                 if unit == UNIT_AMD else None
             mb = MBInfo(min_bw, int(self._info('MB', 'bandwidth_gran') or '1'),
-                        linear, tuple(sorted(root_mb)), unit, top)
+                        linear, tuple(sorted(root_mb)), unit, top,
+                        os.path.exists(self.path(ROOT, 'mba_MBps_event')))
         shareable = 0
         io_state = None
         io_cbm: dict[int, CBM] = {}
@@ -400,8 +401,9 @@ class Resctrl:
         return self._platform
 
     def _mount_signature(self, cdp: bool) -> tuple:
-        """CDP and ``mba_MBps`` (a remount) and io_alloc (written at any
-        time): what can change while the cache domains stay the same.
+        """CDP and ``mba_MBps`` (a remount), io_alloc and the MBM counter
+        mode (written at any time): what can change while the cache
+        domains stay the same.
         """
         io = []
         for name in (('L3CODE', 'L3DATA') if cdp else ('L3',)):
@@ -409,8 +411,14 @@ class Resctrl:
             # io_alloc_cbm is EINVAL unless io_alloc is enabled.
             io.append((state, self._info(name, 'io_alloc_cbm')
                        if state and state.startswith('enabled') else None))
-        return (cdp, os.path.exists(self.path(ROOT, 'mba_MBps_event')),
-                tuple(io))
+        event = os.path.exists(self.path(ROOT, 'mba_MBps_event'))
+        # Before Linux 6.14 only the mount options tell mba_MBps (read
+        # where MBA is, without the event file: /proc/mounts can be long).
+        options = None
+        if not event and os.path.isdir(os.path.join(self.root, 'info', 'MB')):
+            options = 'mba_MBps' in (self.mount_options() or ())
+        return (cdp, event, options, tuple(io),
+                self._info('L3_MON', 'mbm_assign_mode'))
 
     def platform_stale(self, root: Group) -> bool:
         """Whether the cached platform no longer describes the mount.

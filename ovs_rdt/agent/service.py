@@ -197,7 +197,12 @@ class Agent:
         domains = self._pmd_domains
         if not domains:
             return frozenset(), None
-        return domains, drops_of(self.ovsdb.interface_stats())
+        stats = self.ovsdb.interface_stats()
+        if not stats:
+            # No connection, or the replica refilling after a reconnect:
+            # unknown, not zero (the next total would read as new drops).
+            return domains, None
+        return domains, drops_of(stats)
 
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""

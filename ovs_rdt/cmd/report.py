@@ -299,8 +299,8 @@ def render_policy(state: dict | None) -> str:
     if state.get('error'):
         lines.append('  error: %s' % state['error'])
     if state.get('uncounted'):
-        lines.append('  no MBM counter free (misses not measured, drops and '
-                     'occupancy still count): %s'
+        lines.append('  no MBM counter assigned (misses not measured, drops '
+                     'and occupancy still count; the agent logs why): %s'
                      % ', '.join('%s on L3 domain %s' % tuple(u.split(':'))
                                  for u in state['uncounted']))
     for dom, row in sorted(state.get('domains', {}).items(),

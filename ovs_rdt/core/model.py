@@ -47,11 +47,15 @@ class MBInfo:
     """Memory Bandwidth Allocation capabilities (info/MB) and MB unit."""
 
     __slots__ = ('min_bandwidth', 'bandwidth_gran', 'delay_linear', 'domains',
-                 'unit', 'max_value')
+                 'unit', 'max_value', 'event_file')
 
     def __init__(self, min_bandwidth: int, bandwidth_gran: int,
                  delay_linear: bool, domains: tuple[int, ...],
-                 unit: str = UNIT_PERCENT, max_value: int | None = None) -> None:
+                 unit: str = UNIT_PERCENT, max_value: int | None = None,
+                 event_file: bool = False) -> None:
+        #: mba_MBps mounts: groups have ``mba_MBps_event`` (Linux 6.14+;
+        #: before, the software controller always follows mbm_local_bytes).
+        self.event_file = event_file
         self.min_bandwidth = min_bandwidth
         self.bandwidth_gran = bandwidth_gran
         self.delay_linear = delay_linear

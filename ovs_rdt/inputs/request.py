@@ -247,13 +247,15 @@ MB_EVENTS = ('mbm_local_bytes', 'mbm_total_bytes')
 
 
 def check_mb_event(value: str, label: str, controller: bool,
-                   mb_kind: str, mon_features: Collection[str]) -> None:
+                   mb_kind: str, mon_features: Collection[str],
+                   selectable: bool = True) -> None:
     """An ``mba_MBps_event`` for a group against the host.
 
     ``controller``: resctrl is mounted with ``mba_MBps`` (the kernel's
     software controller; ``mb_kind`` says what the host takes otherwise);
-    ``mon_features``: ``info/L3_MON/mon_features`` (the kernel refuses an
-    event it does not count).
+    ``selectable``: its groups have an ``mba_MBps_event`` file (Linux
+    6.14 and later); ``mon_features``: ``info/L3_MON/mon_features`` (the
+    kernel refuses an event it does not count).
     """
     if value not in MB_EVENTS:
         raise refuse(label, value, 'is not an event the software controller '
@@ -263,6 +265,11 @@ def check_mb_event(value: str, label: str, controller: bool,
                      'event only applies where resctrl is mounted with '
                      '"-o mba_MBps"' % (mb_kind or 'it has no memory '
                                         'bandwidth allocation'))
+    if not selectable:
+        raise refuse(label, value, 'cannot be met on this host: its kernel '
+                     'has no mba_MBps_event (Linux 6.14 and later choose '
+                     'the event; before, the controller follows '
+                     'mbm_local_bytes)')
     if value not in mon_features:
         raise refuse(label, value, 'cannot be met on this host: L3 '
                      'monitoring does not count it (info/L3_MON/'

@@ -185,5 +185,10 @@ def test_policy_view_reads_the_drop_counters_at_each_interval():
     assert Agent.policy_view(agent) == (frozenset({0}), 11)
     stats['dpdk0'][1]['rx_dropped'] = 10
     assert Agent.policy_view(agent) == (frozenset({0}), 20)
+    # The replica empty (reconnecting): unknown, so no jump of drops later.
+    saved = dict(stats)
+    stats.clear()
+    assert Agent.policy_view(agent) == (frozenset({0}), None)
+    stats.update(saved)
     agent._pmd_domains = frozenset()         # HP holds no PMD thread
     assert Agent.policy_view(agent) == (frozenset(), None)

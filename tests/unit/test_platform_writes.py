@@ -293,6 +293,50 @@ def test_pool_mb_event_refused_where_not_counted(tmp_path):
         'llc_occupancy mbm_total_bytes)')
 
 
+def test_pool_mb_event_refused_before_linux_6_14(tmp_path):
+    """mba_MBps told by the mount options only (no mba_MBps_event file):
+    the kernel has no event to choose; refused, not failed at every write.
+    """
+    from tests.unit.fakes import make_tree
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    put(root, 'schemata', 'MB:0=4294967295;1=4294967295\nL3:0=7ff;1=7ff\n')
+    mounts = tmp_path / 'mounts'
+    mounts.write_text('resctrl %s resctrl rw,mba_MBps 0 0\n'
+                      % os.path.realpath(root))
+    rc = FakeKernelTree(root, mounts=str(mounts))
+    with pytest.raises(ConfigError) as err:
+        CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_mbps': 900,
+                                      'mb_event': 'mbm_total_bytes'})
+                     ).apply()
+    assert str(err.value) == (
+        "[pool:hp] mb_event: 'mbm_total_bytes' cannot be met on this host: "
+        'its kernel has no mba_MBps_event (Linux 6.14 and later choose the '
+        'event; before, the controller follows mbm_local_bytes)')
+    # Without mb_event the pool's cap is written as MiB/s all the same.
+    CacheManager(rc, settings(hp={'l3_ways': 3, 'mb_mbps': 900})).apply()
+    assert rc.group('ovsrdt-pool-hp').mb == {0: 900, 1: 900}
+
+
+def test_mba_mbps_remount_before_linux_6_14_is_seen(tmp_path):
+    """No mba_MBps_event to tell it: the mount options are compared."""
+    from ovs_rdt.core.model import UNIT_MBPS, UNIT_PERCENT
+    from tests.unit.fakes import make_tree
+    root = str(tmp_path / 'rc')
+    make_tree(root)
+    mounts = tmp_path / 'mounts'
+    mounts.write_text('resctrl %s resctrl rw 0 0\n' % os.path.realpath(root))
+    rc = FakeKernelTree(root, mounts=str(mounts))
+    mgr = CacheManager(rc, settings())
+    mgr.preview()
+    assert rc.platform().mb.unit == UNIT_PERCENT
+    mounts.write_text('resctrl %s resctrl rw,mba_MBps 0 0\n'
+                      % os.path.realpath(root))
+    put(root, 'schemata', 'MB:0=4294967295;1=4294967295\nL3:0=7ff;1=7ff\n')
+    mgr.preview()
+    assert rc.platform().mb.unit == UNIT_MBPS
+
+
 def test_a_refused_event_write_undoes_the_plan(tmp_path):
     from ovs_rdt.exceptions import ResctrlError
 

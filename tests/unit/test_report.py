@@ -144,9 +144,9 @@ def test_policy_state_names_pools_without_an_mbm_counter():
              'mba': False, 'error': None, 'domains': {},
              'uncounted': ['ovsrdt-pool-hp:0', 'ovsrdt-pool-hp:3']}
     text = render_policy(state)
-    assert ('no MBM counter free (misses not measured, drops and occupancy '
-            'still count): ovsrdt-pool-hp on L3 domain 0, ovsrdt-pool-hp on '
-            'L3 domain 3') in text
+    assert ('no MBM counter assigned (misses not measured, drops and '
+            'occupancy still count; the agent logs why): ovsrdt-pool-hp on L3 '
+            'domain 0, ovsrdt-pool-hp on L3 domain 3') in text
     del state['uncounted']
     assert 'no MBM counter' not in render_policy(state)
 

@@ -298,7 +298,8 @@ class Resctrl:
             return None
         return mount_options(text, os.path.realpath(self.root))
 
-    def _mb_unit(self, delay_linear: bool, min_bandwidth: int) -> str:
+    @staticmethod
+    def _mb_unit(delay_linear: bool, min_bandwidth: int, mbps: bool) -> str:
         """What the ``MB:`` values mean here (see :data:`UNIT_PERCENT`).
 
         * ``delay_linear`` 0 and ``min_bandwidth`` 0: AMD (never linear,
@@ -306,27 +307,20 @@ class Resctrl:
           the kernel refuses every value there (``arch_needs_linear``;
           today's kernels do not even enable it): the allocator then
           takes no cap (:func:`ovs_rdt.core.allocator.plan`).
-        * ``mba_MBps``: the root group has ``mba_MBps_event`` (6.14 and
-          later, only on such mounts), or the mount options say so
-          (``rdtgroup_show_options()``, every kernel).
+        * ``mbps``: mounted with ``mba_MBps`` (:meth:`_mount_signature`).
         """
         if not delay_linear and not min_bandwidth:
             return UNIT_AMD
-        if os.path.exists(self.path(ROOT, 'mba_MBps_event')):
-            return UNIT_MBPS
-        if 'mba_MBps' in (self.mount_options() or ()):
-            return UNIT_MBPS
-        return UNIT_PERCENT
+        return UNIT_MBPS if mbps else UNIT_PERCENT
 
-    def _assign_mode(self) -> str | None:
-        """The active ``info/L3_MON/mbm_assign_mode`` (``[mbm_event]``)."""
-        text = self._info('L3_MON', 'mbm_assign_mode')
-        if text is None:
-            return None
-        for word in text.split():
+    @staticmethod
+    def _active_mode(text: str | None) -> str | None:
+        """The active mode of ``info/L3_MON/mbm_assign_mode`` (``[mbm_event]``)."""
+        words = (text or '').split()
+        for word in words:
             if word.startswith('[') and word.endswith(']'):
                 return word[1:-1]
-        return text.split()[0] if text.split() else None
+        return words[0] if words else None
 
     def platform(self, refresh: bool = False) -> Platform:
         """Capabilities from ``info/`` and the root group (cached)."""
@@ -351,11 +345,13 @@ class Resctrl:
                 res, root_l3).items():
             if dom in sizes and mask.count:
                 cache_bytes[dom] = sizes[dom] // mask.count * cbm_len
+        sig = self._mount_signature(cdp)
+        _cdp, event, options, io_files, assign_mode = sig
         mb = None
         if self._info('MB', 'min_bandwidth') is not None:
             linear = self._info('MB', 'delay_linear') != '0'
             min_bw = int(self._info('MB', 'min_bandwidth') or '0')
-            unit = self._mb_unit(linear, min_bw)
+            unit = self._mb_unit(linear, min_bw, event or bool(options))
             # AMD's "no limit" is the value a fresh mount gives every
             # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).  The
             # root's value now shows a wider one; a cap someone put on the
@@ -363,21 +359,18 @@ class Resctrl:
             top = max([MAX_MBA_BW_AMD, *root_mb.values()]) \
                 if unit == UNIT_AMD else None
             mb = MBInfo(min_bw, int(self._info('MB', 'bandwidth_gran') or '1'),
-                        linear, tuple(sorted(root_mb)), unit, top,
-                        os.path.exists(self.path(ROOT, 'mba_MBps_event')))
+                        linear, tuple(sorted(root_mb)), unit, top, event)
         shareable = 0
         io_state = None
         io_cbm: dict[int, CBM] = {}
-        for name in (('L3CODE', 'L3DATA') if cdp else ('L3',)):
+        for name, (state, cbm_text) in zip(self._l3_types(cdp), io_files):
             shareable |= int(self._info(name, 'shareable_bits') or '0', 16)
-            state = self._info(name, 'io_alloc')
             if state is None:
                 continue
             io_state = state.split()[0] if state.split() else state
             if io_state != 'enabled':
                 continue
-            for dom, val in parse_domain_values(
-                    self._info(name, 'io_alloc_cbm') or '').items():
+            for dom, val in parse_domain_values(cbm_text or '').items():
                 mask = CBM(int(val, 16), cbm_len)
                 io_cbm[dom] = io_cbm[dom] | mask if dom in io_cbm else mask
         num_closids = min(closids) if closids else 1
@@ -396,17 +389,28 @@ class Resctrl:
             topology=self.cpu_domains, cdp=cdp,
             smba=os.path.isdir(os.path.join(self.root, 'info', 'SMBA')),
             io_alloc=io_state, io_alloc_cbm=io_cbm,
-            mbm_assign_mode=self._assign_mode())
-        self._signature = self._mount_signature(cdp)
+            mbm_assign_mode=self._active_mode(assign_mode))
+        self._signature = sig
         return self._platform
+
+    @staticmethod
+    def _l3_types(cdp: bool) -> tuple[str, ...]:
+        return ('L3CODE', 'L3DATA') if cdp else ('L3',)
 
     def _mount_signature(self, cdp: bool) -> tuple:
         """CDP and ``mba_MBps`` (a remount), io_alloc and the MBM counter
         mode (written at any time): what can change while the cache
-        domains stay the same.
+        domains stay the same.  :meth:`platform` reads them here, once;
+        :meth:`platform_stale` compares them.
+
+        ``(cdp, the root has mba_MBps_event, mba_MBps in the mount options
+        (None: not read), ((io_alloc, io_alloc_cbm) per L3 type),
+        mbm_assign_mode)``.  The event file tells an mba_MBps mount on
+        6.14 and later; before, only the mount options do
+        (``rdtgroup_show_options()``).
         """
         io = []
-        for name in (('L3CODE', 'L3DATA') if cdp else ('L3',)):
+        for name in self._l3_types(cdp):
             state = self._info(name, 'io_alloc')
             # io_alloc_cbm is EINVAL unless io_alloc is enabled.
             io.append((state, self._info(name, 'io_alloc_cbm')

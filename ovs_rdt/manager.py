@@ -17,7 +17,7 @@ from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
 from ovs_rdt.core.model import uncapped_mb
 from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import RDTError, refuse
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.inputs import request
 from ovs_rdt.resctrl import Resctrl, parse_resources, parse_schemata
@@ -233,10 +233,9 @@ class CacheManager:
         given = [f for f in ('l3_code_cbm', 'l3_data_cbm')
                  if getattr(pool, f)]
         if not platform.cdp:
-            raise ConfigError(
-                "%s %s: '%s' needs resctrl mounted with -o cdp (this host "
-                'has one L3 mask per group: use l3_cbm)'
-                % (section, given[0], getattr(pool, given[0])))
+            raise refuse('%s %s' % (section, given[0]), getattr(pool, given[0]),
+                         'needs resctrl mounted with -o cdp (this host has '
+                         'one L3 mask per group: use l3_cbm)', ConfigError)
         if len(given) < 2:
             missing = ({'l3_code_cbm', 'l3_data_cbm'} - set(given)).pop()
             raise ConfigError('%s %s needs %s too: a code and a data mask'

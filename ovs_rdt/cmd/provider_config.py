@@ -36,7 +36,7 @@ import sys
 import tempfile
 from typing import Any
 
-from ovs_rdt.core import allocator
+from ovs_rdt.core import allocator, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
 from ovs_rdt.core.model import vm_group
@@ -292,7 +292,7 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     if numa_l3:
         comment += ('\nNova filter: aggregate metadata %s=%s (NUMA node:L3 '
                     'cache domains).' % (NUMA_L3_KEY, numa_l3_text(numa_l3)))
-        if any(doms != {node} for node, doms in numa_l3.items()):
+        if not topology.is_identity(numa_l3):
             sys.stderr.write(
                 'ovs-rdt provider-config: NUMA node N is not L3 cache domain '
                 'N on this host: set aggregate metadata %s=%s on an '

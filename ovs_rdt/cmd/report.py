@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core import topology
 from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
 from ovs_rdt.core.model import UNIT_PERCENT
 from ovs_rdt.core.model import Group, Platform
@@ -70,16 +71,6 @@ def mb_text(value: int | None, platform: Platform,
     return ' MB %d MiB/s%s' % (value, ' of %s' % event if event else '')
 
 
-def nodes_per_l3(numa_l3: dict[int, frozenset[int]]) -> int:
-    """The most NUMA nodes sharing one set of L3 domains: above 1 with
-    Sub-NUMA Clustering (each node a slice of one socket's L3).
-    """
-    counts: dict[frozenset[int], int] = {}
-    for doms in numa_l3.values():
-        counts[doms] = counts.get(doms, 0) + 1
-    return max(counts.values(), default=1)
-
-
 def numa_text(numa_l3: dict[int, frozenset[int]]) -> str:
     """``nodes 0-2 -> L3 0; nodes 3-5 -> L3 1`` (Sub-NUMA Clustering: 3
     NUMA nodes per L3) or ``node 0 -> L3 0-11`` (AMD: one L3 per CCD).
@@ -92,7 +83,7 @@ def numa_text(numa_l3: dict[int, frozenset[int]]) -> str:
         parts.append('%s %s -> L3 %s' % ('nodes' if len(nodes) > 1 else 'node',
                                          _cpus(nodes), _cpus(sorted(doms))))
     text = '; '.join(parts)
-    shared = nodes_per_l3(numa_l3)
+    shared = topology.nodes_per_l3(numa_l3)
     if shared > 1:
         text = 'Sub-NUMA Clustering, %d NUMA nodes per L3: %s' % (shared, text)
     return 'NUMA to L3: ' + text
@@ -156,7 +147,7 @@ def build(platform: Platform, groups: list[Group],
                      'mba': platform.mb is not None,
                      'numa_l3': {str(n): sorted(d) for n, d
                                  in sorted((numa_l3 or {}).items())},
-                     'snc': nodes_per_l3(numa_l3 or {}) > 1,
+                     'snc': topology.nodes_per_l3(numa_l3 or {}) > 1,
                      **describe_platform(platform)},
         'domains': domains,
     }

@@ -185,6 +185,13 @@ class Decision(NamedTuple):
         return '%s (%s: %s)' % (text, self.reason, self.detail)
 
 
+def _more_misses(rate: float, low: float) -> bool:
+    """Is ``rate`` more than readings whose smallest was ``low`` can show
+    of one rate (within :data:`NOISE`), by more than :data:`MISS_FLOOR`?
+    """
+    return rate > low / (1 - NOISE) * (1 + NOISE) + MISS_FLOOR
+
+
 class _Level:
     """The occupancy readings of one demand level (no shortage between).
 
@@ -212,7 +219,7 @@ class _Level:
         """
         if math.isinf(self.rate_low):
             return rate > MISS_FLOOR
-        return rate > self.rate_low / (1 - NOISE) * (1 + NOISE) + MISS_FLOOR
+        return _more_misses(rate, self.rate_low)
 
     def fits(self, reading: float) -> bool:
         """Can ``reading`` come from this level's footprint?"""
@@ -311,8 +318,7 @@ class Policy:
         # that fills its ways and draws background traffic is not short.
         missing = pinned and st.level.rising(rate)
         if missing and st.short_at is not None and st.short_at[0] == cur:
-            missing = rate > st.short_at[1] / (1 - NOISE) * (1 + NOISE) + \
-                MISS_FLOOR
+            missing = _more_misses(rate, st.short_at[1])
         if missing or drops:
             return self._short(domain, st, s, occ, rate, pinned, missing)
         st.quiet += 1

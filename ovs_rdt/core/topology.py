@@ -77,6 +77,16 @@ def l3_of(numa_l3: NumaL3, nodes: Iterable[int]) -> frozenset[int]:
     return frozenset(out)
 
 
+def nodes_per_l3(numa_l3: NumaL3) -> int:
+    """The most NUMA nodes sharing one set of L3 domains: above 1 with
+    Sub-NUMA Clustering (each node a slice of one socket's L3).
+    """
+    counts: dict[frozenset[int], int] = {}
+    for l3s in numa_l3.values():
+        counts[l3s] = counts.get(l3s, 0) + 1
+    return max(counts.values(), default=1)
+
+
 def is_identity(numa_l3: NumaL3) -> bool:
     """Whether node N uses exactly L3 N for every node (no mapping needed)."""
     return all(l3s == {node} for node, l3s in numa_l3.items())

@@ -152,7 +152,8 @@ def test_policy_state_names_pools_without_an_mbm_counter():
 
 
 def test_numa_to_l3_says_sub_numa_clustering():
-    from ovs_rdt.cmd.report import nodes_per_l3, numa_text
+    from ovs_rdt.cmd.report import numa_text
+    from ovs_rdt.core.topology import nodes_per_l3
     snc = {n: frozenset({n // 3}) for n in range(6)}
     assert nodes_per_l3(snc) == 3
     assert numa_text(snc) == ('NUMA to L3: Sub-NUMA Clustering, 3 NUMA nodes '

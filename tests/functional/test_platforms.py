@@ -313,3 +313,37 @@ def test_cdp_pool_code_and_data_masks_through_the_kernel_files(
     assert again.returncode == 0 and again.stdout == '', again.stdout
     status = cli(str(path), 'status')
     assert '300/7f0' in status.stdout, status.stdout
+
+
+# -- a running agent's platform follows the mount ------------------------------
+def test_a_long_lived_manager_sees_io_alloc_switched_on(emulator_factory
+                                                        ) -> None:
+    """One Resctrl object, as the agent keeps: io_alloc enabled after it
+    read the platform; the next plan keeps isolated groups off I/O's ways
+    and counts the CLOSID io_alloc takes (Resctrl.platform_stale).
+    """
+    from ovs_rdt.conf import Settings
+    from ovs_rdt.core.model import Request
+    from ovs_rdt.manager import CacheManager
+    from ovs_rdt.resctrl import Resctrl
+
+    emu = emulator_factory('epyc-9575f')
+    rc = Resctrl(emu.root, emu.sysfs)
+    manager = CacheManager(rc, Settings.defaults(
+        allocation={'system_min_ways': 2}))
+    ways = {d: 2 for d in range(16)}
+    manager.allocate(Request('ovsrdt-vm-a', ways=ways))
+    assert rc.platform().io_alloc == 'disabled'
+    # vm-a holds the top two ways (exclusive); I/O gets the next two, the
+    # ones a stale plan would give vm-b.
+    assert set(lines_of(read(emu, 'ovsrdt-vm-a', 'schemata'))['L3']
+               .values()) == {'c000'}
+    write(emu, 'info/L3/io_alloc', '1\n')
+    write(emu, 'info/L3/io_alloc_cbm',
+          ';'.join('%d=3000' % d for d in range(16)) + '\n')
+    manager.allocate(Request('ovsrdt-vm-b', ways=ways))
+    plat = rc.platform()
+    assert plat.io_alloc == 'enabled' and plat.num_closids == 15
+    for name in ('ovsrdt-vm-a', 'ovsrdt-vm-b'):
+        for mask in lines_of(read(emu, name, 'schemata'))['L3'].values():
+            assert not int(mask, 16) & 0x3000, (name, mask)

@@ -257,7 +257,7 @@ def bench_cpu(runs: int) -> None:
     print("hook CPU per event (user+system of the hook process, p50 of %d "
           "rounds; python3 = %s in a bare venv; target <= 1.30x)"
           % (runs, sys.executable))
-    print('  %-22s %-16s %10s %22s' % ('node', 'event', 'CPU ms',
+    print('  %-22s %-22s %10s %22s' % ('node', 'event', 'CPU ms',
                                        'ratio to python3 -c pass'))
     worst = 0.0
     for label, full in (('empty', False), ('14 groups, 2 domains', True)):
@@ -267,8 +267,8 @@ def bench_cpu(runs: int) -> None:
             ratio = res[key] / base
             if key in ('prepare begin', 'release end'):
                 worst = max(worst, ratio)
-            print('  %-22s %-16s %10.2f %21.2fx' % (label, key, res[key],
-                                                   ratio))
+            print('  %-22s %-22s %10.2f %21.2fx'
+                  % (label, key, res[key], ratio))
     print('  worst ratio %.2fx: %s' % (worst, 'met' if worst <= 1.3
                                        else 'NOT met'))
 

@@ -21,7 +21,8 @@ In short, per domain:
   unknown;
 * **shrinking** happens once per demand level: readings that can all
   come from one footprint (within :data:`NOISE`) are one level, a reading
-  outside that band starts a new one.  After :data:`HOLD` readings of a
+  outside that band starts a new one (the agent reads occupancy
+  :data:`SAMPLES` times an interval).  After :data:`HOLD` readings of a
   level (one right after a pinned grow, when the footprint shows whole)
   HP jumps to the ways that hold the level's smallest reading divided by
   ``1 - NOISE``: with counter noise within :data:`NOISE` that is never

@@ -232,7 +232,10 @@ class Hook:
         from ovs_rdt.core.model import vm_group
 
         if spec.pool is None:
-            return self.manager.allocate(self.request(dom, spec))
+            # The platform is read under the lock the plan is made under:
+            # then nothing checks that it is still current (one read).
+            with self.rc.lock():
+                return self.manager.allocate(self.request(dom, spec))
         stale = self.group_exists(vm_group(dom.uuid))
         if stale or not self.group_exists(self.group_of(dom, spec)):
             # Every mutation plans the whole desired state, configured

@@ -187,12 +187,13 @@ def _set_modes_and_mb(platform: Platform, groups: list[Group],
     """
     all_domains = frozenset(platform.domains)
     mba = platform.mb
+    foreign = [g for g in groups if not g.is_root and not g.owned]
     for req in requests:
         holds = frozenset(d for d, n in req.ways.items() if n) | \
             frozenset(req.cbm)
-        overlaps = any(m.overlaps(g.l3.get(d, m.empty(m.width)))
-                       for d, m in result.l3.get(req.name, {}).items()
-                       for g in groups if not g.is_root and not g.owned)
+        overlaps = bool(foreign) and any(
+            m.overlaps(g.l3.get(d, m.empty(m.width)))
+            for d, m in result.l3.get(req.name, {}).items() for g in foreign)
         result.modes[req.name] = (MODE_EXCLUSIVE if req.exclusive and
                                   holds == all_domains and not overlaps
                                   else MODE_SHAREABLE)

@@ -73,11 +73,14 @@ def _check_closids(platform: Platform, groups: list[Group],
                    result: Plan) -> None:
     in_use = len(groups) - len(result.remove) + len(result.create)
     if not capacity.closids_fit(platform.num_closids, in_use):
+        theirs = [g.name for g in groups if not g.is_root and not g.owned]
         raise OutOfClosids(
             'out of CLOSIDs: %s needs %d groups but the platform has %d '
-            'CLOSIDs (%d groups exist)'
+            'CLOSIDs (%d groups exist%s)'
             % (', '.join(result.create) or 'the plan', in_use,
-               platform.num_closids, len(groups)))
+               platform.num_closids, len(groups),
+               '; %d are other tools\': %s' % (len(theirs), ', '.join(theirs))
+               if theirs else ''))
 
 
 def _check_mb(mba: MBInfo, req: Request) -> None:

@@ -36,9 +36,12 @@ class Node:
     def __init__(self, tb: LibvirtTestbed, emu: EmulatorFixture) -> None:
         self.tb, self.emu = tb, emu
         self.rc = Resctrl(emu.root, emu.sysfs)
-        tb.configure_raw('[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n'
-                         'lock_timeout = 60\n' % (emu.root, emu.sysfs)
-                         + CONFIG)
+        self.configure(CONFIG)
+
+    def configure(self, text: str) -> None:
+        self.tb.configure_raw('[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n'
+                              'lock_timeout = 60\n'
+                              % (self.emu.root, self.emu.sysfs) + text)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
@@ -123,6 +126,23 @@ def test_release_after_a_bare_mkdir_frees_the_vm(node: Node) -> None:
     assert node.l3('handmade') == both(0x3)
     assert node.apply().stdout.strip().endswith('(nothing to change)')
     os.rmdir(node.rc.path('handmade'))
+
+
+def test_release_frees_the_vm_when_nothing_else_fits(node: Node) -> None:
+    """Freeing never fails for want of room: the configuration now asks
+    for more than fits (hp 9 ways), never applied; a VM stops."""
+    node.apply()
+    guest = node.tb.define(ONE_WAY, vcpus=1, memory_mib=32)
+    node.tb.start(guest)
+    before = node.ours()
+    node.configure(CONFIG.replace('l3_ways = 7', 'l3_ways = 9'))
+    node.tb.destroy(guest)
+    assert guest.group not in node.rc.group_names(), node.tb.hook_log()
+    del before[guest.group]
+    assert node.ours() == before          # nothing else moved
+    log = node.tb.hook_log()
+    assert 'removing %s alone, every other group as it is: ' \
+        'ovsrdt-pool-noisy needs 1 ways' % guest.group in log, log[-2000:]
 
 
 # -- the real pqos ----------------------------------------------------------------

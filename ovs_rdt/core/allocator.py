@@ -20,8 +20,8 @@ The names other modules use stay importable from here.
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.foreign import mirrors_default
+from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.layout import Domain, best_fit, layout_domain
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group

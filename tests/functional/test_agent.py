@@ -1,6 +1,7 @@
 """ovs-rdt-agent against a real ovsdb-server + ovs-vswitchd (dummy-pmd ports,
 real PMD threads) and the mounted resctrl emulator (xeon-gold-6230: 11-bit
-CBM, CPUs 0 and 1 on cache domain 0)."""
+CBM, CPUs 0 and 1 on cache domain 0).
+"""
 from __future__ import annotations
 
 import os
@@ -285,13 +286,14 @@ def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
             child.wait()
 
 
-def test_agent_beside_a_group_another_tool_just_made(ovs, emulated_resctrl,
-                                                    rdt_agent) -> None:
+def test_agent_beside_a_group_another_tool_just_made(
+        ovs, emulated_resctrl, rdt_agent) -> None:
     """Issue 27: a bare ``mkdir`` (the kernel's default mask: every
     shareable way, ovs-rdt's noisy pool's included) while a VM's group is
     left behind.  The agent starts (it applies the pools), reports ok, and
     its reconciliation frees the dead VM's group; the other tool's group
-    is never touched."""
+    is never touched.
+    """
     from ovs_rdt.conf import Settings
     from ovs_rdt.core.model import Request, vm_group
     from ovs_rdt.manager import CacheManager

@@ -56,7 +56,8 @@ class Node:
 
     def state(self, prefix: str = '') -> dict[str, tuple]:
         """Every group (or those named ``prefix``...): masks, mode, tasks
-        (not the default group's: the host's come and go), CPUs."""
+        (not the default group's: the host's come and go), CPUs.
+        """
         return {g.name: ({d: m.value for d, m in g.l3.items()}, g.mode,
                          () if g.is_root else tuple(sorted(
                              self.rc.tasks(g.name))), g.cpus)
@@ -130,7 +131,8 @@ def test_release_after_a_bare_mkdir_frees_the_vm(node: Node) -> None:
 
 def test_release_frees_the_vm_when_nothing_else_fits(node: Node) -> None:
     """Freeing never fails for want of room: the configuration now asks
-    for more than fits (hp 9 ways), never applied; a VM stops."""
+    for more than fits (hp 9 ways), never applied; a VM stops.
+    """
     node.apply()
     guest = node.tb.define(ONE_WAY, vcpus=1, memory_mib=32)
     node.tb.start(guest)
@@ -155,7 +157,8 @@ def test_pqos_after_ovs_rdt(node: Node, pqos: Pqos) -> None:
     mkdir the kernel refuses (out of CLOSIDs): every command fails, and
     leaves the classes it made at the kernel's default mask.  ovs-rdt
     keeps everything of its own, re-applies, and frees a stopped VM's
-    group among them."""
+    group among them.
+    """
     node.apply()
     guest = node.tb.define(ONE_WAY, vcpus=1, memory_mib=32)
     node.tb.start(guest)
@@ -186,7 +189,8 @@ def test_pqos_after_ovs_rdt(node: Node, pqos: Pqos) -> None:
 def test_pqos_first(node: Node, pqos: Pqos) -> None:
     """pqos has every CLOSID: ovs-rdt is refused, naming pqos's classes,
     and changes nothing; pqos works as it does alone; once its classes
-    are gone, ovs-rdt applies."""
+    are gone, ovs-rdt applies.
+    """
     res = pqos('-s')
     assert res.returncode == 0, res.stderr
     assert pqos.groups() == ['COS%d' % i for i in range(1, 16)]

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ovs_rdt.core.allocator import Plan, plan, validate_mask
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.kernel import Kernel
 from ovs_rdt.core.foreign import mirrors_default
+from ovs_rdt.core.kernel import Kernel
 from ovs_rdt.core.model import held
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core.model import Platform, Request

@@ -290,7 +290,8 @@ def test_initial_schemata_is_one_run_with_sparse_masks_too(
 
 def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
     """The emulator (written from fs/resctrl) and ovs-rdt's own model of
-    mkdir (core.kernel.new_group_mask) agree, sparse or not."""
+    mkdir (core.kernel.new_group_mask) agree, sparse or not.
+    """
     from ovs_rdt.core.kernel import new_group_mask
     from ovs_rdt.core.model import Platform
     for sparse in ('0', '1'):

@@ -104,7 +104,8 @@ def test_unconfigured_pool_kept_by_allocate_removed_by_apply(rc):
 
 def test_release_frees_the_group_when_the_rest_no_longer_fits(rc):
     """Freeing never fails for want of room: the pools grew in the
-    configuration past what fits, and a VM stops before any apply."""
+    configuration past what fits, and a VM stops before any apply.
+    """
     mgr = CacheManager(rc, table4(hp={'l3_ways': 7, 'isolated': True}))
     mgr.apply()
     mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))

@@ -243,8 +243,10 @@ class Hook:
             # if the VM used to have one) also creates the pool's group.
             plan = self.manager.release(vm_group(dom.uuid))
             if not self.group_exists(self.group_of(dom, spec)):
-                raise Refusal('the group %s of pool %s was not created'
-                              % (self.group_of(dom, spec), spec.pool))
+                raise Refusal('the group %s of pool %s was not created%s'
+                              % (self.group_of(dom, spec), spec.pool,
+                                 ': ' + plan.unplaced if plan.unplaced
+                                 else ''))
             return plan
         return None
 
@@ -331,6 +333,7 @@ class Hook:
             return 0
         if not exists:
             return 0
+        # Never refused for want of room (the manager logs what it kept).
         self.manager.release(group)
         self.log('info', 'removed group %s' % group)
         return 0

@@ -20,15 +20,16 @@ The names other modules use stay importable from here.
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
-from ovs_rdt.core.layout import Domain, best_fit, layout_domain, mirrors_default
+from ovs_rdt.core.layout import Domain, best_fit, layout_domain
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.core.writes import Overlap, Step, split_masks, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 
-__all__ = ['Plan', 'Step', 'best_fit', 'mirrors_default', 'plan',
+__all__ = ['Plan', 'Step', 'best_fit', 'freeing', 'mirrors_default', 'plan',
            'validate_mask']
 
 
@@ -50,6 +51,8 @@ class Plan:
         self.steps: list[Step] = []
         #: domain -> ways a new counted request could still get.
         self.free: dict[int, int] = {}
+        #: Why only a removal was planned (:func:`freeing`), else ''.
+        self.unplaced = ''
 
     def masks_of(self, group: str) -> dict[int, CBM]:
         return self.l3.get(group, {})
@@ -70,11 +73,14 @@ def _check_closids(platform: Platform, groups: list[Group],
                    result: Plan) -> None:
     in_use = len(groups) - len(result.remove) + len(result.create)
     if not capacity.closids_fit(platform.num_closids, in_use):
+        theirs = [g.name for g in groups if not g.is_root and not g.owned]
         raise OutOfClosids(
             'out of CLOSIDs: %s needs %d groups but the platform has %d '
-            'CLOSIDs (%d groups exist)'
+            'CLOSIDs (%d groups exist%s)'
             % (', '.join(result.create) or 'the plan', in_use,
-               platform.num_closids, len(groups)))
+               platform.num_closids, len(groups),
+               '; %d are other tools\': %s' % (len(theirs), ', '.join(theirs))
+               if theirs else ''))
 
 
 def _check_mb(mba: MBInfo, req: Request) -> None:
@@ -230,6 +236,28 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
         _finish(platform, groups, requests, layout, result, True)
     except Overlap:
         _around(platform, groups, requests, domains, layout, result)
+    return result
+
+
+def freeing(groups: list[Group], name: str, why: str) -> Plan:
+    """The removal of ``name`` alone, every other group as it is.
+
+    For a removal whose whole plan is refused (``why``: the pools do not
+    fit as configured, another tool took ways, ...): freeing never waits
+    for room.  The kernel takes an ``rmdir`` whatever the other groups
+    hold; the group's tasks go to the default group and its CLOSID and
+    ways come free (they go back to the default group at the next plan
+    that fits).
+    """
+    result = Plan()
+    result.unplaced = why
+    for grp in groups:
+        if grp.is_root or (grp.owned and grp.name != name):
+            result.l3[grp.name] = dict(grp.l3)
+            result.modes[grp.name] = grp.mode
+        elif grp.name == name:
+            result.remove = [name]
+            result.steps = [Step('rmdir', name)]
     return result
 
 

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ovs_rdt.core.allocator import Plan, plan, validate_mask
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import Kernel
-from ovs_rdt.core.layout import held, mirrors_default
+from ovs_rdt.core.model import held
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core.model import Platform, Request
 from ovs_rdt.emulator.model import Caller, Resctrl
@@ -311,9 +312,16 @@ def check_layout(platform: Platform, before: list[Group],
                         (req, other, dom, result.l3)
             for grp in foreign:
                 if mask.overlaps(grp.l3[dom]):
-                    # only a libvirt copy of the default group's mask,
-                    # and the group is not kernel-exclusive then
-                    assert mirrors_default(grp, dom, before), (req, grp, dom)
+                    # only a libvirt copy of the default group's mask, or
+                    # ways it held before that the tool wrote over (kept:
+                    # ovs-rdt.core.foreign.shares), and the group is not
+                    # kernel-exclusive then
+                    was = next((g.l3.get(dom) for g in before
+                                if g.name == req.name), None)
+                    kept = was is not None and held(was, before[0].l3[dom]) \
+                        and not (mask & grp.l3[dom]) - was
+                    assert kept or mirrors_default(grp, dom, before), \
+                        (req, grp, dom)
                     assert result.modes[req.name] == MODE_SHAREABLE
         if not foreign and not any(r.cbm for r in requests):
             # Free ways (held by nobody) are one run: a count is exact.

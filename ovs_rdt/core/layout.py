@@ -385,10 +385,15 @@ def restack(dom: Domain, stack: list[str], positions: Positions,
             return now.low, item[0]
         return unplaced, item[0]
     low = out[stack[0]].low
+    laid: dict[str, CBM] = {}
     for _, name in sorted(enumerate(stack), key=key):
         ways = out[name].count
-        out[name] = CBM.span(low, ways, dom.width)
+        laid[name] = CBM.span(low, ways, dom.width)
         low += ways
+    # Ways another tool's group shares with ours stay with the group that
+    # has them (:func:`shared_away`): then the stack stays as placed.
+    if not any(mask & shared_away(dom, name) for name, mask in laid.items()):
+        out.update(laid)
 
 
 def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:

@@ -8,9 +8,9 @@ ways count as held, and when they go the ways come back.
 Upgrade in place: with guests running, the hook wrapper is reinstalled, the
 agent restarted, ``ovs-rdt apply`` run and libvirtd restarted (its
 ``reconnect`` hook runs for every guest): nothing moves (every group's
-masks and tasks are the same before and after).  There is no earlier
-release to install yet, so "the previous release" is this one: the test
-pins what must hold once there is.
+masks and tasks are the same before and after), under load.  The upgrade
+from the real previous release (its wheel and its .deb, built from its
+commit) is tests/functional/test_upgrade.py.
 """
 from __future__ import annotations
 

@@ -269,3 +269,140 @@ def _try(fn: Any, *args: Any) -> Any:
         return fn(*args)
     except (OSError, AssertionError, http.client.HTTPException):
         return None
+
+
+# -- upgrade through the package, guests running ----------------------------
+GUEST = ("<domain type='%(virt)s'><name>%(name)s</name><uuid>%(uuid)s</uuid>"
+         "<metadata><rdt:rdt xmlns:rdt='urn:ovs-rdt:libvirt:1'>%(rdt)s"
+         "</rdt:rdt></metadata><memory unit='MiB'>32</memory><vcpu>1</vcpu>"
+         "<os><type arch='x86_64' machine='pc'>hvm</type></os><devices>"
+         "<emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>")
+DPKG_I = ('dpkg', '--force-confdef', '--force-confold', '-i')
+
+
+class InsideLibvirtd:
+    """libvirtd and virtlogd run from the overlay root: the package's hook
+    in its /etc/libvirt/hooks/qemu.d, guests' state in its /run and /var.
+    """
+
+    def __init__(self, root: OverlayRoot, workdir: str) -> None:
+        self.root = root
+        self.log = os.path.join(workdir, 'libvirtd.log')
+        self.proc: subprocess.Popen | None = None
+        self.names: list[str] = []
+
+    def start(self) -> None:
+        if not self.names:
+            # Not the host's networks (a default one would add a bridge to
+            # the host's network namespace) or guests; a fresh /run.
+            self.root.run('rm', '-rf', '/etc/libvirt/qemu')
+            self.root.run('mkdir', '-p', '/etc/libvirt/qemu')
+            # QEMU's private /dev copies device nodes from a devtmpfs; the
+            # overlay root has the host's /dev bound, not mounted.
+            self.root.write('/etc/libvirt/qemu.conf', self.root.read(
+                '/etc/libvirt/qemu.conf') + '\nnamespaces = []\n')
+            self.root.popen('virtlogd', log=self.log)
+        self.proc = self.root.popen('libvirtd', log=self.log)
+        wait_for(lambda: self.virsh('version', check=False).returncode == 0,
+                 timeout=180, step=0.3, what='libvirtd in the overlay root '
+                 '(log: %s)' % self.log)
+
+    def restart(self) -> None:
+        """libvirtd alone: guests keep running, "reconnect" hooks run."""
+        assert self.proc is not None
+        self.proc.terminate()
+        self.proc.wait(30)
+        self.root.started.remove(self.proc)
+        self.start()
+
+    def virsh(self, *args: str, check: bool = True,
+              input: str | None = None) -> subprocess.CompletedProcess:
+        return self.root.run('virsh', '-q', '-c', 'qemu:///system', *args,
+                             check=check, input=input, timeout=120)
+
+    def guest(self, rdt: str) -> tuple[str, str]:
+        name = 'ovsrdt-deb-%d' % len(self.names)
+        uuid = str(uuidlib.uuid4())
+        virt = 'qemu' if os.environ.get('OVS_RDT_TCG') == '1' else 'kvm'
+        path = '/tmp/%s.xml' % name
+        self.root.write(path, GUEST % {'virt': virt, 'name': name,
+                                       'uuid': uuid, 'rdt': rdt})
+        self.virsh('define', path)
+        self.names.append(name)
+        self.virsh('start', name)
+        return name, uuid
+
+    def vcpus(self, name: str) -> set[int]:
+        pid = int(self.root.read('/run/libvirt/qemu/%s.pid' % name))
+        out = set()
+        for tid in os.listdir('/proc/%d/task' % pid):
+            with open('/proc/%d/task/%s/comm' % (pid, tid)) as fh:
+                if fh.read().strip().endswith('/KVM'):
+                    out.add(int(tid))
+        return out
+
+    def destroy_all(self) -> None:
+        for name in self.names:
+            self.virsh('destroy', name, check=False)
+
+
+def test_upgrade_through_the_package_with_guests_running(
+        artifacts: Artifacts, previous_release: Artifacts,
+        node: dict[str, Any]) -> None:
+    from tests.functional.fixtures.libvirt import libvirt_missing
+    from tests.functional.test_upgrade import same, snapshot
+
+    why = libvirt_missing()
+    if why:
+        pytest.fail('real libvirt/KVM unavailable: %s' % why, pytrace=False)
+    root, emu, ovs = node['root'], node['emu'], node['ovs']
+    rc = Resctrl(emu.root, emu.sysfs)
+    root.run('rm', '-f', MAN_DB_SWITCH)
+    root.run(*DPKG_I, previous_release.deb)
+    configure(root, emu, ovs, '[pool:noisy]\nl3_ways = 2\n')
+    root.write(CONF, root.read(CONF).replace('pools = hp', 'pools = noisy'))
+    mine = root.read(CONF)
+    log = os.path.join(node['dir'], 'agent.log')
+    agents = [root.popen(*exec_start(root), log=log)]
+    ovs.other_config(**{'rdt-pmd-l3-ways': '2'})
+
+    def settled() -> None:
+        wait_for(lambda: set(ovs.pmd_threads()) and set(ovs.pmd_threads())
+                 <= set(_try(rc.tasks, PMD_GROUP) or ()) and
+                 (ovs.external_id('rdt-status') or '').startswith('ok'),
+                 timeout=60, step=0.1, what='PMD threads placed (agent '
+                 'log: %s)' % log)
+
+    settled()
+    lv = InsideLibvirtd(root, node['dir'])
+    try:
+        lv.start()
+        guests = [lv.guest("<rdt:l3 ways='%d'/>" % ways) for ways in (1, 3)]
+        guests.append(lv.guest("<rdt:pool name='noisy'/>"))
+        groups = ['ovsrdt-vm-' + uuid for _name, uuid in guests[:2]] + \
+            ['ovsrdt-pool-noisy']
+        for (name, _uuid), group in zip(guests, groups):
+            assert lv.vcpus(name) <= set(rc.tasks(group)), name
+        before = snapshot(rc)
+
+        for deb, version in ((artifacts.deb, artifacts.version),
+                             (previous_release.deb,
+                              previous_release.version)):
+            # RELEASENOTES.md's steps: the package (the conffile kept),
+            # the agent restarted (systemd would), libvirtd restarted.
+            res = root.run(*DPKG_I, deb)
+            assert root.read(CONF) == mine, 'the conffile changed'
+            assert root.run('dpkg-query', '-W', '-f', '${Version}',
+                            'ovs-rdt').stdout.replace('~', '.') == version
+            agents[-1].terminate()
+            assert agents[-1].wait(15) == 0
+            agents.append(root.popen(*exec_start(root), log=log))
+            root.run('ovs-rdt', 'apply')
+            lv.restart()
+            settled()
+            for name, _uuid in guests:
+                assert lv.virsh('domstate', name).stdout.strip() == \
+                    'running', (name, res.stderr)
+            same(before, snapshot(rc))
+    finally:
+        lv.destroy_all()

@@ -65,13 +65,17 @@ def untagged_version():
     return None
 
 
-if not (os.environ.get('PBR_VERSION') or
-        os.environ.get('OSLO_PACKAGE_VERSION')):
-    try:
-        found = untagged_version()
-    except ImportError:         # pbr not there yet (setup_requires gets it)
-        found = None
-    if found:
-        os.environ['PBR_VERSION'] = found
+def main():
+    if not (os.environ.get('PBR_VERSION') or
+            os.environ.get('OSLO_PACKAGE_VERSION')):
+        try:
+            found = untagged_version()
+        except ImportError:     # pbr not there yet (setup_requires gets it)
+            found = None
+        if found:
+            os.environ['PBR_VERSION'] = found
+    setuptools.setup(setup_requires=['pbr>=2.0.0'], pbr=True)
 
-setuptools.setup(setup_requires=['pbr>=2.0.0'], pbr=True)
+
+if __name__ == '__main__':      # as pip, build and pybuild run it
+    main()

@@ -61,12 +61,6 @@ def run(*cmd: str, cwd: str = REPO, env: dict | None = None,
     return res.stdout
 
 
-def releases() -> list[tuple[str, str]]:
-    with open(os.path.join(REPO, 'releases.txt'), encoding='utf-8') as fh:
-        return [(line.split()[0], line.split()[1]) for line in fh
-                if line.strip() and not line.startswith('#')]
-
-
 def tree_version() -> str:
     """pbr's version of the source tree (setup.py; see its docstring)."""
     out = run(sys.executable, 'setup.py', '-q', '--version',
@@ -168,6 +162,8 @@ def from_tree(outdir: str, work: str, log: str, deb: bool) -> list[str]:
 
 def from_release(version: str, outdir: str, work: str, log: str,
                  deb: bool) -> list[str]:
+    sys.path.insert(0, REPO)
+    from setup import releases          # the one reader of releases.txt
     commits = dict(releases())
     if version not in commits:
         raise BuildError('releases.txt has no release %s (it has %s)'

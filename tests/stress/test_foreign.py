@@ -18,6 +18,7 @@ import os
 
 from libvirt_hooks import install
 from ovs_rdt.core.model import PMD_GROUP, ROOT
+from tests.functional import test_upgrade as upgrade
 from tests.stress import bed, figures
 
 FOREIGN = ('COS1', 'qemu-1-ovsrdt-foreign-vcpus_0', 'handmade')
@@ -29,9 +30,7 @@ def write(node: bed.Node, group: str, name: str, text: str) -> None:
 
 
 def snapshot(node: bed.Node) -> dict[str, tuple]:
-    return {g.name: (tuple(sorted((d, m.value) for d, m in g.l3.items())),
-                     g.mode, tuple(sorted(node.tasks(g.name))))
-            for g in node.rc.groups()}
+    return upgrade.snapshot(node.rc)
 
 
 def test_foreign_groups_come_and_go(node: bed.Node) -> None:

@@ -149,6 +149,15 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'empty: no metrics endpoint. Occupancy, memory bandwidth, masks and '
          'task counts are read from resctrl at each scrape (see '
          'doc/metrics.md).', {}),
+        ('web_config_file', 'str', None,
+         'A web configuration file for the metrics endpoint in the format '
+         'of the Prometheus exporters (exporter-toolkit): '
+         'tls_server_config (cert_file, key_file, client_ca_file, '
+         'client_auth_type, min_version, max_version) serves HTTPS, '
+         'basic_auth_users (user: bcrypt hash) asks for a password. Read '
+         'when ovs-rdt-agent starts (a bad file stops it, naming the '
+         'field) and at SIGHUP. Empty: plain HTTP, no password (keep listen '
+         'on loopback then). See doc/metrics.md.', {}),
     ],
     'policy': [
         ('enabled', 'bool', False,

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric
 from prometheus_client.process_collector import ProcessCollector
@@ -208,9 +208,13 @@ class ResctrlCollector:
 class Endpoint:
     """The HTTP server of ``[metrics] listen``, (re)started as configured.
 
-    Binding failures (address in use, ...) are logged once, counted as
-    ``errors{source="metrics"}`` and retried by :meth:`retry`; the agent
-    runs on without metrics meanwhile.
+    ``[metrics] web_config_file`` adds TLS and basic auth
+    (:mod:`ovs_rdt.agent.webconfig`, served by :mod:`ovs_rdt.agent.httpd`);
+    it is read at start and at every SIGHUP, and the server restarts when
+    it or a file it names changed (certificate renewal: SIGHUP).  A bad one
+    at SIGHUP keeps the one in use, logged.  Binding failures (address in
+    use, ...) are logged once, counted as ``errors{source="metrics"}`` and
+    retried by :meth:`retry`; the agent runs on without metrics meanwhile.
     """
 
     def __init__(self, counters: Counters,
@@ -218,6 +222,7 @@ class Endpoint:
         self.counters = counters
         self.pmd_groups = pmd_groups
         self.listen: str | None = None
+        self.web: Any = None
         self.collector: ResctrlCollector | None = None
         self._server: Any = None
         self._error: str | None = None
@@ -232,9 +237,21 @@ class Endpoint:
         else:
             self.collector.use(rc, labeller)
         listen = settings.metrics.listen
-        if listen != self.listen or self._server is None:
+        web = self.web
+        path = settings.metrics.web_config_file
+        if not path:
+            web = None
+        else:
+            from ovs_rdt.agent.webconfig import load
+            try:
+                web = load(path)
+            except RDTError as exc:
+                LOG.error('keeping the metrics endpoint\'s web config as it '
+                          'was: %s', exc)
+        if listen != self.listen or self._server is None or \
+                _fingerprint(web) != _fingerprint(self.web):
             self.stop()
-            self.listen = listen
+            self.listen, self.web = listen, web
             self.retry()
 
     def retry(self) -> None:
@@ -246,8 +263,9 @@ class Endpoint:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.collector)
         ProcessCollector(registry=registry)
+        from ovs_rdt.agent import httpd
         try:
-            self._server, _thread = start_http_server(port, host, registry)
+            self._server = httpd.serve(host, port, registry, self.web)
         except OSError as exc:
             from ovs_rdt.agent.service import describe
             self.counters.inc('errors', source='metrics')
@@ -258,10 +276,17 @@ class Endpoint:
                 self._error = text
             return
         self._error = None
-        LOG.info('serving metrics on http://%s/metrics', self.listen)
+        LOG.info('serving metrics on %s://%s/metrics%s',
+                 'http' if self.web is None else self.web.scheme, self.listen,
+                 '' if self.web is None or not self.web.users else
+                 ' (basic auth: %d users)' % len(self.web.users))
 
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
             server.server_close()
+
+
+def _fingerprint(web: Any) -> bytes | None:
+    return None if web is None else web.fingerprint

@@ -9,8 +9,8 @@ Every ``[agent] reconcile_interval`` seconds it removes VM groups whose
 QEMU is gone.  With ``[metrics] listen`` it serves Prometheus metrics from
 threads of its own (:mod:`ovs_rdt.agent.metrics`).  SIGTERM/SIGINT: clean
 exit, allocations kept.  SIGHUP: re-read the configuration, re-apply pools,
-re-place everything, follow a changed ``[metrics] listen``
-and ``[policy]``.
+re-place everything, follow a changed ``[metrics] listen``,
+``[metrics] web_config_file`` (or the files it names) and ``[policy]``.
 With ``[policy] enabled`` a thread of its own runs the dynamic policy
 (:mod:`ovs_rdt.agent.policy`).
 """
@@ -123,6 +123,7 @@ class Agent:
         old = self.settings.ovs
         try:
             bounds = bounds_from(settings)
+            check_web_config(settings)
         except RDTError as exc:
             LOG.error('keeping the previous configuration: %s', exc)
             return
@@ -298,6 +299,13 @@ class Agent:
             pass
 
 
+def check_web_config(settings: Any) -> None:
+    """ConfigError naming the field if ``[metrics] web_config_file`` is bad."""
+    if settings.metrics.web_config_file:
+        from ovs_rdt.agent.webconfig import load
+        load(settings.metrics.web_config_file)
+
+
 def describe(exc: BaseException) -> str:
     """One line: an OSError with its file, anything else as it reads."""
     if isinstance(exc, OSError) and exc.strerror:
@@ -330,6 +338,7 @@ def _run(settings: Any, argv: list[str] | None) -> int:
     opts.setup_logging(settings)
     try:
         bounds_from(settings)
+        check_web_config(settings)
     except RDTError as exc:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2

@@ -13,9 +13,9 @@ the kernel's default mask until an operator removes them.
 Upgrade in place: with guests running, the hook wrapper is reinstalled, the
 agent restarted, ``ovs-rdt apply`` run and libvirtd restarted (its
 ``reconnect`` hook runs for every guest): nothing moves (every group's
-masks and tasks are the same before and after).  There is no earlier
-release to install yet, so "the previous release" is this one: the test
-pins what must hold once there is.
+masks and tasks are the same before and after), under load.  The upgrade
+from the real previous release (its wheel and its .deb, built from its
+commit) is tests/functional/test_upgrade.py.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import os
 
 from libvirt_hooks import install
 from ovs_rdt.core.model import PMD_GROUP, ROOT
+from tests.functional import test_upgrade as upgrade
 from tests.stress import bed, figures
 
 FOREIGN = ('qemu-1-ovsrdt-foreign-vcpus_0', 'handmade')
@@ -51,9 +52,7 @@ def write(node: bed.Node, group: str, name: str, text: str) -> None:
 
 
 def snapshot(node: bed.Node) -> dict[str, tuple]:
-    return {g.name: (tuple(sorted((d, m.value) for d, m in g.l3.items())),
-                     g.mode, tuple(sorted(node.tasks(g.name))))
-            for g in node.rc.groups()}
+    return upgrade.snapshot(node.rc)
 
 
 def test_foreign_groups_come_and_go(node: bed.Node) -> None:

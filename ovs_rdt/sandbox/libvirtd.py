@@ -12,7 +12,7 @@ only a cache.  Mounts made on the host later under a *shared* directory
 (:func:`make_shared`) propagate into the namespace: that is how an emulator
 mounted after libvirtd started reaches the hooks.
 
-Clients reach it at :attr:`uri`; its hooks see the usual paths
+Clients reach it at :attr:`uri` (read-only: :attr:`ro_uri`); its hooks see the usual paths
 (``/etc/libvirt/hooks/qemu.d``, ``/run/libvirt/qemu/<name>.pid``), which the
 host sees as :attr:`hooks_dir` and :attr:`qemu_run_dir`.  :meth:`stop`
 works from the files below ``workdir`` alone, so another process (``ovs-rdt
@@ -92,6 +92,11 @@ class PrivateLibvirtd:
     @property
     def uri(self) -> str:
         return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock')
+
+    @property
+    def ro_uri(self) -> str:
+        """Its read-only socket (what ovs-rdt-agent, status and top open)."""
+        return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock-ro')
 
     @property
     def hooks_dir(self) -> str:

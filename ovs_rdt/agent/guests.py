@@ -249,6 +249,8 @@ class GuestWatch:
                         retry_until = 0.0
                 if whole:
                     place = set(self._running())
+                elif place and not reconcile:
+                    self._live()         # names of domains new to us
                 for uuid in sorted(place):
                     self._place(uuid)
             except Exception:  # never let a bug end the thread

@@ -98,7 +98,12 @@ class Labeller:
         if not name:
             name = members.vm_name(grp.name,
                                    members.describe(grp.tasks, self.proc))
-        self._vms[grp.name] = (grp.ident, tasks, name)
+        if names is None or uuid.lower() in names:
+            self._vms[grp.name] = (grp.ident, tasks, name)
+        else:
+            # libvirt answers but does not know it yet (its event is on
+            # its way): asked again at the next scrape.
+            self._vms.pop(grp.name, None)
         return name
 
 

@@ -8,8 +8,11 @@ wrapper that does nothing) for that part of the test.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from typing import Any, Iterator
 
@@ -17,9 +20,11 @@ import pytest
 
 from ovs_rdt.core.model import PMD_GROUP
 from ovs_rdt.resctrl import Resctrl
+from tests.functional.fixtures.emulator import below_testbed
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed, wait_for
-from tests.functional.fixtures.ovs import AgentProcess, OvsTestbed
+from tests.functional.fixtures.ovs import AgentProcess, OvsTestbed, REPO
+from tests.functional.test_metrics import Scrape, free_port
 
 PROFILE = 'xeon-gold-6230'
 #: The issue's bound for a dead guest's group with the agent running.
@@ -43,7 +48,7 @@ class Node:
 
     def configure(self, ovs: OvsTestbed | None = None,
                   reconcile_interval: int = 60, uri: str | None = None,
-                  **libvirt: object) -> None:
+                  extra: str = '', **libvirt: object) -> None:
         connection = (ovs.connection if ovs is not None else
                       'unix:' + os.path.join(self.workdir, 'no-ovsdb.sock'))
         pidfile = (ovs.vswitchd_pidfile if ovs is not None else
@@ -52,8 +57,8 @@ class Node:
             self.emu.root, self.emu.sysfs, pools={'hp': 2},
             extra='[ovs]\nconnection = %s\nvswitchd_pidfile = %s\n'
             'ovsdb_timeout = 5\nrescan_interval = 30\n'
-            '[agent]\nreconcile_interval = %d\n'
-            % (connection, pidfile, reconcile_interval),
+            '[agent]\nreconcile_interval = %d\n%s'
+            % (connection, pidfile, reconcile_interval, extra),
             uri=uri or self.tb.libvirtd.ro_uri, **libvirt)
 
     def start_agent(self, patches: dict[str, str] | None = None,
@@ -97,12 +102,9 @@ class Node:
 
 @pytest.fixture(scope='module')
 def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
-    emu = EmulatorFixture(PROFILE, rootdir=libvirt_testbed.mount_base)
-    emu.setUp()
-    try:
+    # Below the shared mount base: the mount reaches libvirtd's namespace.
+    with below_testbed(libvirt_testbed, PROFILE) as emu:
         yield emu
-    finally:
-        emu.cleanUp()
 
 
 @pytest.fixture
@@ -251,3 +253,43 @@ def test_libvirtd_restart_under_the_agent(node: Node, ovs: OvsTestbed) -> None:
     log = node.agent_log()
     assert log.count('lost the connection to libvirt') == 1
     assert 'Traceback' not in log
+
+
+def cli(node: Node, *args: str) -> str:
+    res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                          '--config-file', node.tb.config, *args],
+                         capture_output=True, text=True, timeout=60,
+                         cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_status_top_and_metrics_name_vms_as_libvirt_does(node: Node) -> None:
+    """A name with a comma: QEMU's command line has it escapped
+    (``-name guest=a,,b``), libvirt's API as it is.  Without libvirt,
+    status and top say where their names come from.
+    """
+    port = free_port()
+    node.configure(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port)
+    node.start_agent()
+    guest = node.tb.define(rdt('<rdt:l3 ways="2"/>'), name_suffix=',web')
+    node.tb.start(guest)
+    plan = json.loads(cli(node, 'status', '--json'))
+    assert plan['vm_names']['source'] == 'libvirt'
+    names = [m['name'] for row in plan['domains'][0]['groups']
+             for m in row['members'] if m['kind'] == 'vm']
+    assert names == [guest.name]
+    assert cli(node, 'top', '--once', '--interval', '0.2').rstrip().endswith(
+        'VM names: from libvirt at %s' % node.tb.libvirtd.ro_uri)
+    scrape = wait_for(lambda: Scrape(port), what='metrics', step=0.1)
+    assert scrape.get('ovs_rdt_llc_occupancy_bytes', group=guest.group,
+                      domain='0', vm=guest.name) >= 0
+    assert scrape.get('ovs_rdt_libvirt_connected') == 1
+    assert scrape.get('ovs_rdt_errors', '_total', source='libvirt') == 0
+
+    node.configure(uri='qemu:///system?socket=/nonexistent/sock')
+    plan = json.loads(cli(node, 'status', '--json'))
+    assert plan['vm_names']['source'] == 'proc'
+    text = cli(node, 'status')
+    assert 'VM names: from QEMU command lines (libvirt at qemu:///system?' \
+        'socket=/nonexistent/sock: ' in text

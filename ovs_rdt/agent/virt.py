@@ -51,6 +51,9 @@ MIGRATED = {
 #: (stopped, crashed, shutdown, undefined, migrated away): its group may be
 #: left behind.
 UP = frozenset({'defined', 'started', 'resumed', 'migrated in'})
+#: Why libvirt keeps a domain paused while it is not started yet.
+STARTING = frozenset({libvirt.VIR_DOMAIN_PAUSED_STARTING_UP,
+                      libvirt.VIR_DOMAIN_PAUSED_MIGRATION})
 _CLOSE_REASONS = {0: 'error', 1: 'end of file', 2: 'keepalive timeout',
                   3: 'client request'}
 
@@ -149,13 +152,18 @@ class View:
         return names, live
 
     def xml(self, uuid: str) -> str | None:
-        """The running domain's XML (``<metadata>`` included).
+        """The XML (``<metadata>`` included) of a domain that has started.
 
-        None if it is not running (any more).
+        None if it does not run, or is still starting (paused by libvirt
+        for its start or an incoming migration: the hook's ``started`` is
+        yet to run, and placing it then would race the hook).
         """
         try:
             dom = self._conn.lookupByUUIDString(uuid)
-            if not dom.isActive():
+            state, reason = dom.state()
+            if state in (libvirt.VIR_DOMAIN_SHUTOFF,
+                         libvirt.VIR_DOMAIN_CRASHED) or (
+                    state == libvirt.VIR_DOMAIN_PAUSED and reason in STARTING):
                 return None
             return str(dom.XMLDesc(0))
         except libvirt.libvirtError as exc:

@@ -47,6 +47,10 @@ def test_running_domains_names_and_xml(domain: libvirt.virDomain) -> None:
         assert names[uuid] == domain.name() and uuid in live
         xml = view.xml(uuid)
         assert xml is not None and 'urn:ovs-rdt:libvirt:1' in xml
+        domain.suspend()          # paused by a user: started, placed
+        assert view.xml(uuid) is not None
+        assert libvirt.VIR_DOMAIN_PAUSED_USER not in virt.STARTING
+        domain.resume()
         domain.destroy()
         names, live = view.domains()
         assert uuid not in live

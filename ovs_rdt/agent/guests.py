@@ -38,6 +38,9 @@ BACKOFF = (0.5, 30.0)
 #: looked at again this often, for at most RETRY_FOR seconds.
 RETRY_STEP = 0.1
 RETRY_FOR = 10.0
+#: Placing a guest's threads is repeated (at most this often) until it
+#: moves nothing.
+PLACE_ROUNDS = 3
 _LEVELS = {'debug': logging.DEBUG, 'info': logging.INFO,
            'warning': logging.WARNING, 'error': logging.ERROR}
 
@@ -99,11 +102,19 @@ class GuestPlacer:
                             "without the ovs-rdt hook?): placing it", name,
                             group)
                 hook.ensure_group(dom, spec)
-            try:
-                placed = frozenset(self.manager.resctrl.tasks(group))
-            except FileNotFoundError:
-                placed = frozenset()
-            moved = hook.place(group, pid, placed)
+            moved = []
+            for _ in range(PLACE_ROUNDS):
+                # Again while it moves something: a thread QEMU creates
+                # while its creator is still outside the group is born
+                # outside it.
+                try:
+                    placed = frozenset(self.manager.resctrl.tasks(group))
+                except FileNotFoundError:
+                    placed = frozenset()
+                more = hook.place(group, pid, placed)
+                if not more:
+                    break
+                moved += more
         except (RDTError, Refusal, OSError) as exc:
             text = str(exc)
             self.counters.inc('errors', source='reconcile')

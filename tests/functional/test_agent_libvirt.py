@@ -176,7 +176,9 @@ def test_guest_started_without_the_hook_is_placed_from_the_event(
         placed_in = time.monotonic() - started
         # Every QEMU thread ([libvirt] include_emulator_threads = true),
         # in a dedicated group of 3 ways no other group overlaps.
-        assert node.tasks(guest.group) == set(node.tb.threads(guest))
+        wait_for(lambda: node.tasks(guest.group) ==
+                 set(node.tb.threads(guest)), timeout=2,
+                 what='every QEMU thread in %s' % guest.group)
         groups = {g.name: g for g in node.rc.groups()}
         for dom, mask in groups[guest.group].l3.items():
             assert mask.count == 3

@@ -133,6 +133,19 @@ class Hook:
         #: The parsed domain, once it parsed.
         self.dom: Domain | None = None
 
+    @classmethod
+    def embedded(cls, settings: Any, manager: CacheManager, name: str,
+                 log: Any) -> Hook:
+        """The hook's rules driven by ovs-rdt-agent (placing a domain that
+        started without the hook): its settings, manager and ``log(level,
+        message)``, no configuration file read.
+        """
+        hook = cls(None, name, 'agent', '-')
+        hook._settings, hook._manager = settings, manager
+        hook._rc = manager.resctrl
+        hook.log = log
+        return hook
+
     # -- lazily built context ---------------------------------------------
     @property
     def settings(self) -> Any:
@@ -292,24 +305,34 @@ class Hook:
                           'uuid %s (it runs %s)'
                           % (pid, pidfile, dom.uuid,
                              show(' '.join(procfs.cmdline(pid)[:1]) or '?')))
-        threads = procfs.threads(pid)
-        vcpus = [tid for tid, comm in threads if procfs.is_vcpu_thread(comm)]
-        others = [tid for tid, comm in threads
-                  if not procfs.is_vcpu_thread(comm)]
+        self.place(group, pid)
+        return 0
+
+    def place(self, group: str, pid: int,
+              placed: frozenset[int] = frozenset()) -> list[int]:
+        """Move QEMU ``pid``'s threads into ``group`` (vCPUs, and the others
+        per ``[libvirt] include_emulator_threads``) but those ``placed``
+        already; returns the TIDs moved.
+        """
+        from ovs_rdt import procfs
+
+        vcpus, others = procfs.qemu_threads(
+            pid, self.settings.libvirt.include_emulator_threads)
         if not vcpus:
             raise Refusal('QEMU process %d has no vCPU threads (named "CPU '
                           'n/KVM")' % pid)
-        tids = vcpus + (others if self.settings.libvirt.include_emulator_threads
-                        else [])
+        tids = [t for t in vcpus + others if t not in placed]
+        if not tids:
+            return []
         with self.rc.lock():
             gone = set(self.rc.add_tasks(group, tids))
-        moved_others = len([t for t in tids[len(vcpus):] if t not in gone])
+        moved = [t for t in tids if t not in gone]
         self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
                  '%d into %s%s' % (
-                     ','.join(str(t) for t in vcpus if t not in gone),
-                     moved_others, pid, group,
+                     ','.join(str(t) for t in vcpus if t in moved) or '-',
+                     len([t for t in others if t in moved]), pid, group,
                      ' (%d exited meanwhile)' % len(gone) if gone else ''))
-        return 0
+        return moved
 
     def reconnect(self, dom: Domain) -> int:
         """Like ``started`` (libvirtd restarted); its failures only log."""

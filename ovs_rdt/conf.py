@@ -124,6 +124,18 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          {'choices': ('refuse', 'warn')}),
         ('qemu_run_dir', 'str', '/run/libvirt/qemu',
          'Where libvirt keeps <name>.pid for each running QEMU.', {}),
+        ('uri', 'str', 'qemu:///system',
+         'libvirt connection URI that ovs-rdt-agent, "ovs-rdt status" and '
+         '"ovs-rdt top" open read-only (they never change anything through '
+         'it). The agent follows its domain lifecycle events: the group of '
+         'a domain that stopped without the release hook is removed at '
+         'once, a domain that started without the hook is placed; status, '
+         'top and the metrics name VMs as libvirt does. The hook never uses '
+         'it. While it does not answer (libvirtd restarting), the agent '
+         'reconnects with backoff and removes groups left behind only once '
+         'no process has run with their domain\'s UUID for 10 minutes. '
+         'E.g. qemu:///system, or qemu:///system?socket=PATH for a libvirtd '
+         'listening elsewhere.', {}),
     ],
     'ovs': [
         ('connection', 'str', 'unix:/var/run/openvswitch/db.sock',

@@ -12,7 +12,7 @@ only a cache.  Mounts made on the host later under a *shared* directory
 (:func:`make_shared`) propagate into the namespace: that is how an emulator
 mounted after libvirtd started reaches the hooks.
 
-Clients reach it at :attr:`uri`; its hooks see the usual paths
+Clients reach it at :attr:`uri` (read-only: :attr:`ro_uri`); its hooks see the usual paths
 (``/etc/libvirt/hooks/qemu.d``, ``/run/libvirt/qemu/<name>.pid``), which the
 host sees as :attr:`hooks_dir` and :attr:`qemu_run_dir`.  :meth:`stop`
 works from the files below ``workdir`` alone, so another process (``ovs-rdt
@@ -28,6 +28,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 from typing import Sequence
 
 from ovs_rdt import procfs
@@ -46,6 +47,28 @@ RUNTIME_DIRS = ('/run/libvirt',)
 START_TIMEOUT = 180.0
 QEMU_USER = 'libvirt-qemu'
 PR_SET_PDEATHSIG = 1
+#: libvirtd runs below a child subreaper that reaps at once.  QEMU is
+#: double-forked: without it, its zombie waits for PID 1 to reap it, and
+#: libvirt counts a guest stopped only once its pid is gone.  systemd does
+#: this at once; a container's init may take seconds (1.1-1.5 s measured
+#: here), which would show in every "guest died -> group removed" time.
+#: SIGTERM/SIGHUP/SIGINT are passed on to libvirtd; it exits with it.
+REAPER = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(sig, lambda n, _f: os.kill(pid, n))
+while True:
+    try:
+        got, status = os.waitpid(-1, 0)
+    except ChildProcessError:
+        sys.exit(0)
+    if got == pid:
+        sys.exit(os.waitstatus_to_exitcode(status) & 0xff)
+"""
 
 
 def make_shared(path: str) -> None:
@@ -92,6 +115,11 @@ class PrivateLibvirtd:
     @property
     def uri(self) -> str:
         return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock')
+
+    @property
+    def ro_uri(self) -> str:
+        """Its read-only socket (what ovs-rdt-agent, status and top open)."""
+        return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock-ro')
 
     @property
     def hooks_dir(self) -> str:
@@ -182,7 +210,9 @@ class PrivateLibvirtd:
         pidfile = shlex.quote(self.virtlogd_pidfile)
         lines.append('kill -0 "$(cat %s 2>/dev/null)" 2>/dev/null || '
                      'virtlogd -d -p %s' % (pidfile, pidfile))
-        lines.append('exec libvirtd -p %s' % shlex.quote(self.pidfile))
+        lines.append('exec %s -I -S -c %s libvirtd -p %s' % (
+            shlex.quote(sys.executable), shlex.quote(REAPER),
+            shlex.quote(self.pidfile)))
         return '\n'.join(lines) + '\n'
 
     def start(self, timeout: float = START_TIMEOUT,

@@ -610,7 +610,8 @@ def test_core_warnings_reach_the_log_not_stderr(tmp_path):
 
 def test_allocating_and_releasing_import_nothing_heavy(tmp_path):
     """prepare and release, the hook's slow events, import no typing, re
-    or the dynamic policy (8 ms at every VM start) while it is off.
+    or the dynamic policy (8 ms at every VM start) while it is off; nor
+    libvirt-python or the agent (a hook must not call libvirtd back).
     """
     root, sysfs = tmp_path / 'resctrl', tmp_path / 'cpu'
     make_tree(str(root), sysfs=str(sysfs))
@@ -632,8 +633,8 @@ def test_allocating_and_releasing_import_nothing_heavy(tmp_path):
         % (str(config), xml_text),
         '    assert rc == 0, (op, rc)',
         'print(sorted(m for m in sys.modules if m.split(".")[0] in ('
-        '"typing", "re", "logging", "configparser") '
-        'or m == "ovs_rdt.core.policy"))',
+        '"typing", "re", "logging", "configparser", "libvirt") '
+        'or m == "ovs_rdt.core.policy" or m.startswith("ovs_rdt.agent")))',
         'print(sorted(n for n in __import__("os").listdir(%r) '
         'if n.startswith("ovsrdt-")))' % str(root)])
     out = subprocess.run([sys.executable, '-I', '-S', '-c', code],

@@ -16,6 +16,7 @@ pytest_plugins = [
     'tests.functional.fixtures.emulator',
     'tests.functional.fixtures.ovs',
     'tests.functional.fixtures.libvirt',
+    'tests.functional.fixtures.migration',
 ]
 
 

@@ -56,14 +56,16 @@ def pair(two_nodes: Pair) -> Iterator[Pair]:
 
 
 # -- what a node shows -----------------------------------------------------------
-def status_rows(node: NodeBed, guest: Guest) -> dict[int, tuple[str, int]]:
-    """``ovs-rdt status --json``: domain -> (group, ways) holding the VM."""
+def status_rows(node: NodeBed, guest: Guest
+                ) -> dict[int, tuple[str, int, int]]:
+    """``ovs-rdt status --json``: domain -> (group, ways, KiB) holding the
+    VM."""
     out = {}
     for dom in node.status()['domains']:
         for row in dom['groups']:
             if any(m['kind'] == 'vm' and m['name'] == guest.name
                    for m in row['members']):
-                out[dom['domain']] = (row['group'], row['ways'])
+                out[dom['domain']] = (row['group'], row['ways'], row['kib'])
     return out
 
 
@@ -84,10 +86,10 @@ def running_in(node: NodeBed, guest: Guest, group: str,
     if not status:
         return
     rows = status_rows(node, guest)
-    assert {d: g for d, (g, _w) in rows.items()} == \
+    assert {d: row[0] for d, row in rows.items()} == \
         {d: group for d in node.rc.platform().domains}
     if ways is not None:
-        assert {d: w for d, (_g, w) in rows.items()} == ways
+        assert {d: row[1] for d, row in rows.items()} == ways
 
 
 def left(node: NodeBed, guest: Guest, before: dict[str, tuple]) -> None:
@@ -176,6 +178,23 @@ def test_transient_pool_member_joins_the_pool_of_that_name(pair: Pair) -> None:
     assert guest.name not in a.virsh('list', '--all', '--name').stdout
     assert b.vm_groups() == [] and a.vm_groups() == []
     assert a.snapshot() == a_before
+
+
+def test_a_size_request_keeps_its_cache_on_other_ways(pair: Pair) -> None:
+    """<rdt:l3 kib="6144">: 3 ways of 2560 KiB on a, 2 of 3072 KiB on b.
+
+    At least 6144 KiB on both; ``ways="3"`` would be 7680 KiB on a and
+    9216 KiB on b (the way count moves, not the size).
+    """
+    a, b = pair.a, pair.b
+    guest = a.define(rdt('<rdt:l3 kib="6144"/>'))
+    a.start(guest)
+    running_in(a, guest, guest.group, {0: 3, 1: 3})
+    pair.migrate(guest, a)
+    arrived(b, guest, {0: 2, 1: 2, 2: 2, 3: 2})
+    assert {row[2] for row in status_rows(b, guest).values()} == {6144}
+    assert 'reserved 6144 KiB of L3 (from the <rdt:rdt> annotation)' in \
+        b.hook_log()
 
 
 # -- cold migration --------------------------------------------------------------

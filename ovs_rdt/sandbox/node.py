@@ -22,8 +22,8 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from typing import Sequence
+import uuid
 
 from ovs_rdt.sandbox.emulator import MountedEmulator
 from ovs_rdt.sandbox.libvirtd import (PrivateLibvirtd, START_TIMEOUT,

@@ -19,8 +19,8 @@ import pytest
 
 from tests.functional.fixtures.migration import (Guest, NodeBed, Pair,
                                                  TraceLine, wait_for)
+from tests.functional.test_libvirt_hook import nova, rdt
 
-NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
 POOL = 'ovsrdt-pool-noisy'
 #: What Nova's libvirt driver asks for a live migration (its default
 #: VIR_MIGRATE_* flags: peer to peer, persistent on the destination,
@@ -29,19 +29,6 @@ NOVA_FLAGS = ('--persistent', '--undefinesource')
 #: A bandwidth cap (MiB/s) that keeps a migration running for seconds,
 #: long enough to break it half-way.
 SLOW = ('--bandwidth', '1')
-
-
-def rdt(body: str) -> str:
-    return '<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">%s</rdt:rdt>' % body
-
-
-def nova(specs: dict[str, str], flavor: str = 'm1.nfv') -> str:
-    return ('<nova:instance xmlns:nova="%s"><nova:name>inst</nova:name>'
-            '<nova:flavor name="%s"><nova:vcpus>2</nova:vcpus><nova:extraSpecs>'
-            '%s</nova:extraSpecs></nova:flavor></nova:instance>'
-            % (NOVA_NS, flavor, ''.join(
-                '<nova:extraSpec name="%s">%s</nova:extraSpec>' % kv
-                for kv in specs.items())))
 
 
 @pytest.fixture
@@ -59,7 +46,8 @@ def pair(two_nodes: Pair) -> Iterator[Pair]:
 def status_rows(node: NodeBed, guest: Guest
                 ) -> dict[int, tuple[str, int, int]]:
     """``ovs-rdt status --json``: domain -> (group, ways, KiB) holding the
-    VM."""
+    VM.
+    """
     out = {}
     for dom in node.status()['domains']:
         for row in dom['groups']:
@@ -76,7 +64,8 @@ def events(node: NodeBed, guest: Guest) -> list[TraceLine]:
 def running_in(node: NodeBed, guest: Guest, group: str,
                ways: dict[int, int] | None, status: bool = False) -> None:
     """Running on ``node``, every vCPU thread in ``group`` of ``ways``;
-    ``status``: ``ovs-rdt status`` says so too."""
+    ``status``: ``ovs-rdt status`` says so too.
+    """
     assert node.state(guest) == 'running', node.state(guest)
     vcpus = node.vcpu_tids(guest)
     assert len(vcpus) == 2 and vcpus <= node.tasks(group), \
@@ -218,8 +207,8 @@ def test_cold_migrations(pair: Pair) -> None:
     b.clear_logs()
     b.virsh('restore', image)
     b.guests[nova_vm.name] = nova_vm
-    assert [t.event for t in events(b, nova_vm)][:2] == ['restore begin',
-                                                        'prepare begin']
+    seen = [t.event for t in events(b, nova_vm)]
+    assert seen[:2] == ['restore begin', 'prepare begin'], seen
     running_in(b, nova_vm, nova_vm.group, {0: 2, 1: 2, 2: 2, 3: 2})
     assert 'restore begin: capacity check passed for 2 L3 ways' in \
         b.hook_log()
@@ -296,7 +285,8 @@ def test_geometry_the_destination_cannot_hold(pair: Pair) -> None:
 def test_on_failure_warn_moves_the_vm_unmanaged(pair: Pair) -> None:
     """As documented: with ``on_failure = warn`` a destination that cannot
     hold the ways takes the VM without a cache allocation (logged), and the
-    source gives its ways back as after any move."""
+    source gives its ways back as after any move.
+    """
     a, b = pair.a, pair.b
     a_empty = a.snapshot()
     hog = b.define(rdt('<rdt:l3 ways="14"/>'))

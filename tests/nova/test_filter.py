@@ -299,7 +299,8 @@ def test_nova_conf_fallback_key_by_key(rdt_conf: Any) -> None:
 def test_a_size_is_counted_in_the_clouds_smallest_ways(
         rdt_conf: Any, debug_log: pytest.LogCaptureFixture) -> None:
     """rdt:l3_kib, by [ovs_rdt] rdt_l3_way_kib (the smallest way, here a
-    Xeon Gold 6230's 2560 KiB): 7680 KiB hold 3 ways, 7681 KiB 4."""
+    Xeon Gold 6230's 2560 KiB): 7680 KiB hold 3 ways, 7681 KiB 4.
+    """
     sized = instance(**{'rdt:l3_kib': '7680'})         # 3 of the 9 free
     assert passes(host(instances=(sized,)),
                   request(**{'rdt:l3_kib': '15360'})) == []

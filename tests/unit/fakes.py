@@ -73,7 +73,8 @@ class FakeKernelTree(Resctrl):
 
     def _resize_root(self, schemata):
         """The root's ``size`` follows its L3 masks, as the kernel's does
-        (the platform's cache size is read from the two)."""
+        (the platform's cache size is read from the two).
+        """
         def l3(text):
             for line in text.splitlines():
                 if line.strip().startswith('L3:'):
@@ -94,8 +95,8 @@ class FakeKernelTree(Resctrl):
         out = {d: sizes[d] // old[d] * new.get(d, old[d])
                for d in sizes if old.get(d) and new.get(d, 1)}
         with open(self.path('', 'size'), 'w') as fh:
-            fh.write('L3:%s\n' % ';'.join('%d=%d' % kv
-                                            for kv in sorted(out.items())))
+            fh.write('L3:%s\n' % ';'.join(
+                '%d=%d' % kv for kv in sorted(out.items())))
 
     def rmdir(self, name):
         for fname in os.listdir(self.path(name)):

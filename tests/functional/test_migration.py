@@ -136,18 +136,25 @@ def test_live_migration_there_and_back(pair: Pair) -> None:
     assert {g: v[:2] for g, v in a.snapshot().items()} == a_start
 
 
-def test_live_migration_of_a_nova_vm(pair: Pair) -> None:
-    """Extra specs in <nova:extraSpecs>, migrated with Nova's flags."""
+def test_live_migration_of_a_nova_vm_asking_by_size(pair: Pair) -> None:
+    """Extra specs in <nova:extraSpecs>, migrated with Nova's flags.
+
+    ``rdt:l3_kib=6144``: 3 ways of 2560 KiB on a, 2 of 3072 KiB on b, so at
+    least 6144 KiB on both (``rdt:l3_ways=3`` would be 7680 KiB on a and
+    9216 KiB on b: the way count moves, not the size).
+    """
     a, b = pair.a, pair.b
     a_empty = a.snapshot()
-    guest = a.define(nova({'hw:cpu_policy': 'shared', 'rdt:l3_ways': '2'}))
+    guest = a.define(nova({'hw:cpu_policy': 'shared', 'rdt:l3_kib': '6144'}))
     a.start(guest)
-    running_in(a, guest, guest.group, {0: 2, 1: 2})
+    running_in(a, guest, guest.group, {0: 3, 1: 3})
     pair.migrate(guest, a, extra=NOVA_FLAGS)
     arrived(b, guest, {0: 2, 1: 2, 2: 2, 3: 2})
+    assert {row[2] for row in status_rows(b, guest).values()} == {6144}
     left(a, guest, a_empty)
     assert guest.name not in a.virsh('list', '--all', '--name').stdout
-    assert 'from flavor m1.nfv extra specs' in b.hook_log()
+    assert 'reserved 6144 KiB of L3 (from flavor m1.nfv extra specs)' in \
+        b.hook_log()
 
 
 def test_transient_pool_member_joins_the_pool_of_that_name(pair: Pair) -> None:
@@ -167,23 +174,6 @@ def test_transient_pool_member_joins_the_pool_of_that_name(pair: Pair) -> None:
     assert guest.name not in a.virsh('list', '--all', '--name').stdout
     assert b.vm_groups() == [] and a.vm_groups() == []
     assert a.snapshot() == a_before
-
-
-def test_a_size_request_keeps_its_cache_on_other_ways(pair: Pair) -> None:
-    """<rdt:l3 kib="6144">: 3 ways of 2560 KiB on a, 2 of 3072 KiB on b.
-
-    At least 6144 KiB on both; ``ways="3"`` would be 7680 KiB on a and
-    9216 KiB on b (the way count moves, not the size).
-    """
-    a, b = pair.a, pair.b
-    guest = a.define(rdt('<rdt:l3 kib="6144"/>'))
-    a.start(guest)
-    running_in(a, guest, guest.group, {0: 3, 1: 3})
-    pair.migrate(guest, a)
-    arrived(b, guest, {0: 2, 1: 2, 2: 2, 3: 2})
-    assert {row[2] for row in status_rows(b, guest).values()} == {6144}
-    assert 'reserved 6144 KiB of L3 (from the <rdt:rdt> annotation)' in \
-        b.hook_log()
 
 
 # -- cold migration --------------------------------------------------------------
@@ -233,77 +223,77 @@ def fill_closids(node: NodeBed, free: int = 0) -> list[str]:
     return made
 
 
-@pytest.mark.parametrize('full', ['ways', 'closids'])
-def test_full_destination_refuses_and_stays_as_it_was(pair: Pair,
-                                                      full: str) -> None:
-    a, b = pair.a, pair.b
-    made: list[str] = []
-    try:
-        if full == 'ways':
-            hog = b.define(rdt('<rdt:l3 ways="14"/>'))   # 2 of 16 left
-            b.start(hog)
-            reason = ("needs 3 ways on cache domain 0, but only 2 of 20 are "
-                      'free')
-        else:
-            made = fill_closids(b)
-            reason = 'out of CLOSIDs'
-        guest = a.define(rdt('<rdt:l3 ways="3"/>'))
-        a.start(guest)
-        a_before, b_before = a.snapshot(), b.snapshot()
-        res = pair.migrate(guest, a, check=False)
-        assert res.returncode != 0
-        line = ("ovs-rdt: refusing the incoming migration of domain '%s': "
-                % guest.name)
-        assert line in res.stderr and reason in res.stderr, res.stderr
-        assert 'Traceback' not in res.stderr
-        message = res.stderr[res.stderr.index(line):].strip()
-        assert '\n' not in message                  # one line
-        # The VM runs on in its group; b is exactly as it was.
-        running_in(a, guest, guest.group, {0: 3, 1: 3})
-        assert a.snapshot() == a_before
-        assert b.snapshot() == b_before
-        assert [t.event for t in events(b, guest)] == ['migrate begin']
-    finally:
-        for path in made:
-            os.rmdir(path)
+def refused(pair: Pair, guest: Guest, src: NodeBed, reason: str) -> None:
+    """Migrating ``guest`` from ``src`` fails with the hook's one line, and
+    changes nothing on either node.
+    """
+    dst = pair.other(src)
+    src_before, dst_before = src.snapshot(), dst.snapshot()
+    res = pair.migrate(guest, src, check=False)
+    assert res.returncode != 0
+    line = ("ovs-rdt: refusing the incoming migration of domain '%s': %s"
+            % (guest.name, reason))
+    assert line in res.stderr, res.stderr
+    assert 'Traceback' not in res.stderr
+    assert '\n' not in res.stderr[res.stderr.index(line):].strip()
+    assert src.snapshot() == src_before         # in its group, its ways
+    assert dst.snapshot() == dst_before         # exactly as it was
+    assert [t.event for t in events(dst, guest)] == ['migrate begin']
 
 
-def test_geometry_the_destination_cannot_hold(pair: Pair) -> None:
-    """15 ways fit b's 20-way cache, not a's 11 ways: refused at migrate."""
-    a, b = pair.a, pair.b
-    guest = b.define(rdt('<rdt:l3 ways="15"/>'))
-    b.start(guest)
-    a_before = a.snapshot()
-    res = pair.migrate(guest, b, check=False)
-    assert ("ovs-rdt: refusing the incoming migration of domain '%s': "
-            "<rdt:l3 ways>: '15' is more than the 11 ways of this host's "
-            'L3 cache' % guest.name) in res.stderr, res.stderr
-    running_in(b, guest, guest.group, {0: 15, 1: 15, 2: 15, 3: 15})
-    assert a.snapshot() == a_before
-
-
-def test_on_failure_warn_moves_the_vm_unmanaged(pair: Pair) -> None:
-    """As documented: with ``on_failure = warn`` a destination that cannot
-    hold the ways takes the VM without a cache allocation (logged), and the
-    source gives its ways back as after any move.
+def test_full_destination_refuses_then_takes_it_unmanaged_with_warn(
+        pair: Pair) -> None:
+    """b has 2 ways left: the move is refused.  With ``on_failure = warn``
+    (as documented) b takes the VM without a cache allocation, logged, and
+    a gives its ways back as after any move.
     """
     a, b = pair.a, pair.b
     a_empty = a.snapshot()
-    hog = b.define(rdt('<rdt:l3 ways="14"/>'))
+    hog = b.define(rdt('<rdt:l3 ways="14"/>'))        # 2 of 16 left
     b.start(hog)
-    b.configure(on_failure='warn')
-    b_before = b.snapshot()
     guest = a.define(rdt('<rdt:l3 ways="3"/>'))
     a.start(guest)
+    refused(pair, guest, a, '%s needs 3 ways on cache domain 0, but only 2 '
+            'of 20 are free' % guest.group)
+    running_in(a, guest, guest.group, {0: 3, 1: 3})
+
+    b.configure(on_failure='warn')
+    b_before = b.snapshot()
     pair.migrate(guest, a)
     assert b.state(guest) == 'running'
     assert guest.group not in b.groups()
     assert b.vcpu_tids(guest) <= b.tasks('')       # the default group
     assert b.snapshot() == b_before
     left(a, guest, a_empty)
-    log = b.hook_log()
     assert "migrate begin: starting it without a cache allocation " \
-        "([libvirt] on_failure = warn): %s needs 3 ways" % guest.group in log
+        "([libvirt] on_failure = warn): %s needs 3 ways" % guest.group in \
+        b.hook_log()
+
+
+@pytest.mark.parametrize('short', ['closids', 'cache'])
+def test_destination_short_of_closids_or_cache_refuses(
+        pair: Pair, short: str) -> None:
+    """b out of CLOSIDs (hand-made groups, as pqos makes); a VM with 15
+    ways, which b's 20-way cache holds and a's 11 ways cannot.
+    """
+    a, b = pair.a, pair.b
+    made: list[str] = []
+    try:
+        if short == 'closids':
+            made = fill_closids(b)
+            guest = a.define(rdt('<rdt:l3 ways="3"/>'))
+            a.start(guest)
+            refused(pair, guest, a, 'out of CLOSIDs')
+            running_in(a, guest, guest.group, {0: 3, 1: 3})
+        else:
+            guest = b.define(rdt('<rdt:l3 ways="15"/>'))
+            b.start(guest)
+            refused(pair, guest, b, "<rdt:l3 ways>: '15' is more than the 11 "
+                    "ways of this host's L3 cache")
+            running_in(b, guest, guest.group, {0: 15, 1: 15, 2: 15, 3: 15})
+    finally:
+        for path in made:
+            os.rmdir(path)
 
 
 # -- faults half-way ---------------------------------------------------------------
@@ -314,51 +304,60 @@ def _restart(node: NodeBed) -> None:
     node.libvirtd.start(die_with_parent=True)
 
 
-@pytest.mark.parametrize('fault', ['destination-qemu-killed',
-                                   'destination-libvirtd-killed',
-                                   'domjobabort'])
-def test_broken_migration_leaks_nothing(pair: Pair, fault: str) -> None:
+#: The faults, each half-way through its own migration of the same VM.
+FAULTS = ('domjobabort', 'destination-qemu-killed',
+          'destination-libvirtd-killed')
+
+
+def test_broken_migrations_leak_nothing(pair: Pair) -> None:
+    """Each fault half-way: the migration fails, the source runs on with
+    its group and ways as before, and the destination ends as it began.
+    """
     a, b = pair.a, pair.b
     b_before = b.snapshot()
     guest = a.define(rdt('<rdt:l3 ways="3"/>'))
     a.start(guest)
     a_before = a.snapshot()
-    result: dict[str, object] = {}
-    mover = threading.Thread(target=lambda: result.update(
-        res=pair.migrate(guest, a, extra=SLOW, check=False)))
-    mover.start()
-    try:
-        wait_for(lambda: 'started begin' in [t.event
-                                             for t in events(b, guest)],
-                 120, 0.05, 'the incoming QEMU on b')
-        # Half-way: b's QEMU is paused, waiting for the guest's memory, and
-        # already in its group with the requested ways.
-        state = b.state(guest)
-        assert state == 'paused', state
-        assert b.vcpu_tids(guest) <= b.tasks(guest.group)
-        assert b.l3(guest.group) == {0: 3, 1: 3, 2: 3, 3: 3}
-        if fault == 'destination-qemu-killed':
-            os.kill(b.pid(guest), signal.SIGKILL)
-        elif fault == 'destination-libvirtd-killed':
-            pid = b.libvirtd.pid()
-            assert pid is not None
-            os.kill(pid, signal.SIGKILL)
-        else:
-            a.virsh('domjobabort', guest.name)
-    finally:
-        mover.join(300)
-    res = result['res']
-    assert res.returncode != 0, 'the migration was not broken half-way'
-    if fault == 'destination-libvirtd-killed':
-        # Until b's libvirtd is back its paused QEMU and group stay; back,
-        # it ends the unfinished incoming migration (stopped, release).
-        assert guest.group in b.groups()
-        _restart(b)
-        wait_for(lambda: [t.event for t in events(b, guest)][-1:] ==
-                 ['release end'], 120, what='b to end the incoming guest')
-    # The source runs on, in its group, as before; b is as it was.
-    running_in(a, guest, guest.group, {0: 3, 1: 3})
-    assert a.snapshot() == a_before
-    wait_for(lambda: b.snapshot() == b_before, 30,
-             what='b as before the migration')
-    assert guest.name not in b.virsh('list', '--all', '--name').stdout
+    for fault in FAULTS:
+        b.clear_logs()
+        result: dict[str, object] = {}
+        mover = threading.Thread(target=lambda: result.update(
+            res=pair.migrate(guest, a, extra=SLOW, check=False)))
+        mover.start()
+        try:
+            wait_for(lambda: 'started begin' in [t.event for t in
+                                                 events(b, guest)],
+                     120, 0.05, 'the incoming QEMU on b (%s)' % fault)
+            # Half-way: b's QEMU is paused, waiting for the guest's memory,
+            # and already in its group with the requested ways.
+            state = b.state(guest)
+            assert state == 'paused', (fault, state)
+            assert b.vcpu_tids(guest) <= b.tasks(guest.group), fault
+            assert b.l3(guest.group) == {0: 3, 1: 3, 2: 3, 3: 3}, fault
+            if fault == 'destination-qemu-killed':
+                os.kill(b.pid(guest), signal.SIGKILL)
+            elif fault == 'destination-libvirtd-killed':
+                pid = b.libvirtd.pid()
+                assert pid is not None
+                os.kill(pid, signal.SIGKILL)
+            else:
+                a.virsh('domjobabort', guest.name)
+        finally:
+            mover.join(300)
+        res = result['res']
+        assert res.returncode != 0, \
+            '%s: the migration was not broken half-way' % fault
+        if fault == 'destination-libvirtd-killed':
+            # Until b's libvirtd is back its paused QEMU and group stay;
+            # back, it ends the unfinished incoming migration (stopped,
+            # release).
+            assert guest.group in b.groups()
+            _restart(b)
+            wait_for(lambda: [t.event for t in events(b, guest)][-1:] ==
+                     ['release end'], 120, what='b to end the incoming guest')
+        # The source runs on, in its group, as before; b is as it was.
+        running_in(a, guest, guest.group, {0: 3, 1: 3})
+        assert a.snapshot() == a_before, fault
+        wait_for(lambda: b.snapshot() == b_before, 30,
+                 what='b as before the migration (%s)' % fault)
+        assert guest.name not in b.virsh('list', '--all', '--name').stdout

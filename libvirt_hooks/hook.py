@@ -207,11 +207,8 @@ class Hook:
     def request(self, dom: Domain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS VM."""
         from ovs_rdt.core.model import Request, vm_group
-        from ovs_rdt.inputs.request import check_host
+        from ovs_rdt.inputs.request import check_host, l3_ways_on
 
-        ways = spec.l3_ways
-        if ways is None:
-            raise AssertionError('request() needs a dedicated-CLOS spec')
         platform = self.rc.platform()
         mba = platform.mb
         check_host(spec, None, platform.cbm_len,
@@ -226,8 +223,11 @@ class Hook:
             domains = frozenset(platform.domains)
         else:
             domains = platform.domains_of_cpus(cpus)
+        # By size (l3_kib): the ways of this node's size that hold it.
         return Request(vm_group(dom.uuid),
-                       ways={d: ways for d in sorted(domains)},
+                       ways={d: l3_ways_on(spec, platform.cbm_len,
+                                           platform.way_bytes(d))
+                             for d in sorted(domains)},
                        exclusive=True, mb_percent=spec.mb_percent,
                        mb_mbps=spec.mb_mbps)
 

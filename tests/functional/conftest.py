@@ -17,6 +17,7 @@ pytest_plugins = [
     'tests.functional.fixtures.ovs',
     'tests.functional.fixtures.libvirt',
     'tests.functional.fixtures.artifacts',
+    'tests.functional.fixtures.migration',
 ]
 
 

@@ -234,7 +234,7 @@ BAD = [
      '(configured: noisy; see [allocation] pools)'),
     ('<rdt:l3 ways="2" size="3"/>',
      '<rdt:l3 size="3">: unknown attribute "size" (<rdt:l3> takes only '
-     '"ways")'),
+     '"ways" or "kib")'),
 ]
 
 

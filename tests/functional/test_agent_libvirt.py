@@ -152,6 +152,11 @@ def test_without_libvirt_the_orphan_grace_decides(node: Node) -> None:
     node.tb.start(guest)
     wait_for(lambda: 'libvirt at qemu:///system?socket=/nonexistent/' in
              node.agent_log(), what='the agent tried libvirt')
+    # A pass during the start (the group made at "prepare", no QEMU yet)
+    # starts the orphan clock; the next pass, seeing the guest run, stops
+    # it.  Killed before that pass, the guest would be gone for less than
+    # the grace when its group goes (the rule samples once per interval).
+    time.sleep(2.5)
     with node.tb.hook_disabled():
         killed = node.kill_qemu(guest)
         time.sleep(1.5)

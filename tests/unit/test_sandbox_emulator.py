@@ -17,7 +17,8 @@ def _is_open(fd: int) -> bool:
 
 def test_descriptors_left_below_the_mount_are_closed(tmp_path: Any) -> None:
     """An interrupt just after os.open() leaves a descriptor nobody closes:
-    the teardown closes those below the mount, and no other."""
+    the teardown closes those below the mount, and no other.
+    """
     below = tmp_path / 'resctrl'
     below.mkdir()
     (below / 'schemata').write_text('L3:0=7ff\n')

@@ -9,16 +9,56 @@ from ovs_rdt.inputs import uuids
 PROC = '/proc'
 
 
+#: Process states (``/proc/PID/stat``'s third field) of a process that has
+#: exited: a zombie waits for its parent to reap it, but runs nothing more
+#: and holds no lock, pidfile or thread.
+EXITED_STATES = ('Z', 'X')
+
+
+def state_of(pid: int, proc: str = PROC, tid: int | None = None) -> str | None:
+    """The state letter of ``pid`` (or of its thread ``tid``); None if gone."""
+    path = (os.path.join(proc, str(pid), 'task', str(tid), 'stat')
+            if tid is not None else os.path.join(proc, str(pid), 'stat'))
+    try:
+        with open(path, encoding='ascii', errors='replace') as fh:
+            return fh.read().rsplit(')', 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int | None, proc: str = PROC) -> bool:
+    """The one rule for "is this process running": it has a ``/proc``
+    entry and is not a zombie (a zombie has exited; only its parent has not
+    reaped it yet, and PID 1 in a container may never do it).
+    """
+    if not pid:
+        return False
+    state = state_of(pid, proc)
+    return state is not None and state not in EXITED_STATES
+
+
+def threads_alive(pid: int, proc: str = PROC) -> bool:
+    """True while any thread of ``pid`` runs (:func:`alive`, per thread).
+
+    A killed multi-threaded daemon's main thread turns zombie before its
+    other threads are gone.
+    """
+    try:
+        tids = os.listdir(os.path.join(proc, str(pid), 'task'))
+    except OSError:
+        return False
+    return any(state_of(pid, proc, int(tid)) not in EXITED_STATES + (None,)
+               for tid in tids if tid.isdigit())
+
+
 def read_pidfile(path: str, proc: str = PROC) -> int | None:
-    """The pid in ``path`` if that process is alive, else None."""
+    """The pid in ``path`` if that process is alive (:func:`alive`)."""
     try:
         with open(path, encoding='utf-8') as fh:
             pid = whole(fh.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    if not pid:
-        return None
-    return pid if os.path.exists(os.path.join(proc, str(pid))) else None
+    return pid if alive(pid, proc) else None
 
 
 def threads(pid: int, proc: str = PROC) -> list[tuple[int, str]]:

@@ -7,7 +7,6 @@ revalidators, urcu...) is an "other" thread.
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, NamedTuple
 
 from ovs_rdt import procfs
@@ -50,15 +49,6 @@ class Scan:
                                                      len(self.others))
 
 
-def _state(pid: int, proc: str) -> str | None:
-    try:
-        with open(os.path.join(proc, str(pid), 'stat'), encoding='ascii',
-                  errors='replace') as fh:
-            return fh.read().rsplit(')', 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def find_vswitchd(pidfile: str, proc: str = procfs.PROC) -> tuple[int | None,
                                                                   str]:
     """``(pid, '')`` of the running ovs-vswitchd, else ``(None, why)``."""
@@ -66,7 +56,7 @@ def find_vswitchd(pidfile: str, proc: str = procfs.PROC) -> tuple[int | None,
     if pid is None:
         return None, 'ovs-vswitchd is not running (no live pid in %s)' % pidfile
     comm = procfs.comm_of(pid, proc)
-    if comm != VSWITCHD_COMM or _state(pid, proc) in ('Z', 'X', None):
+    if comm != VSWITCHD_COMM or not procfs.alive(pid, proc):
         return None, ('ovs-vswitchd is not running (pid %d from %s is %s)'
                       % (pid, pidfile, 'gone' if comm is None else repr(comm)))
     return pid, ''

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from typing import Sequence
 
-from ovs_rdt.sandbox.wait import SandboxError, pid_alive, wait_for
+from ovs_rdt.sandbox.wait import SandboxError, kill_after
+from ovs_rdt.sandbox.wait import wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -120,11 +120,7 @@ class MountedEmulator:
                            capture_output=True, check=False)
             problems.append('could not unmount %s (lazily detached)'
                             % self.root)
-        deadline = time.monotonic() + 30     # a loaded machine is slow
-        while pid_alive(self.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if pid_alive(self.pid):
-            os.kill(self.pid, signal.SIGKILL)
+        if kill_after(self.pid, 30):     # a loaded machine is slow
             problems.append('emulator daemon %d did not exit after unmount'
                             % self.pid)
         return problems

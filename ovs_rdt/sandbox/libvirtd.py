@@ -382,5 +382,4 @@ def _read_pid(path: str) -> int | None:
 
     PID 1 in a container may never reap the daemons that double-forked.
     """
-    pid = procfs.read_pidfile(path)
-    return pid if pid_alive(pid) else None
+    return procfs.read_pidfile(path)

@@ -31,18 +31,7 @@ def threads_alive(pid: int) -> bool:
     other threads are gone; its pidfile lock is only released with the
     last one, so a restart must wait for all of them.
     """
-    try:
-        tids = os.listdir('/proc/%d/task' % pid)
-    except OSError:
-        return False
-    for tid in tids:
-        try:
-            with open('/proc/%d/task/%s/stat' % (pid, tid)) as fh:
-                if fh.read().rsplit(')', 1)[1].split()[0] not in ('Z', 'X'):
-                    return True
-        except (OSError, IndexError):
-            continue
-    return False
+    return procfs.threads_alive(pid)
 
 
 class PrivateOvs:

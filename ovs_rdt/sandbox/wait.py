@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt import procfs
 
 
 class SandboxError(RDTError):
@@ -52,16 +53,33 @@ def wait_for(predicate: Any, timeout: float = 10.0, what: str = 'condition',
 
 
 def pid_alive(pid: int | None) -> bool:
-    """True while ``pid`` runs (a zombie counts as exited)."""
-    if not pid:
+    """True while ``pid`` runs (:func:`ovs_rdt.procfs.alive`: a zombie
+    counts as exited).
+    """
+    return procfs.alive(pid)
+
+
+def wait_exit(pid: int | None, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``pid`` to exit; whether it did."""
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def kill_after(pid: int | None, timeout: float) -> bool:
+    """SIGKILL ``pid`` unless it exits within ``timeout`` seconds; whether
+    it had to be killed.
+    """
+    if not pid or wait_exit(pid, timeout):
         return False
     try:
-        with open('/proc/%d/stat' % pid, encoding='ascii',
-                  errors='replace') as fh:
-            state = fh.read().rsplit(')', 1)[1].split()[0]
-    except (OSError, IndexError):
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
         return False
-    return state not in ('Z', 'X')
+    return True
 
 
 def stop_pid(pid: int | None, timeout: float = 10) -> None:
@@ -72,12 +90,4 @@ def stop_pid(pid: int | None, timeout: float = 10) -> None:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    kill_after(pid, timeout)

@@ -1,6 +1,8 @@
 """ovs_rdt.procfs: what a guest's QEMU is (the hook's and the agent's rule)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ovs_rdt import procfs
@@ -27,3 +29,50 @@ def test_known_by_its_uuid_whatever_argv0(argv0: str) -> None:
 ])
 def test_command_lines(args: list[str], guest: tuple | None) -> None:
     assert procfs.guest_of_cmdline(args) == guest
+
+
+def _process(proc: str, pid: int, state: str, threads: dict[int, str]
+             ) -> None:
+    base = os.path.join(proc, str(pid))
+    os.makedirs(base, exist_ok=True)
+    with open(os.path.join(base, 'stat'), 'w') as fh:
+        fh.write('%d (a b) c) %s 1 2 3\n' % (pid, state))
+    for tid, tstate in threads.items():
+        os.makedirs(os.path.join(base, 'task', str(tid)), exist_ok=True)
+        with open(os.path.join(base, 'task', str(tid), 'stat'), 'w') as fh:
+            fh.write('%d (x) %s 1\n' % (tid, tstate))
+
+
+@pytest.mark.parametrize('state,running', [('S', True), ('R', True),
+                                           ('D', True), ('Z', False),
+                                           ('X', False)])
+def test_a_zombie_is_dead_for_every_caller(tmp_path, state: str,
+                                           running: bool) -> None:
+    """One rule (procfs.alive): the pidfile reader, the sandbox's waits and
+    the PMD scan all count a zombie as exited (read_pidfile counted it
+    alive before).
+    """
+    from ovs_rdt.agent import pmd
+    from ovs_rdt.sandbox import wait
+    proc = str(tmp_path / 'proc')
+    _process(proc, 42, state, {42: state})
+    pidfile = tmp_path / 'x.pid'
+    pidfile.write_text('42\n')
+    assert procfs.alive(42, proc) is running
+    expected = 42 if running else None
+    assert procfs.read_pidfile(str(pidfile), proc) == expected
+    with open(os.path.join(proc, '42', 'comm'), 'w') as fh:
+        fh.write('ovs-vswitchd\n')
+    assert (pmd.find_vswitchd(str(pidfile), proc)[0] == 42) is running
+    assert procfs.alive(None, proc) is False
+    assert procfs.alive(7, proc) is False     # no /proc entry
+    # The sandbox asks the same rule of the real /proc.
+    assert wait.pid_alive(os.getpid()) and not wait.pid_alive(None)
+
+
+def test_threads_alive_until_the_last_thread_exits(tmp_path) -> None:
+    proc = str(tmp_path / 'proc')
+    _process(proc, 50, 'Z', {50: 'Z', 51: 'S'})
+    assert procfs.threads_alive(50, proc) and not procfs.alive(50, proc)
+    _process(proc, 50, 'Z', {50: 'Z', 51: 'Z'})
+    assert not procfs.threads_alive(50, proc)

@@ -14,7 +14,7 @@ import time
 
 from ovs_rdt.cmd.common import resctrl_from, vm_names
 from ovs_rdt.conf import Settings
-from ovs_rdt.core import model
+from ovs_rdt.core import mbm, model
 from ovs_rdt import members, sampling
 from ovs_rdt.opts import whole_number
 from ovs_rdt.resctrl import Resctrl
@@ -53,15 +53,16 @@ def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
         ident, mon = after[name]
         then = before.get(name)
         for dom, vals in sorted(mon.items()):
-            # A re-created group (new inode): its counters started again,
-            # no rate for this interval.
-            prev = then[1].get(dom, {}) if then and then[0] == ident else {}
+            prev = then[1].get(dom, {}) if then else {}
 
             def rate(feature: str) -> float | None:
+                # None across a reset (core.mbm: a re-created group, a wrap)
                 if feature not in vals or feature not in prev or seconds <= 0:
                     return None
-                delta = vals[feature] - prev[feature]
-                return None if delta < 0 else delta / seconds / 1e6
+                assert then is not None
+                grew = mbm.increase((then[0], prev[feature]),
+                                    (ident, vals[feature]))
+                return None if grew is None else grew / seconds / 1e6
 
             occ = vals.get('llc_occupancy')
             out.append((model.label_of(name), dom,

@@ -47,3 +47,20 @@ def test_a_group_gone_and_back_is_new():
     assert ep.observe(101.0, {}, {}) == {}
     assert ep.observe(102.0, {'g': 5}, {('g', 0, T): 50}) == {
         ('g', 0, T): 101.0}
+
+
+def test_one_reset_rule_for_rates() -> None:
+    """core.mbm's rule serves rates too: a re-created group whose counter
+    already passed the old value is a reset (a drop alone would miss it).
+    """
+    from ovs_rdt.core import mbm
+    assert mbm.increase((5, 100), (5, 300)) == 200
+    assert mbm.increase((5, 100), (6, 300)) is None     # re-created
+    assert mbm.increase((5, 100), (5, 50)) is None      # went back
+    assert mbm.increase(None, (5, 50)) is None
+    rates = mbm.Rates()
+    key = ('ovsrdt-pool-hp', 0, 'mbm_total_bytes')
+    assert rates.observe(10.0, {key[0]: 1}, {key: 1000}) == {key: None}
+    assert rates.observe(12.0, {key[0]: 1}, {key: 5000}) == {key: 2000.0}
+    assert rates.observe(13.0, {key[0]: 2}, {key: 9000}) == {key: None}
+    assert rates.observe(14.0, {key[0]: 2}, {key: 9500}) == {key: 500.0}

@@ -214,15 +214,8 @@ class Hook:
         check_host(spec, None, platform.cbm_len,
                    mba.min_bandwidth if mba else None,
                    mba.field if mba else 'mb_percent', mba.kind if mba else '')
-        cpus = dom.vcpu_cpus()
-        known = platform.cpu_domains if cpus is not None else {}
-        if cpus is None or not known or not all(c in known for c in cpus):
-            # Unpinned, or pinned to a CPU whose cache domain is unknown (an
-            # offline CPU has no cache/ in sysfs; it may come online later
-            # in a domain we would not have reserved): every domain.
-            domains = frozenset(platform.domains)
-        else:
-            domains = platform.domains_of_cpus(cpus)
+        # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
+        domains = platform.domains_of_cpus(dom.vcpu_cpus())
         # By size (l3_kib): the ways of this node's size that hold it.
         return Request(vm_group(dom.uuid),
                        ways={d: l3_ways_on(spec, platform.cbm_len,

@@ -7,7 +7,7 @@ from ovs_rdt.inputs import uuids
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
-    from typing import Callable
+    from typing import Callable, Iterable
 
 ROOT = ''
 """Name of the default (root) resctrl group."""
@@ -219,12 +219,25 @@ class Platform:
         """Bytes of cache one way holds on ``domain`` (0 when unknown)."""
         return self.cache_bytes.get(domain, 0) // self.cbm_len
 
-    def domains_of_cpus(self, cpus: set[int] | frozenset[int]) -> frozenset[int]:
-        """The L3 domains the given CPUs belong to (every domain if unknown)."""
-        if not cpus or not self.cpu_domains:
-            return frozenset(self.domains)
-        found = {self.cpu_domains[c] for c in cpus if c in self.cpu_domains}
-        return frozenset(found) if found else frozenset(self.domains)
+    def domains_of_cpus(self, cpus: Iterable[int] | None) -> frozenset[int]:
+        """The L3 domains a group whose threads run on ``cpus`` holds ways on.
+
+        The one rule (a VM's vCPUs in the hook, the PMD threads in the
+        agent, the dynamic policy): the domains of those CPUs; every domain
+        when ``cpus`` is None or empty (unpinned) or when one of them has
+        no known domain (an offline CPU has no ``cache/`` in sysfs; it may
+        come online in a domain not reserved), as
+        :func:`ovs_rdt.core.topology.l3_of` does for a NUMA node it does
+        not know.
+        """
+        known = self.cpu_domains if cpus else {}
+        every = frozenset(self.domains)
+        found = set()
+        for cpu in cpus or ():
+            if cpu not in known:
+                return every
+            found.add(known[cpu])
+        return frozenset(found) or every
 
 
 class Group:

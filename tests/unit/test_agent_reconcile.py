@@ -132,6 +132,16 @@ def test_pmd_cores_pick_domains(mgr: FakeManager) -> None:
     assert ('allocate', PMD_GROUP, {0: 2, 1: 2}, None) in mgr.calls
 
 
+def test_pmd_on_a_cpu_of_unknown_domain_takes_every_domain(
+        mgr: FakeManager) -> None:
+    """The hook's rule for vCPUs holds for PMD threads too
+    (Platform.domains_of_cpus): CPU 9 has no known cache domain (offline),
+    so the PMD group holds ways on every domain, not only CPU 0's.
+    """
+    PmdPlacer(mgr).sync({'rdt-pmd-l3-ways': '2'}, scan({200: 0, 201: 9}))
+    assert ('allocate', PMD_GROUP, {0: 2, 1: 2}, None) in mgr.calls
+
+
 def test_cpu_mask_counts_before_threads_exist(mgr: FakeManager) -> None:
     PmdPlacer(mgr).sync({'rdt-pmd-l3-ways': '2', 'pmd-cpu-mask': '0x4'},
                         scan({}))

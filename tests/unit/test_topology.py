@@ -344,3 +344,17 @@ def test_without_the_map_snc_would_overcommit(tmp_path: object) -> None:
     assert capacity.check(CAP, mapped,
                           Holding(7, topology.l3_of(mapping, {2})),
                           topology.domains(mapping)) is not None  # right
+
+
+@pytest.mark.parametrize('cpus,domains', [
+    (None, {0, 1}), (frozenset(), {0, 1}), ({0, 1}, {0}), ({0, 2}, {0, 1}),
+    ({2}, {1}), ({0, 9}, {0, 1}), ({9}, {0, 1})])
+def test_cpus_to_domains_one_rule(cpus, domains) -> None:
+    """Unpinned or a CPU of unknown domain: every domain (the hook's,
+    the PMD placer's and the policy's rule, like l3_of for nodes).
+    """
+    from ovs_rdt.core.model import Platform
+    plat = Platform(11, 16, (0, 1), cpu_domains={0: 0, 1: 0, 2: 1, 3: 1})
+    assert plat.domains_of_cpus(cpus) == domains
+    assert Platform(11, 16, (0, 1), cpu_domains={}).domains_of_cpus(
+        {0}) == {0, 1}

@@ -15,7 +15,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
-from ovs_rdt.core.model import uncapped_mb
+from ovs_rdt.core.model import held_masks, uncapped_mb
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.exceptions import RDTError, refuse
@@ -306,9 +306,10 @@ class CacheManager:
 
     @staticmethod
     def held_ways(group: Group, root: Group) -> dict[int, int]:
-        """Ways a group of ours holds per domain (see existing_request)."""
-        return {d: m.count for d, m in group.l3.items()
-                if m and not m.overlaps(root.l3.get(d, m))}
+        """Ways a group of ours holds per domain
+        (:func:`ovs_rdt.core.model.held_masks`; see existing_request).
+        """
+        return {d: m.count for d, m in held_masks(group, root).items()}
 
     @staticmethod
     def existing_request(group: Group, root: Group,
@@ -333,8 +334,7 @@ class CacheManager:
             mbps = mba.mbps_of(min(mb)) or 1
         if group.name.startswith(POOL_PREFIX):
             # A pool no longer configured: keep its masks until "apply".
-            held = {d: group.l3[d] for d in ways}
-            return Request(group.name, cbm=held,
+            return Request(group.name, cbm=held_masks(group, root),
                            exclusive=group.mode == MODE_EXCLUSIVE,
                            mb_percent=pct, mb_mbps=mbps)
         return Request(group.name, ways=ways, exclusive=True,

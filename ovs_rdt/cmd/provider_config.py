@@ -36,10 +36,10 @@ import sys
 import tempfile
 from typing import Any
 
-from ovs_rdt.core import allocator, foreign, topology
+from ovs_rdt.core import allocator, layout, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
-from ovs_rdt.core.model import vm_group
+from ovs_rdt.core.model import held_masks, vm_group
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
@@ -89,37 +89,19 @@ def reserved_ways(platform: Platform, groups: list[Group],
     if root is None:
         root = Group(ROOT, {d: CBM.full(width) for d in platform.domains})
         state.insert(0, root)
-    hw_shared = CBM(platform.shareable_bits & ((1 << width) - 1), width)
-    requests = []
-    held_by_dom = {d: CBM.empty(width) for d in platform.domains}
-    for grp in state:
-        if grp.is_root:
-            continue
-        held = {}
-        for dom, mask in grp.l3.items():
-            root_mask = root.l3.get(dom)
-            if dom not in held_by_dom or not mask or (
-                    grp.owned and root_mask is not None and
-                    mask.overlaps(root_mask)):
-                continue
-            if not grp.owned:
-                mask = (foreign.holds(grp, dom, state) or mask.empty(width)) \
-                    | (foreign.shares(grp, dom, state) or mask.empty(width))
-            held[dom] = mask
-            held_by_dom[dom] |= mask
-        if grp.owned:
-            # where they are now: fixed, as the allocator keeps them
-            requests.append(Request(grp.name, cbm=held, exclusive=False))
+    # where they are now: fixed, as the allocator keeps them
+    requests = [Request(g.name, cbm=held_masks(g, root), exclusive=False)
+                for g in state if g.owned]
     out = {}
     for dom in platform.domains:
-        taken = held_by_dom[dom]
-        if system_cbm is not None and dom in system_cbm:
-            taken |= system_cbm[dom]
-            reserve = 0
-        else:
-            reserve = max(system_min_ways, platform.min_cbm_bits)
-        free = (~taken).count
-        ways = max(0, min((~taken - hw_shared).count, free - reserve))
+        area = layout.Domain(platform, dom, state, [], system_min_ways,
+                             (system_cbm or {}).get(dom))
+        ours = CBM.empty(width)
+        for req in requests:
+            ours |= req.cbm.get(dom) or ours
+        system = area.system_cbm or CBM.empty(width)
+        ways = layout.free_ways(area, area.fixed | ours | system,
+                                layout.system_reserve(area, ours))
         # the count is an upper bound: ask the allocator, from there down
         while ways >= platform.min_cbm_bits and not _fits(
                 platform, state, requests, dom, ways, system_min_ways,

@@ -39,6 +39,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import foreign
 from ovs_rdt.core.kernel import UNSHAREABLE, lowest_run, validate_mask
 from ovs_rdt.core.model import ROOT, Group, Platform, Request, held
+from ovs_rdt.core.model import held_masks
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.exceptions import InsufficientWays, InvalidMask
 
@@ -161,11 +162,11 @@ def shared_away(dom: Domain, name: str) -> CBM:
     """
     if not dom.shared:
         return dom.shared
-    root = next((g.l3.get(dom.index) for g in dom.groups if g.is_root), None)
+    root = next((g for g in dom.groups if g.is_root), None)
     for grp in dom.groups:
         if grp.name == name:
-            mask = grp.l3.get(dom.index)
-            if mask is not None and held(mask, root):
+            mask = held_masks(grp, root).get(dom.index)
+            if mask is not None:
                 return dom.shared - mask
     return dom.shared
 
@@ -174,21 +175,14 @@ def root_may(dom: Domain) -> CBM:
     """The ways the default group may have on the domain.
 
     Beside another tool's groups, only the ways it has now and those our
-    groups hold now: ways nobody holds (the other tool took them out of
-    the default group, or freed them) stay free for that tool too.
-    Without one, every spare way.
+    groups hold now (:func:`ovs_rdt.core.foreign.held_by_ours`): ways
+    nobody holds (the other tool took them out of the default group, or
+    freed them) stay free for that tool too.  Without one, every spare way.
     """
-    foreign = any(not g.is_root and not g.owned for g in dom.groups)
-    root_now = next((g.l3.get(dom.index) for g in dom.groups if g.is_root),
-                    None)
-    if not foreign or root_now is None:
-        return CBM.full(dom.width)
-    may = root_now
-    for grp in dom.groups:
-        mask = grp.l3.get(dom.index)
-        if grp.owned and mask is not None and held(mask, root_now):
-            may |= mask
-    return may
+    mine = None
+    if any(not g.is_root and not g.owned for g in dom.groups):
+        mine = foreign.held_by_ours(dom.index, dom.groups)
+    return mine if mine is not None else CBM.full(dom.width)
 
 
 def packing_order(requests: list[Request], positions: Positions,
@@ -431,6 +425,20 @@ def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:
     return mask
 
 
+def free_ways(dom: Domain, taken: CBM, reserve: int) -> int:
+    """Ways one more counted, isolated group could get on the domain.
+
+    The one rule for the layout's free count and provider-config's
+    inventory: the ways not ``taken`` that the hardware does not share
+    with I/O (``shareable_bits``, ``io_alloc_cbm``) and no foreign group
+    shares with ours, less what the default group must keep
+    (``reserve`` ways, outside those reserved for I/O).
+    """
+    return max(0, min((~taken - dom.hw_shared - dom.shared).count,
+                      capacity.free_ways((~taken - dom.io_ways).count,
+                                         reserve, 0)))
+
+
 def layout_domain(dom: Domain, positions: Positions,
                   keep: bool = False) -> Layout:
     """Every group's mask on the domain, packed from ``positions``.
@@ -445,9 +453,7 @@ def layout_domain(dom: Domain, positions: Positions,
     taken, counted = place_counted(dom, dom.fixed | explicit | system,
                                    reserve, positions, keep, masks)
     root = masks[ROOT] = root_mask(dom, explicit | counted, reserve)
-    free = max(0, min((~taken - dom.hw_shared - dom.shared).count,
-                      capacity.free_ways((~taken - dom.io_ways).count,
-                                         reserve, 0)))
+    free = free_ways(dom, taken, reserve)
     # Groups of ours that hold nothing here follow the default group.
     for name in {r.name for r in dom.requests}:
         masks.setdefault(name, root)

@@ -299,6 +299,15 @@ def held(mask: CBM | None, root: CBM | None) -> bool:
     return root is None or not mask.overlaps(root)
 
 
+def held_masks(group: Group, root: Group | None) -> dict[int, CBM]:
+    """The masks a group of ours holds as its own ways, per domain
+    (:func:`held`; where the default group has no mask, every non-empty
+    mask is held).  Elsewhere the group follows the default group.
+    """
+    root_l3 = root.l3 if root is not None else {}
+    return {d: m for d, m in group.l3.items() if held(m, root_l3.get(d))}
+
+
 VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
 
 

@@ -358,8 +358,11 @@ def shrinking_first(pending: list[str], sim: Kernel,
             if other == name:
                 continue
             for dom, mask in target.l3[name].items():
-                held = sim.l3.get(other, {}).get(dom, 0)
-                if held & mask.value and not held & root.get(dom, 0):
+                now = CBM(sim.l3.get(other, {}).get(dom, 0), mask.width)
+                root_now = root.get(dom)
+                root_mask = None if root_now is None else \
+                    CBM(root_now, mask.width)
+                if now.overlaps(mask) and held(now, root_mask):
                     return True
         return False
 

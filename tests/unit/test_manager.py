@@ -1,7 +1,8 @@
 import pytest
 
 from ovs_rdt.conf import Settings
-from ovs_rdt.core.model import Request
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.model import Group, Request
 from ovs_rdt.exceptions import ConfigError, InsufficientWays, ResctrlError
 from ovs_rdt.manager import CacheManager
 from tests.unit.fakes import FakeKernelTree
@@ -122,3 +123,20 @@ def test_release_frees_the_group_when_the_rest_no_longer_fits(rc):
     with pytest.raises(InsufficientWays):
         grown.allocate(Request('ovsrdt-vm-b', ways={0: 1}))
     assert 'ovsrdt-vm-b' not in rc.group_names()
+
+
+def test_ways_held_where_the_default_group_has_no_mask() -> None:
+    """One rule (core.model.held_masks) for which ways a group of ours
+    holds: where the default group has no mask on a domain, a group's mask
+    there is its own (the allocator's, the writes' and provider-config's
+    answer); the manager counted none there before, so keeping a group
+    as it is dropped its ways on that domain.
+    """
+    root = Group('', {0: CBM(0x7f0, 11)})
+    vm = Group('ovsrdt-vm-x', {0: CBM(0x3, 11), 1: CBM(0xc, 11)})
+    pool = Group('ovsrdt-pool-old', {0: CBM(0x7f0, 11), 1: CBM(0xc, 11)})
+    assert CacheManager.held_ways(vm, root) == {0: 2, 1: 2}
+    assert CacheManager.existing_request(vm, root).ways == {0: 2, 1: 2}
+    assert CacheManager.existing_request(pool, root).cbm == {1: CBM(0xc, 11)}
+    from ovs_rdt.core.model import held_masks
+    assert held_masks(vm, root) == {0: CBM(0x3, 11), 1: CBM(0xc, 11)}

@@ -206,14 +206,11 @@ class Hook:
 
     def request(self, dom: Domain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS VM."""
-        from ovs_rdt.core.model import Request, vm_group
+        from ovs_rdt.core.model import Request, mb_terms, vm_group
         from ovs_rdt.inputs.request import check_host, l3_ways_on
 
         platform = self.rc.platform()
-        mba = platform.mb
-        check_host(spec, None, platform.cbm_len,
-                   mba.min_bandwidth if mba else None,
-                   mba.field if mba else 'mb_percent', mba.kind if mba else '')
+        check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
         # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
         domains = platform.domains_of_cpus(dom.vcpu_cpus())
         # By size (l3_kib): the ways of this node's size that hold it.

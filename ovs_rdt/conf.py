@@ -95,13 +95,16 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
         ('mb_percent', 'int', None,
          'Memory-bandwidth cap for the pool, in percent (Intel MBA, resctrl '
          'mounted without mba_MBps). Refused where resctrl takes '
-         'bandwidths (mba_MBps, AMD): use mb_mbps there. Exclusive of '
+         'bandwidths (mba_MBps, AMD): use mb_mbps there; refused without '
+         'memory bandwidth allocation and on a non-linear Intel MBA '
+         '(info/MB/delay_linear 0), as a VM\'s cap is. Exclusive of '
          'mb_mbps.', {'min': 1, 'max': 100}),
         ('mb_mbps', 'int', None,
          'Memory-bandwidth cap for the pool, in MiB/s, where resctrl takes '
          'bandwidths: mounted with "-o mba_MBps" (written as is), or AMD '
          '(written in its 1/8 GB/s units, rounded up). Refused where it '
-         'takes percentages: use mb_percent there. Exclusive of mb_percent. '
+         'takes percentages: use mb_percent there; refused without memory '
+         'bandwidth allocation, as a VM\'s cap is. Exclusive of mb_percent. '
          'See doc/platforms.md.', {'min': 1}),
         ('mb_event', 'choice', None,
          'Where resctrl is mounted with "-o mba_MBps": the memory-bandwidth '

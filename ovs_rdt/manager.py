@@ -15,7 +15,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
-from ovs_rdt.core.model import held_masks, uncapped_mb
+from ovs_rdt.core.model import held_masks, mb_terms, uncapped_mb
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.exceptions import RDTError, refuse
@@ -262,9 +262,8 @@ class CacheManager:
 
     @staticmethod
     def _check_pool_mb(section: str, pool: Any, platform: Platform) -> None:
-        """A pool's cap against the platform's MB unit, by the one rule.
-
-        Without MBA a pool's cap is ignored, as it always was.
+        """A pool's cap against the platform's MB unit, by the one rule
+        (a VM's: refused without MBA too).
         """
         labels = {f: '%s %s' % (section, f) for f in request.MB_FIELDS}
         try:
@@ -284,16 +283,13 @@ class CacheManager:
                     mba is not None and mba.event_file)
             except InvalidValue as exc:
                 raise ConfigError(str(exc)) from None
-        if mba is None:
-            return
         for field in request.MB_FIELDS:
             value = getattr(pool, field)
             if value is None:
                 continue
             try:
                 request.check_mb(field, value, labels[field],
-                                 mba.min_bandwidth, mba.field, mba.kind,
-                                 labels)
+                                 *mb_terms(mba), labels)
             except InvalidValue as exc:
                 raise ConfigError(str(exc)) from None
 

@@ -44,7 +44,7 @@ def describe_platform(platform: Platform) -> dict:
         'l3_domains': len(platform.domains),
         'mb_unit': mba.unit if mba is not None else None,
         'mb_max': mba.max_value if mba is not None else None,
-        'mb_field': mba.field if mba is not None else None,
+        'mb_field': mba.field or None if mba is not None else None,
         'smba': platform.smba,
         'io_alloc': platform.io_alloc,
         'io_alloc_cbm': {str(d): str(m) for d, m

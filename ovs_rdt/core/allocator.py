@@ -24,10 +24,13 @@ from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.layout import Domain, Layout, best_fit, layout_domain
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
+from ovs_rdt.core.model import mb_terms
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.core.writes import Overlap, Step, split_masks, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import request
 
 __all__ = ['Plan', 'Step', 'best_fit', 'freeing', 'mirrors_default', 'plan',
            'validate_mask']
@@ -84,36 +87,21 @@ def _check_closids(platform: Platform, groups: list[Group],
 
 
 def _check_mb(mba: MBInfo, req: Request) -> None:
-    """The allocator's own check of a request's MB cap against the unit.
-
-    Operators' values are refused earlier, naming their field
-    (:func:`ovs_rdt.inputs.request.check_host`, the configuration); this
-    guards every other path (a group kept as it is, the policy).
+    """A request's MB cap against the platform, by the operator's rule
+    (:func:`ovs_rdt.inputs.request.check_mb`, which the hook, the agent and
+    the configuration ask first, naming their field): here for every
+    other path (a group kept as it is, the policy), naming the group.
     """
-    percents = sorted(set(req.mb.values()) | (
-        {req.mb_percent} if req.mb_percent is not None else set()))
-    if mba.unit != UNIT_PERCENT:
-        if percents:
-            raise AllocationError(
-                '%s asks for mb_percent %d, but %s: give mb_mbps'
-                % (req.name, percents[0], mba.kind))
-        if req.mb_mbps is not None and req.mb_mbps < 1:
-            raise AllocationError('%s asks for mb_mbps %d, below 1'
-                                  % (req.name, req.mb_mbps))
-        return
+    caps = [(request.MB_PERCENT, v) for v in sorted(set(req.mb.values()) | (
+        {req.mb_percent} if req.mb_percent is not None else set()))]
     if req.mb_mbps is not None:
-        raise AllocationError(
-            '%s asks for mb_mbps %d, but %s: give mb_percent'
-            % (req.name, req.mb_mbps, mba.kind))
-    if percents and not mba.delay_linear:
-        raise AllocationError('%s asks for mb_percent %d, but %s'
-                              % (req.name, percents[0], mba.kind))
-    for pct in percents:
-        if not mba.min_bandwidth <= pct <= 100:
-            raise AllocationError(
-                '%s asks for mb_percent %d, outside the %d-100 this platform '
-                'accepts (info/MB/min_bandwidth)'
-                % (req.name, pct, mba.min_bandwidth))
+        caps.append((request.MB_MBPS, req.mb_mbps))
+    for field, value in caps:
+        try:
+            request.check_mb(field, value, '%s %s' % (req.name, field),
+                             *mb_terms(mba))
+        except InvalidValue as exc:
+            raise AllocationError(str(exc)) from None
 
 
 def _mb_values(mba: MBInfo, req: Request) -> dict[int, int]:

@@ -68,7 +68,11 @@ class MBInfo:
 
     @property
     def field(self) -> str:
-        """The request field this platform takes: mb_percent or mb_mbps."""
+        """The request field this platform takes: mb_percent or mb_mbps;
+        '' on a non-linear Intel MBA, whose every value the kernel refuses.
+        """
+        if self.unit == UNIT_PERCENT and not self.delay_linear:
+            return ''
         return UNIT_FIELD[self.unit]
 
     @property
@@ -115,6 +119,15 @@ class MBInfo:
         if self.unit == UNIT_AMD:
             return value * AMD_UNIT_BYTES // MIB
         return value
+
+
+def mb_terms(mba: MBInfo | None) -> tuple[int | None, str, str]:
+    """What :func:`ovs_rdt.inputs.request.check_mb` checks a cap against:
+    ``(min percent or None without MBA, the field the host takes, why)``.
+    """
+    if mba is None:
+        return None, UNIT_FIELD[UNIT_PERCENT], ''
+    return mba.min_bandwidth, mba.field, mba.kind
 
 
 def uncapped_mb(mba: MBInfo | None) -> int:

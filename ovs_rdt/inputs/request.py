@@ -273,11 +273,14 @@ def l3_ways_on(req: CacheRequest, cbm_len: int, way_bytes: int) -> int:
 def check_mb(field: str, value: int, label: str, mb_min: int | None,
              mb_field: str = MB_PERCENT, mb_kind: str = '',
              labels: Mapping[str, str] | None = None) -> None:
-    """A memory bandwidth cap of kind ``field`` against the host.
+    """A memory bandwidth cap of kind ``field`` against the host: the one
+    rule for VMs (the hook, the agent's knobs), pools (the configuration)
+    and every request the allocator plans.
 
     The host takes ``mb_field`` only: ``mb_percent`` on Intel MBA,
-    ``mb_mbps`` where resctrl is mounted with ``mba_MBps`` and on AMD
-    (:attr:`ovs_rdt.core.model.MBInfo.field`, ``mb_kind`` its
+    ``mb_mbps`` where resctrl is mounted with ``mba_MBps`` and on AMD, none
+    (``''``) on a non-linear Intel MBA, whose every value the kernel
+    refuses (:attr:`ovs_rdt.core.model.MBInfo.field`, ``mb_kind`` its
     :attr:`~ovs_rdt.core.model.MBInfo.kind`).  ``labels`` names each kind
     on this surface, for the hint.  ``mb_min`` (percent) is None without
     memory bandwidth allocation.
@@ -285,6 +288,9 @@ def check_mb(field: str, value: int, label: str, mb_min: int | None,
     if mb_min is None:
         raise refuse(label, str(value), 'cannot be met: this host has no '
                      'memory bandwidth allocation (no info/MB in resctrl)')
+    if mb_field not in MB_FIELDS:
+        raise refuse(label, str(value), 'cannot be met on this host: %s'
+                     % (mb_kind or 'it takes no memory bandwidth cap'))
     if field != mb_field:
         hint = (labels or {}).get(mb_field, mb_field)
         raise refuse(label, str(value), 'cannot be met on this host: %s; '
@@ -293,6 +299,9 @@ def check_mb(field: str, value: int, label: str, mb_min: int | None,
     if field == MB_PERCENT and value < mb_min:
         raise refuse(label, str(value), 'is below this host\'s minimum '
                      'memory bandwidth, %d%%' % mb_min)
+    top = 100 if field == MB_PERCENT else integers.MAX
+    if not 1 <= value <= top:
+        raise refuse(label, str(value), 'is outside 1-%d' % top)
 
 
 #: The MBM events the kernel's software controller can hold a group's

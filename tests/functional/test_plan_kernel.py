@@ -268,8 +268,8 @@ def test_mb_lines_only_where_bandwidth_changes(emulator_factory):
     mgr.release('ovsrdt-vm-a')
     assert l3(emu, 'ovsrdt-vm-b') == {0: 0x600, 1: 0x600}
     before = state(emu)
-    with pytest.raises(AllocationError, match='ovsrdt-vm-c asks for '
-                       'mb_percent 50, but .*delay_linear is 0'):
+    with pytest.raises(AllocationError, match="ovsrdt-vm-c mb_percent: '50' "
+                       'cannot be met on this host: .*delay_linear is 0'):
         mgr.allocate(Request('ovsrdt-vm-c', ways={0: 1}, mb_percent=50))
     assert state(emu) == before
 
@@ -277,8 +277,8 @@ def test_mb_lines_only_where_bandwidth_changes(emulator_factory):
 def test_mb_percent_below_the_platform_minimum(emulated_resctrl):
     emu = emulated_resctrl
     before = state(emu)
-    with pytest.raises(AllocationError, match='ovsrdt-vm-a asks for '
-                       'mb_percent 5, outside the 10-100'):
+    with pytest.raises(AllocationError, match="ovsrdt-vm-a mb_percent: '5' "
+                       "is below this host's minimum memory bandwidth, 10%"):
         manager(emu).allocate(Request('ovsrdt-vm-a', ways={0: 1},
                                       mb_percent=5))
     with pytest.raises(Exception, match=r"\[pool:p\] mb_percent: '5' is "

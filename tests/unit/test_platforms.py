@@ -7,12 +7,15 @@ units, SMBA, io_alloc, assignable MBM counters.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import pytest
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, MBA_MAX_MBPS
+from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import ResctrlUnavailable
 from ovs_rdt.resctrl import Resctrl, mount_options, parse_schemata
 from tests.unit.fakes import make_tree
@@ -217,12 +220,60 @@ def test_non_linear_intel_mba_is_not_amd(tmp_path):
     assert plat.mb.unit == UNIT_PERCENT and plat.mb_uncapped == 100
     assert 'delay_linear is 0' in plat.mb.kind
     groups = rc.groups()
-    assert plat.mb.field == 'mb_percent'
-    with pytest.raises(AllocationError, match='vm asks for mb_percent 50, '
-                       'but MB values cannot be set.*delay_linear is 0'):
+    assert plat.mb.field == ''
+    with pytest.raises(AllocationError, match="vm mb_percent: '50' cannot be "
+                       'met on this host: MB values cannot be set.*'
+                       'delay_linear is 0'):
         plan(plat, groups, [Request('vm', ways={0: 1}, mb_percent=50)])
     assert plan(plat, groups, [Request('vm', ways={0: 1})]).mb['vm'] == \
         {0: 100, 1: 100}
+
+
+def test_non_linear_intel_mba_refuses_a_cap_at_every_surface(tmp_path):
+    """The input rule refused nothing there before (the allocator then
+    refused naming the group): now every surface refuses with one message
+    naming its own field, a pool's cap included.
+    """
+    from ovs_rdt.inputs import request as inputs
+    from ovs_rdt.manager import CacheManager
+    root = str(tmp_path / 'rc')
+    make_tree(root, cbm_len=11, domains=(0, 1), mba=True)
+    put(root, 'info/MB/delay_linear', '0\n')
+    plat = rc_at(tmp_path).platform()
+    why = "'50' cannot be met on this host: MB values cannot be set"
+    settings = Settings.defaults(pools={'p': {'l3_ways': 1,
+                                              'mb_percent': 50}})
+    with pytest.raises(ConfigError, match=re.escape('[pool:p] mb_percent: ')
+                       + why):
+        CacheManager(rc_at(tmp_path), settings).pool_requests(plat)
+    from ovs_rdt.core.model import mb_terms
+    for label, raw in (('rdt:mb_percent', {'mb_percent': '50',
+                                           'l3_ways': '1'}),
+                       ('<rdt:mb percent>', {'mb_percent': '50',
+                                             'l3_ways': '1'})):
+        req = inputs.parse(raw, {'mb_percent': label, 'l3_ways': 'ways'})
+        with pytest.raises(InvalidValue, match=re.escape(label) + ': ' + why):
+            inputs.check_host(req, None, 11, *mb_terms(plat.mb))
+
+
+def test_without_mba_a_pool_cap_is_refused_like_a_vm_cap(tmp_path):
+    """A pool's cap was ignored without MBA while a VM's was refused."""
+    from ovs_rdt.inputs import request as inputs
+    from ovs_rdt.manager import CacheManager
+    make_tree(str(tmp_path / 'rc'), cbm_len=11, domains=(0, 1), mba=False)
+    plat = rc_at(tmp_path).platform()
+    assert plat.mb is None
+    why = "'50' cannot be met: this host has no memory bandwidth allocation"
+    settings = Settings.defaults(pools={'p': {'l3_ways': 1,
+                                              'mb_percent': 50}})
+    with pytest.raises(ConfigError, match=re.escape('[pool:p] mb_percent: ')
+                       + why):
+        CacheManager(rc_at(tmp_path), settings).pool_requests(plat)
+    from ovs_rdt.core.model import mb_terms
+    req = inputs.parse({'mb_percent': '50', 'l3_ways': '1'},
+                       {'mb_percent': 'rdt:mb_percent', 'l3_ways': 'w'})
+    with pytest.raises(InvalidValue, match='rdt:mb_percent: ' + why):
+        inputs.check_host(req, None, 11, *mb_terms(plat.mb))
 
 
 # -- io_alloc ----------------------------------------------------------------

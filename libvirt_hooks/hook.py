@@ -330,14 +330,14 @@ class Hook:
 
     def release(self, dom: Domain) -> int:
         from ovs_rdt.exceptions import RDTError
-        from ovs_rdt import GROUP_PREFIX
+        from ovs_rdt import VM_GROUP_PREFIX
 
         # By UUID, whatever the XML says now: libvirt passes the live XML,
         # and `virsh metadata --live` may have dropped the annotation of a
         # VM that holds a group.  (A VM that asks for nothing still never
         # depends on a readable configuration.)  What model.vm_group()
         # gives, without importing the model for every VM that stops.
-        group = GROUP_PREFIX + 'vm-' + dom.uuid
+        group = VM_GROUP_PREFIX + dom.uuid
         try:
             exists = self.group_exists(group)
         except RDTError:

@@ -2,6 +2,9 @@
 
 #: Prefix of every resctrl group this project creates and owns.
 GROUP_PREFIX = 'ovsrdt-'
+#: Prefix of a VM's dedicated group (``ovsrdt-vm-<uuid>``), here so that the
+#: libvirt hook names one without importing the model.
+VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
 #: The most L3 cache ways there are per domain, so the most anything may ask
 #: for: a capacity bitmask has at most 64 bits.
 MAX_WAYS = 64

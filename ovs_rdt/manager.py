@@ -103,6 +103,24 @@ class _Was:
         return _Was(**values)
 
 
+def split_pair(hp: Request, be: Request, hp_ways: dict[int, int],
+               budget: int, be_mb: dict[int, int]) -> dict[str, Request]:
+    """The dynamic policy's two pools as one split: the high-priority pool
+    ``hp_ways`` per domain, the best-effort pool the rest of ``budget`` and
+    the MB percent ``be_mb`` per domain; each keeps its configured caps,
+    isolation and event.
+    """
+    return {hp.name: Request(hp.name, ways=dict(hp_ways),
+                             exclusive=hp.exclusive,
+                             mb_percent=hp.mb_percent, mb_mbps=hp.mb_mbps,
+                             mb_event=hp.mb_event),
+            be.name: Request(be.name, ways={d: budget - n
+                                            for d, n in hp_ways.items()},
+                             exclusive=be.exclusive,
+                             mb_percent=be.mb_percent, mb=be_mb,
+                             mb_mbps=be.mb_mbps, mb_event=be.mb_event)}
+
+
 class CacheManager:
     """The node's cache plan: what the CLI, the hook and the agent call."""
 
@@ -170,16 +188,7 @@ class CacheManager:
                     platform.mb.unit == UNIT_PERCENT:
                 mb = {d: v for d, v in current[be_name].mb.items()
                       if v < ceiling}
-        return {hp_name: Request(hp_name, ways=ways, exclusive=hp.exclusive,
-                                 mb_percent=hp.mb_percent,
-                                 mb_mbps=hp.mb_mbps,
-                                 mb_event=hp.mb_event),
-                be_name: Request(be_name, ways={d: bounds.budget - n
-                                                for d, n in ways.items()},
-                                 exclusive=be.exclusive,
-                                 mb_percent=be.mb_percent, mb=mb,
-                                 mb_mbps=be.mb_mbps,
-                                 mb_event=be.mb_event)}
+        return split_pair(hp, be, ways, bounds.budget, mb)
 
     def _pool_requests(self, platform: Platform) -> list[Request]:
         out = []
@@ -426,18 +435,8 @@ class CacheManager:
                     mb.pop(dom, None)
                 else:
                     mb[dom] = pct
-            split = {
-                hp.name: Request(hp.name, ways=ways, exclusive=hp.exclusive,
-                                 mb_percent=hp.mb_percent,
-                                 mb_mbps=hp.mb_mbps,
-                                 mb_event=hp.mb_event),
-                be.name: Request(be.name, ways={d: bounds.budget - n
-                                                for d, n in ways.items()},
-                                 exclusive=be.exclusive,
-                                 mb_percent=be.mb_percent, mb=mb,
-                                 mb_mbps=be.mb_mbps,
-                                 mb_event=be.mb_event)}
-            target = self._plan(platform, groups, None, None, False, split)
+            target = self._plan(platform, groups, None, None, False,
+                                split_pair(hp, be, ways, bounds.budget, mb))
             self.execute(target, groups)
         return target
 

@@ -10,11 +10,11 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import topology
 from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
 from ovs_rdt.core.model import UNIT_PERCENT
-from ovs_rdt.core.model import Group, Platform
+from ovs_rdt.core.model import VM_GROUP_PREFIX, Group, Platform, pool_group
 from ovs_rdt.members import summary
 
-POOL = 'ovsrdt-pool-'
-VM = 'ovsrdt-vm-'
+POOL = pool_group('')
+VM = VM_GROUP_PREFIX
 
 COLOURS = ('\033[42m', '\033[44m', '\033[45m', '\033[46m', '\033[43m',
            '\033[41m', '\033[102m', '\033[104m', '\033[105m', '\033[106m')

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt import GROUP_PREFIX
+from ovs_rdt import GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.inputs import uuids
 
 TYPE_CHECKING = False
@@ -319,9 +319,6 @@ def held_masks(group: Group, root: Group | None) -> dict[int, CBM]:
     """
     root_l3 = root.l3 if root is not None else {}
     return {d: m for d, m in group.l3.items() if held(m, root_l3.get(d))}
-
-
-VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
 
 
 def vm_group(uuid: str) -> str:

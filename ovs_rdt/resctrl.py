@@ -36,25 +36,40 @@ _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
 L3_RESOURCES = ('L3', 'L3CODE', 'L3DATA')
 
 
+def domain_items(text: str) -> dict[int, str]:
+    """``0=7f0;1=3f``: domain -> value text, the one reader of that form
+    (schemata lines, ``size``, ``io_alloc_cbm``, ``num_mbm_cntrs``,
+    ``mbm_L3_assignments``); items without a domain number are skipped.
+    """
+    out: dict[int, str] = {}
+    for item in text.strip().split(';'):
+        dom, eq, val = item.partition('=')
+        if eq and dom.strip().isdigit():
+            out[int(dom)] = val.strip()
+    return out
+
+
+def resource_lines(text: str) -> dict[str, dict[int, str]]:
+    """``RES:0=v;1=v`` lines: resource -> domain -> value text (names may
+    be padded, as the kernel pads them to the longest name).
+    """
+    out: dict[str, dict[int, str]] = {}
+    for line in text.splitlines():
+        res, sep, rest = line.strip().partition(':')
+        if sep:
+            out.setdefault(res.strip(), {}).update(domain_items(rest))
+    return out
+
+
 def parse_resources(text: str, width: int) -> dict[str, dict[int, CBM]]:
     """The L3 lines of a schemata file: ``{resource: {domain: mask}}``.
 
-    ``L3``, ``L3CODE`` and ``L3DATA`` (names may be padded, as the kernel
-    pads them to the longest name); other lines (``MB``, ``SMBA``, ``L2``)
-    are left out.
+    ``L3``, ``L3CODE`` and ``L3DATA``; other lines (``MB``, ``SMBA``,
+    ``L2``) are left out.
     """
-    out: dict[str, dict[int, CBM]] = {}
-    for line in text.splitlines():
-        res, sep, rest = line.strip().partition(':')
-        res = res.strip()
-        if not sep or res not in L3_RESOURCES:
-            continue
-        masks = out.setdefault(res, {})
-        for item in rest.split(';'):
-            dom, eq, val = item.partition('=')
-            if eq:
-                masks[int(dom)] = CBM(int(val, 16), width)
-    return out
+    return {res: {d: CBM(int(v, 16), width) for d, v in values.items()}
+            for res, values in resource_lines(text).items()
+            if res in L3_RESOURCES}
 
 
 def parse_schemata(text: str, width: int) -> tuple[dict[int, CBM],
@@ -69,15 +84,7 @@ def parse_schemata(text: str, width: int) -> tuple[dict[int, CBM],
     for kind in ('L3CODE', 'L3DATA'):
         for dom, mask in res.get(kind, {}).items():
             l3[dom] = l3[dom] | mask if dom in l3 else mask
-    mb: dict[int, int] = {}
-    for line in text.splitlines():
-        name, _, rest = line.strip().partition(':')
-        if name.strip() != 'MB':
-            continue
-        for item in rest.split(';'):
-            key, eq, num = item.partition('=')
-            if eq:
-                mb[int(key)] = int(num)
+    mb = {d: int(v) for d, v in resource_lines(text).get('MB', {}).items()}
     return l3, mb
 
 
@@ -85,10 +92,7 @@ def parse_domain_values(text: str) -> dict[int, str]:
     """``0=ffff;1=ffff`` (``io_alloc_cbm``, ``num_mbm_cntrs``) per domain."""
     out: dict[int, str] = {}
     for line in text.splitlines():
-        for item in line.strip().split(';'):
-            dom, eq, val = item.partition('=')
-            if eq and dom.strip().isdigit():
-                out[int(dom)] = val.strip()
+        out.update(domain_items(line))
     return out
 
 
@@ -115,16 +119,8 @@ def parse_size(text: str, resource: str = 'L3') -> dict[int, int]:
     Under CDP the kernel prints ``L3CODE`` and ``L3DATA`` lines there
     (one per schema, ``rdtgroup_size_show()``), no ``L3`` line.
     """
-    out: dict[int, int] = {}
-    for line in text.splitlines():
-        res, _, rest = line.strip().partition(':')
-        if res.strip() != resource:
-            continue
-        for item in rest.split(';'):
-            dom, _, val = item.partition('=')
-            if val:
-                out[int(dom)] = int(val)
-    return out
+    return {d: int(v) for d, v in
+            resource_lines(text).get(resource, {}).items() if v}
 
 
 def check_group_name(name: str) -> None:
@@ -676,13 +672,9 @@ class Resctrl:
             text = self.read(self.path(name, 'mbm_L3_assignments'))
         except OSError:         # absent, or EINVAL outside mbm_event mode
             return []
-        for line in text.splitlines():
-            what, _, rest = line.strip().partition(':')
-            if what == event:
-                return sorted(int(dom) for dom, _, state in
-                              (item.partition('=') for item in rest.split(';'))
-                              if state == '_' and dom.strip().isdigit())
-        return []
+        return sorted(d for d, state in
+                      resource_lines(text).get(event, {}).items()
+                      if state == '_')
 
     def assign_counter(self, name: str, event: str, domain: int) -> None:
         """Give ``name`` a counter for ``event`` on ``domain``; the

@@ -30,12 +30,11 @@ them), so pools and PMD ways must be configured before this runs.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from typing import Any
 
+from ovs_rdt import atomicfile
 from ovs_rdt.core import allocator, layout, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
@@ -291,16 +290,8 @@ def run(settings: Any, args: argparse.Namespace) -> int:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix='.ovs-rdt-')
-        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        atomicfile.write(path, text)
     except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
         raise RDTError('cannot write %s: %s' % (path, exc.strerror or exc)) \
             from None

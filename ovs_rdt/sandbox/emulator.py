@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Sequence
 
+from ovs_rdt import atomicfile
 from ovs_rdt.sandbox.wait import SandboxError, kill_after
 from ovs_rdt.sandbox.wait import wait_for
 
@@ -87,17 +88,11 @@ class MountedEmulator:
 
     def set_footprints(self, mapping: dict[str, object]) -> None:
         """Replace the footprints file (the emulator re-reads it on change)."""
-        tmp = self.footprints + '.tmp'
-        with open(tmp, 'w', encoding='utf-8') as fh:
-            json.dump(mapping, fh)
-        os.replace(tmp, self.footprints)
+        atomicfile.write(self.footprints, json.dumps(mapping))
 
     def set_faults(self, *rules: str) -> None:
         """Inject faults (``"write /*/schemata EIO"``; none: clear them)."""
-        tmp = self.faults + '.tmp'
-        with open(tmp, 'w', encoding='utf-8') as fh:
-            fh.write(''.join(rule + '\n' for rule in rules))
-        os.replace(tmp, self.faults)
+        atomicfile.write(self.faults, ''.join(rule + '\n' for rule in rules))
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)

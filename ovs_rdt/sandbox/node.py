@@ -25,6 +25,7 @@ import sys
 from typing import Sequence
 import uuid
 
+from ovs_rdt import atomicfile
 from ovs_rdt.sandbox.emulator import MountedEmulator
 from ovs_rdt.sandbox.libvirtd import (PrivateLibvirtd, START_TIMEOUT,
                                       make_shared, unmake_shared)
@@ -56,10 +57,7 @@ class Node:
 
     def configure(self, text: str) -> None:
         """Replace the hook's configuration (read at every event)."""
-        tmp = self.config_file + '.tmp'
-        with open(tmp, 'w', encoding='utf-8') as fh:
-            fh.write(text)
-        os.replace(tmp, self.config_file)
+        atomicfile.write(self.config_file, text)
 
     def start(self, config: str = '', timeout: float = START_TIMEOUT,
               die_with_parent: bool = False) -> None:

@@ -16,12 +16,13 @@ from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
 from ovs_rdt.core.model import held_masks, mb_terms, uncapped_mb
+from ovs_rdt.core.plan import Plan, Step
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.exceptions import RDTError, refuse
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.inputs import request
-from ovs_rdt.resctrl import Resctrl, parse_resources, parse_schemata
+from ovs_rdt.resctrl import Resctrl
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -362,7 +363,7 @@ class CacheManager:
     # -- operations -------------------------------------------------------
     def preview(self, change: Request | None = None,
                 remove: str | None = None,
-                prune: bool = False) -> allocator.Plan:
+                prune: bool = False) -> Plan:
         """The plan an operation would apply, without applying it."""
         with self.resctrl.lock(exclusive=False):
             platform, groups = self._read()
@@ -371,7 +372,7 @@ class CacheManager:
     def _plan(self, platform: Platform, groups: list[Group],
               change: Request | None, remove: str | None,
               prune: bool = False,
-              split: dict[str, Request] | None = None) -> allocator.Plan:
+              split: dict[str, Request] | None = None) -> Plan:
         requests = [r for r in self._desired(platform, groups, not prune,
                                              split)
                     if r.name != remove and
@@ -382,7 +383,7 @@ class CacheManager:
                               self.settings.allocation.system_min_ways,
                               self.system_masks(platform))
 
-    def apply(self) -> allocator.Plan:
+    def apply(self) -> Plan:
         """Create/update the configured pools and the default group's mask.
 
         Pools no longer configured are removed (their tasks return to the
@@ -390,13 +391,13 @@ class CacheManager:
         """
         return self._mutate(None, None, prune=True)
 
-    def allocate(self, request: Request) -> allocator.Plan:
+    def allocate(self, request: Request) -> Plan:
         """Add or resize one group of ours (a VM's, the PMD group)."""
         if not request.name.startswith(GROUP_PREFIX):
             raise InvalidMask('group %r is not an ovs-rdt group' % request.name)
         return self._mutate(request, None)
 
-    def release(self, name: str) -> allocator.Plan:
+    def release(self, name: str) -> Plan:
         """Remove one group of ours and give its ways back (idempotent).
 
         Never refused for want of room: when the whole plan is (the pools
@@ -412,7 +413,7 @@ class CacheManager:
             return self.resctrl.add_tasks(group, tids)
 
     def resplit(self, hp_ways: dict[int, int],
-                be_mb: dict[int, int] | None = None) -> allocator.Plan:
+                be_mb: dict[int, int] | None = None) -> Plan:
         """The dynamic policy's move: the high-priority pool gets
         ``hp_ways`` per domain, the best-effort pool the rest of the budget
         and, where given, the MB percent ``be_mb`` (the other domains keep
@@ -441,7 +442,7 @@ class CacheManager:
         return target
 
     def _mutate(self, change: Request | None, remove: str | None,
-                prune: bool = False) -> allocator.Plan:
+                prune: bool = False) -> Plan:
         with self.resctrl.lock():
             platform, groups = self._read()
             try:
@@ -473,14 +474,14 @@ class CacheManager:
             groups = self.resctrl.groups()
         return platform, groups
 
-    def execute(self, target: allocator.Plan, groups: list[Group]) -> None:
+    def execute(self, target: Plan, groups: list[Group]) -> None:
         """Apply ``target.steps``; undo the applied ones if one fails.
 
         Anything that stops the sequence (a refused write, but also a
         signal) undoes what was applied, so nothing is left half-done.
         """
         old = {g.name: g for g in groups}
-        done: list[allocator.Step] = []
+        done: list[Step] = []
         try:
             for step in target.steps:
                 self._do(step)
@@ -490,7 +491,7 @@ class CacheManager:
             self._undo(done, old)
             raise
 
-    def _do(self, step: allocator.Step) -> None:
+    def _do(self, step: Step) -> None:
         LOG.debug('resctrl %s %s %s', step.op, step.group or '/',
                   step.value.strip().replace('\n', ' '))
         rc = self.resctrl
@@ -507,7 +508,7 @@ class CacheManager:
         else:
             raise AssertionError(step.op)
 
-    def _undo(self, done: list[allocator.Step], old: dict[str, Group]) -> None:
+    def _undo(self, done: list[Step], old: dict[str, Group]) -> None:
         """Write back, newest first, what each applied step replaced.
 
         The kernel accepted every state on the way, so it accepts them
@@ -516,7 +517,6 @@ class CacheManager:
         tasks went to the default group); the allocator removes groups as
         late as the CLOSIDs allow.
         """
-        width = self.resctrl.platform().cbm_len
         state: dict[str, _Was | None]
         state = {name: _Was(dict(g.l3), dict(g.mb), g.mode,
                             dict(g.l3code or g.l3), dict(g.l3data or g.l3))
@@ -530,12 +530,10 @@ class CacheManager:
             elif step.op == 'rmdir':
                 state.pop(step.group, None)
             elif prev is not None and step.op == 'schemata':
-                l3, mb = parse_schemata(step.value, width)
-                kinds = parse_resources(step.value, width)
                 state[step.group] = prev._replace(
-                    l3={**prev.l3, **l3}, mb={**prev.mb, **mb},
-                    code={**prev.code, **kinds.get('L3CODE', l3)},
-                    data={**prev.data, **kinds.get('L3DATA', l3)})
+                    l3={**prev.l3, **step.l3}, mb={**prev.mb, **step.mb},
+                    code={**prev.code, **step.code},
+                    data={**prev.data, **step.data})
             elif prev is not None and step.op == 'mode':
                 state[step.group] = prev._replace(mode=step.value)
         for step, prev in zip(reversed(done), reversed(before)):
@@ -545,13 +543,12 @@ class CacheManager:
                     if was is not None and was.mb_event:
                         self.resctrl.write_mb_event(step.group, was.mb_event)
                     continue
-                self._undo_one(step, prev, width)
+                self._undo_one(step, prev)
             except RDTError as exc:
                 LOG.error('could not undo %s of %s: %s', step.op,
                           step.group or '/', exc)
 
-    def _undo_one(self, step: allocator.Step, prev: _Was | None,
-                  width: int) -> None:
+    def _undo_one(self, step: Step, prev: _Was | None) -> None:
         if step.op == 'mkdir':
             self.resctrl.rmdir(step.group)
         elif step.op == 'rmdir':
@@ -563,15 +560,14 @@ class CacheManager:
                 else MODE_EXCLUSIVE)
             self.resctrl.write_mode(step.group, back)
         elif step.op == 'schemata' and prev is not None:
-            l3, mb = parse_schemata(step.value, width)
-            # Under CDP, code and data get back each its own mask.
-            kinds = [('L3CODE', prev.code), ('L3DATA', prev.data)] if \
-                self.resctrl.platform().cdp else [('L3', prev.l3)]
-            lines = [(res, ';'.join('%d=%s' % (d, old[d])
-                                    for d in sorted(new) if d in old))
-                     for res, new, old in [(k, l3, was) for k, was in kinds]
-                     + [('MB', mb, prev.mb)]]
-            text = ''.join('%s:%s\n' % (res, items)
-                           for res, items in lines if items)
-            if text:
-                self.resctrl.write_schemata(step.group, text)
+            # What the step overwrote, on the domains it wrote; under CDP
+            # code and data each get back its own mask.
+            def wrote(was: dict, new: dict) -> dict:
+                return {d: was[d] for d in new if d in was}
+            cdp = self.resctrl.platform().cdp
+            undo = Step.schemata(
+                step.group, wrote(prev.l3, step.l3), wrote(prev.mb, step.mb),
+                cdp, (wrote(prev.code, step.code), wrote(prev.data, step.data))
+                if cdp else None)
+            if undo.value:
+                self.resctrl.write_schemata(step.group, undo.value)

@@ -27,38 +27,14 @@ from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import mb_terms
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
-from ovs_rdt.core.writes import Overlap, Step, split_masks, steps
+from ovs_rdt.core.plan import RMDIR, Plan, Step
+from ovs_rdt.core.writes import Overlap, split_masks, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
 
 __all__ = ['Plan', 'Step', 'best_fit', 'freeing', 'mirrors_default', 'plan',
            'validate_mask']
-
-
-class Plan:
-    """The target state and the steps that reach it."""
-
-    def __init__(self) -> None:
-        #: group -> domain -> mask, for the root and every group we own.
-        self.l3: dict[str, dict[int, CBM]] = {}
-        #: group -> domain -> percent, for groups with an MB cap.
-        self.mb: dict[str, dict[int, int]] = {}
-        self.modes: dict[str, str] = {}
-        #: group -> the ``mba_MBps_event`` it asks for (mba_MBps mounts).
-        self.events: dict[str, str] = {}
-        #: group -> its own code and data masks (CDP; else both are l3's).
-        self.split: dict[str, tuple[dict[int, CBM], dict[int, CBM]]] = {}
-        self.create: list[str] = []
-        self.remove: list[str] = []
-        self.steps: list[Step] = []
-        #: domain -> ways a new counted request could still get.
-        self.free: dict[int, int] = {}
-        #: Why only a removal was planned (:func:`freeing`), else ''.
-        self.unplaced = ''
-
-    def masks_of(self, group: str) -> dict[int, CBM]:
-        return self.l3.get(group, {})
 
 
 #: How many times a layout is re-packed from itself to settle.
@@ -263,7 +239,7 @@ def freeing(groups: list[Group], name: str, why: str) -> Plan:
             result.modes[grp.name] = grp.mode
         elif grp.name == name:
             result.remove = [name]
-            result.steps = [Step('rmdir', name)]
+            result.steps = [Step(RMDIR, name)]
     return result
 
 

@@ -25,51 +25,8 @@ from ovs_rdt.core.kernel import Kernel, is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group, held
 from ovs_rdt.core.model import Platform
 from ovs_rdt.exceptions import AllocationError
+from ovs_rdt.core.plan import EVENT, MKDIR, MODE, RMDIR, Plan, Step
 from ovs_rdt import GROUP_PREFIX
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # the hook imports this: keep typing out of it
-    from ovs_rdt.core.allocator import Plan
-
-
-class Step(tuple):
-    """One write: ``(op, group, value)``; op is mkdir/rmdir/schemata/mode
-    or event (``mba_MBps_event``).
-    """
-
-    __slots__ = ()
-
-    def __new__(cls, op: str, group: str, value: str = '') -> 'Step':
-        return tuple.__new__(cls, (op, group, value))
-
-    @property
-    def op(self) -> str:
-        return self[0]
-
-    @property
-    def group(self) -> str:
-        return self[1]
-
-    @property
-    def value(self) -> str:
-        return self[2]
-
-
-def _items(masks: dict[int, CBM]) -> str:
-    return ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
-
-
-def schemata_line(masks: dict[int, CBM], cdp: bool = False,
-                  split: tuple[dict[int, CBM], dict[int, CBM]] | None = None
-                  ) -> str:
-    """The L3 line; under CDP an ``L3CODE`` and an ``L3DATA`` line, with
-    the same masks unless ``split`` gives the two (:func:`split_masks`).
-    """
-    if split is not None:
-        return 'L3CODE:%s\nL3DATA:%s' % (_items(split[0]), _items(split[1]))
-    if cdp:
-        return 'L3CODE:%s\nL3DATA:%s' % (_items(masks), _items(masks))
-    return 'L3:' + _items(masks)
 
 
 def split_masks(target: Plan, name: str
@@ -86,10 +43,6 @@ def split_masks(target: Plan, name: str
             {d: data.get(d, m) for d, m in masks.items()})
 
 
-def mb_line(values: dict[int, int]) -> str:
-    return 'MB:' + ';'.join('%d=%d' % (d, values[d]) for d in sorted(values))
-
-
 class _Writes:
     """The steps so far, each checked on the kernel's model first."""
 
@@ -103,17 +56,17 @@ class _Writes:
         self.target = target
 
     def mode(self, name: str, value: str) -> None:
-        self._check(Step('mode', name, value), self.sim.set_mode(name, value))
+        self._check(Step(MODE, name, value), self.sim.set_mode(name, value))
 
-    def write(self, name: str, masks: dict[int, CBM], mb: str = '') -> None:
+    def write(self, name: str, masks: dict[int, CBM],
+              mb: dict[int, int] | None = None) -> None:
         split = split_masks(self.target, name) if self.target else None
-        step = Step('schemata', name,
-                    schemata_line(masks, self.platform.cdp, split) + '\n' + mb)
+        step = Step.schemata(name, masks, mb, self.platform.cdp, split)
         self._check(step, self.sim.write(name, masks))
 
     def rmdir(self, name: str) -> None:
         self.sim.rmdir(name)
-        self.steps.append(Step('rmdir', name))
+        self.steps.append(Step(RMDIR, name))
 
     def mkdir(self, name: str) -> None:
         """Create ``name``; our exclusive groups step aside if they must.
@@ -123,7 +76,7 @@ class _Writes:
         too short.
         """
         if self.sim.closids_left() <= 0:
-            raise _refused(Step('mkdir', name),
+            raise _refused(Step(MKDIR, name),
                            'No space (all %d CLOSIDs have a group)'
                            % self.platform.num_closids)
         if self.sim.mkdir_fits() is not None:
@@ -133,12 +86,12 @@ class _Writes:
                 self.mode(other, MODE_SHAREABLE)
             domain = self.sim.mkdir_fits()
             if domain is not None:
-                raise _refused(Step('mkdir', name),
+                raise _refused(Step(MKDIR, name),
                                'No space on L3:%d (its initial mask would '
                                'have fewer than min_cbm_bits = %d ways)'
                                % (domain, self.platform.min_cbm_bits))
         self.sim.mkdir(name)
-        self.steps.append(Step('mkdir', name))
+        self.steps.append(Step(MKDIR, name))
 
     def _check(self, step: Step, why: str | None) -> None:
         if why is not None:
@@ -161,8 +114,8 @@ def _refused(step: Step, why: str) -> AllocationError:
 
 
 def _changes(platform: Platform, current: dict[str, Group],
-             target: Plan) -> tuple[set[str], dict[str, str]]:
-    """Groups whose schemata change, and the MB line each one writes.
+             target: Plan) -> tuple[set[str], dict[str, dict[int, int]]]:
+    """Groups whose schemata change, and the MB values each one writes.
 
     A capped group keeps its MB line with its L3 line.  "No cap" is the
     platform's maximum: 100 percent, MBA_MAX_MBPS, AMD's maximum.
@@ -183,13 +136,13 @@ def _changes(platform: Platform, current: dict[str, Group],
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
         old_mb = grp.mb if grp is not None else {}
         if any(old_mb.get(d, top) != v for d, v in new_mb.items()):
-            mb_lines[name] = mb_line(new_mb) + '\n'
+            mb_lines[name] = dict(new_mb)
     for name in list(mb_lines):
         l3_changes.add(name)
     for name in l3_changes:
         new_mb = target.mb.get(name, {}) if name != ROOT else {}
         if any(v != top for v in new_mb.values()):
-            mb_lines[name] = mb_line(new_mb) + '\n'
+            mb_lines[name] = dict(new_mb)
     return l3_changes, mb_lines
 
 
@@ -253,7 +206,8 @@ def _kept(current: dict[str, Group], target: Plan, name: str) -> list[int]:
 
 
 def _trade_places(out: _Writes, current: dict[str, Group], target: Plan,
-                  pending: list[str], mb_lines: dict[str, str]) -> None:
+                  pending: list[str], mb_lines: dict[str, dict[int, int]]
+                  ) -> None:
     """Step 3 when the default group trades places with groups of ours.
 
     It keeps none of its ways, or too few for a valid mask (I/O ways,
@@ -288,14 +242,14 @@ def _trade_places(out: _Writes, current: dict[str, Group], target: Plan,
         (aside if leaves and takes else before if leaves
          else after).append(name)
     for name in shrinking_first(before, out.sim, target):
-        out.write(name, target.l3[name], mb_lines.get(name, ''))
+        out.write(name, target.l3[name], mb_lines.get(name))
     if aside:
         _aside(out, current, target, aside)
         for name in shrinking_first(aside, out.sim, target):
-            out.write(name, target.l3[name], mb_lines.get(name, ''))
+            out.write(name, target.l3[name], mb_lines.get(name))
     out.write(ROOT, root_new)
     for name in shrinking_first(after, out.sim, target):
-        out.write(name, target.l3[name], mb_lines.get(name, ''))
+        out.write(name, target.l3[name], mb_lines.get(name))
 
 
 def _aside(out: _Writes, current: dict[str, Group], target: Plan,
@@ -398,7 +352,7 @@ def steps(platform: Platform, current: dict[str, Group],
         _trade_places(out, current, target, pending, mb_lines)
     else:
         for name in shrinking_first(pending, out.sim, target):
-            out.write(name, target.l3[name], mb_lines.get(name, ''))
+            out.write(name, target.l3[name], mb_lines.get(name))
         if root_last:
             out.write(ROOT, target.l3.get(ROOT, {}))
     if not removed_early:
@@ -410,5 +364,5 @@ def steps(platform: Platform, current: dict[str, Group],
     for name, event in target.events.items():
         # The kernel checks the name only: any order is safe.
         if name not in current or current[name].mb_event != event:
-            out.steps.append(Step('event', name, event))
+            out.steps.append(Step(EVENT, name, event))
     return out.steps

@@ -243,3 +243,39 @@ def test_free_way_left_by_explicit_masks_is_used_without_splitting_system():
     assert result.l3['ovsrdt-vm-a'] == both(0x1)
     assert result.l3[''] == both(0xc)
     assert result.free == {0: 0, 1: 0}
+
+
+def test_steps_are_typed_values() -> None:
+    """A plan's steps hold the group, the kind and the per-domain masks and
+    MB values (what the manager's undo writes back from), not only text.
+    """
+    from ovs_rdt.core.bitmask import CBM
+    from ovs_rdt.core.model import Group, MBInfo, Platform, Request
+    from ovs_rdt.core.plan import SCHEMATA, Step
+    plat = Platform(11, 16, (0, 1), mb=MBInfo(10, 10, True, (0, 1)))
+    root = Group('', {0: CBM(0x7ff, 11), 1: CBM(0x7ff, 11)},
+                 mb={0: 100, 1: 100})
+    result = plan(plat, [root], [Request('ovsrdt-vm-a', ways={0: 2, 1: 2},
+                                         mb_percent=50)])
+    write = next(s for s in result.steps
+                 if s.op == SCHEMATA and s.group == 'ovsrdt-vm-a')
+    assert isinstance(write, Step)
+    assert write.l3 == result.l3['ovsrdt-vm-a']
+    assert write.mb == {0: 50, 1: 50}
+    assert write.value == 'L3:0=%s;1=%s\nMB:0=50;1=50\n' % (
+        write.l3[0], write.l3[1])
+    assert tuple(write) == (SCHEMATA, 'ovsrdt-vm-a', write.value)
+
+
+def test_plan_and_writes_import_no_allocator() -> None:
+    """Plan lives in its own module: core.writes no longer imports
+    core.allocator (which imports it), ending the cycle.
+    """
+    import ast
+    import os
+    from ovs_rdt.core import writes
+    with open(os.path.splitext(writes.__file__)[0] + '.py') as fh:
+        tree = ast.parse(fh.read())
+    names = {n.module for n in ast.walk(tree)
+             if isinstance(n, ast.ImportFrom)}
+    assert 'ovs_rdt.core.allocator' not in names

@@ -1,0 +1,138 @@
+"""A plan: the target state and the typed steps that reach it (no I/O).
+
+The allocator (:mod:`ovs_rdt.core.allocator`) makes a :class:`Plan`, the
+write order (:mod:`ovs_rdt.core.writes`) fills its :class:`Step` list, the
+manager applies the steps and, should one fail, undoes the applied ones
+from the values each step holds (never by re-reading the text it wrote).
+"""
+from __future__ import annotations
+
+from ovs_rdt.core.bitmask import CBM
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Iterator
+
+MKDIR = 'mkdir'
+RMDIR = 'rmdir'
+SCHEMATA = 'schemata'
+MODE = 'mode'
+EVENT = 'event'
+"""``mba_MBps_event``."""
+
+
+def _items(masks: dict[int, CBM]) -> str:
+    return ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+
+
+def mb_line(values: dict[int, int]) -> str:
+    return 'MB:' + ';'.join('%d=%d' % (d, values[d]) for d in sorted(values))
+
+
+def schemata_line(masks: dict[int, CBM], cdp: bool = False,
+                  split: tuple[dict[int, CBM], dict[int, CBM]] | None = None
+                  ) -> str:
+    """The L3 line; under CDP an ``L3CODE`` and an ``L3DATA`` line, with
+    the same masks unless ``split`` gives the two.
+    """
+    if split is not None:
+        return 'L3CODE:%s\nL3DATA:%s' % (_items(split[0]), _items(split[1]))
+    if cdp:
+        return 'L3CODE:%s\nL3DATA:%s' % (_items(masks), _items(masks))
+    return 'L3:' + _items(masks)
+
+
+class Step:
+    """One write: ``op`` (mkdir, rmdir, schemata, mode, event) on ``group``.
+
+    A schemata write holds its values: ``l3`` (per-domain masks), under
+    CDP ``split`` (its own code and data masks, None when both are
+    ``l3``), and ``mb`` (per-domain MB values, empty: no MB line).  A mode
+    or event write holds ``value``.  :attr:`value` is the text written.
+    Iterates as ``(op, group, text)``.
+    """
+
+    __slots__ = ('op', 'group', 'l3', 'mb', 'cdp', 'split', '_value')
+
+    def __init__(self, op: str, group: str, value: str = '',
+                 l3: dict[int, CBM] | None = None,
+                 mb: dict[int, int] | None = None, cdp: bool = False,
+                 split: tuple[dict[int, CBM], dict[int, CBM]] | None = None
+                 ) -> None:
+        self.op = op
+        self.group = group
+        self._value = value
+        self.l3 = l3 or {}
+        self.mb = mb or {}
+        self.cdp = cdp
+        self.split = split
+
+    @classmethod
+    def schemata(cls, group: str, l3: dict[int, CBM],
+                 mb: dict[int, int] | None = None, cdp: bool = False,
+                 split: tuple[dict[int, CBM], dict[int, CBM]] | None = None
+                 ) -> 'Step':
+        return cls(SCHEMATA, group, l3=dict(l3), mb=dict(mb or {}), cdp=cdp,
+                   split=split)
+
+    @property
+    def code(self) -> dict[int, CBM]:
+        """The ``L3CODE`` masks written (the L3 masks but for a split)."""
+        return self.split[0] if self.split is not None else self.l3
+
+    @property
+    def data(self) -> dict[int, CBM]:
+        """The ``L3DATA`` masks written (the L3 masks but for a split)."""
+        return self.split[1] if self.split is not None else self.l3
+
+    @property
+    def value(self) -> str:
+        """The text written: schemata lines, a mode, an event name."""
+        if self.op != SCHEMATA:
+            return self._value
+        lines = []
+        if self.l3 or self.split is not None and any(self.split):
+            lines.append(schemata_line(self.l3, self.cdp, self.split))
+        if self.mb:
+            lines.append(mb_line(self.mb))
+        return ''.join(line + '\n' for line in lines)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.op, self.group, self.value))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Step, tuple)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return 'Step(%r, %r, %r)' % tuple(self)
+
+
+class Plan:
+    """The target state and the steps that reach it."""
+
+    def __init__(self) -> None:
+        #: group -> domain -> mask, for the root and every group we own.
+        self.l3: dict[str, dict[int, CBM]] = {}
+        #: group -> domain -> percent, for groups with an MB cap.
+        self.mb: dict[str, dict[int, int]] = {}
+        self.modes: dict[str, str] = {}
+        #: group -> the ``mba_MBps_event`` it asks for (mba_MBps mounts).
+        self.events: dict[str, str] = {}
+        #: group -> its own code and data masks (CDP; else both are l3's).
+        self.split: dict[str, tuple[dict[int, CBM], dict[int, CBM]]] = {}
+        self.create: list[str] = []
+        self.remove: list[str] = []
+        self.steps: list[Step] = []
+        #: domain -> ways a new counted request could still get.
+        self.free: dict[int, int] = {}
+        #: Why only a removal was planned
+        #: (:func:`ovs_rdt.core.allocator.freeing`), else ''.
+        self.unplaced = ''
+
+    def masks_of(self, group: str) -> dict[int, CBM]:
+        return self.l3.get(group, {})

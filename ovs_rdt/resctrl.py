@@ -131,6 +131,42 @@ def check_group_name(name: str) -> None:
         raise NotOwnedError('%r is not a valid resctrl group name' % name)
 
 
+class MountState:
+    """What can change on a mount while its cache domains stay the same,
+    read by :meth:`Resctrl.platform` once and compared by
+    :meth:`Resctrl.platform_stale`.
+
+    ``cdp``; ``event``: the default group has ``mba_MBps_event`` (an
+    mba_MBps mount on Linux 6.14 and later); ``mba_mbps_option``:
+    ``mba_MBps`` is in the mount options (None: not read, the event file
+    told or there is no MBA); ``io_alloc``: ``(io_alloc, io_alloc_cbm)``
+    text per L3 type; ``mbm_assign_mode``: that file's text.
+    """
+
+    __slots__ = ('cdp', 'event', 'mba_mbps_option', 'io_alloc',
+                 'mbm_assign_mode')
+
+    def __init__(self, cdp: bool, event: bool, mba_mbps_option: bool | None,
+                 io_alloc: tuple[tuple[str | None, str | None], ...],
+                 mbm_assign_mode: str | None) -> None:
+        self.cdp = cdp
+        self.event = event
+        self.mba_mbps_option = mba_mbps_option
+        self.io_alloc = io_alloc
+        self.mbm_assign_mode = mbm_assign_mode
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MountState):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
 class _Lock:
     """``with resctrl.lock():`` (contextlib costs the hook milliseconds)."""
 
@@ -175,7 +211,7 @@ class Resctrl:
         self._info_memo: dict[tuple[str, ...], str | None] | None = None
         #: What :meth:`platform` read that may change under the same
         #: domains (:meth:`platform_stale`).
-        self._signature: tuple | None = None
+        self._signature: MountState | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> 'Resctrl':
@@ -386,12 +422,12 @@ class Resctrl:
             if dom in sizes and mask.count:
                 cache_bytes[dom] = sizes[dom] // mask.count * cbm_len
         sig = self._mount_signature(cdp)
-        _cdp, event, options, io_files, assign_mode = sig
         mb = None
         if self._info('MB', 'min_bandwidth') is not None:
             linear = self._info('MB', 'delay_linear') != '0'
             min_bw = int(self._info('MB', 'min_bandwidth') or '0')
-            unit = self._mb_unit(linear, min_bw, event or bool(options))
+            unit = self._mb_unit(linear, min_bw, sig.event or bool(
+                sig.mba_mbps_option))
             # AMD's "no limit" is the value a fresh mount gives every
             # group (1 << the CPUID bandwidth width: 2048 on Zen 4/5).  The
             # root's value now shows a wider one; a cap someone put on the
@@ -399,11 +435,11 @@ class Resctrl:
             top = max([MAX_MBA_BW_AMD, *root_mb.values()]) \
                 if unit == UNIT_AMD else None
             mb = MBInfo(min_bw, int(self._info('MB', 'bandwidth_gran') or '1'),
-                        linear, tuple(sorted(root_mb)), unit, top, event)
+                        linear, tuple(sorted(root_mb)), unit, top, sig.event)
         shareable = 0
         io_state = None
         io_cbm: dict[int, CBM] = {}
-        for name, (state, cbm_text) in zip(self._l3_types(cdp), io_files):
+        for name, (state, cbm_text) in zip(self._l3_types(cdp), sig.io_alloc):
             shareable |= int(self._info(name, 'shareable_bits') or '0', 16)
             if state is None:
                 continue
@@ -429,7 +465,7 @@ class Resctrl:
             topology=self.cpu_domains, cdp=cdp,
             smba=os.path.isdir(os.path.join(self.root, 'info', 'SMBA')),
             io_alloc=io_state, io_alloc_cbm=io_cbm,
-            mbm_assign_mode=self._active_mode(assign_mode))
+            mbm_assign_mode=self._active_mode(sig.mbm_assign_mode))
         self._signature = sig
         return self._platform
 
@@ -437,15 +473,13 @@ class Resctrl:
     def _l3_types(cdp: bool) -> tuple[str, ...]:
         return ('L3CODE', 'L3DATA') if cdp else ('L3',)
 
-    def _mount_signature(self, cdp: bool) -> tuple:
+    def _mount_signature(self, cdp: bool) -> MountState:
         """CDP and ``mba_MBps`` (a remount), io_alloc and the MBM counter
         mode (written at any time): what can change while the cache
         domains stay the same.  :meth:`platform` reads them here, once;
         :meth:`platform_stale` compares them.
 
-        ``(cdp, the root has mba_MBps_event, mba_MBps in the mount options
-        (None: not read), ((io_alloc, io_alloc_cbm) per L3 type),
-        mbm_assign_mode)``.  The event file tells an mba_MBps mount on
+        (:class:`MountState`).  The event file tells an mba_MBps mount on
         6.14 and later; before, only the mount options do
         (``rdtgroup_show_options()``).
         """
@@ -461,8 +495,8 @@ class Resctrl:
         options = None
         if not event and os.path.isdir(os.path.join(self.root, 'info', 'MB')):
             options = 'mba_MBps' in (self.mount_options() or ())
-        return (cdp, event, options, tuple(io),
-                self._info('L3_MON', 'mbm_assign_mode'))
+        return MountState(cdp, event, options, tuple(io),
+                          self._info('L3_MON', 'mbm_assign_mode'))
 
     def platform_stale(self, root: Group) -> bool:
         """Whether the cached platform no longer describes the mount.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import os
 
-from ovs_rdt.resctrl import Resctrl
+from ovs_rdt.resctrl import MountState, Resctrl
 from tests.unit.fakes import make_tree
 
 
@@ -21,7 +21,7 @@ class Counting(Resctrl):
         self.reads[os.path.relpath(path, self.root)] += 1
         return super().read(path)
 
-    def _mount_signature(self, cdp: bool) -> tuple:
+    def _mount_signature(self, cdp: bool) -> MountState:
         self.signatures += 1
         return super()._mount_signature(cdp)
 
@@ -86,3 +86,15 @@ def test_read_returns_the_whole_file(tmp_path) -> None:
     assert Resctrl.read(rc, path) == text
     open(path, 'w').close()
     assert Resctrl.read(rc, path) == ''
+
+
+def test_the_mount_state_is_named(tmp_path) -> None:
+    """What platform() keeps to compare later is a MountState read by
+    field names, not a tuple unpacked by position.
+    """
+    rc = tree(tmp_path)
+    rc.platform()
+    state = rc._mount_signature(False)
+    assert isinstance(state, MountState) and state.cdp is False
+    assert state == rc._mount_signature(False)
+    assert state.io_alloc == ((None, None),)

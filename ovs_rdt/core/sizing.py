@@ -7,6 +7,7 @@ configuration or annotation lines to paste.  Pure: no I/O.
 """
 from __future__ import annotations
 
+from ovs_rdt.core.ways import ways_for_bytes
 from ovs_rdt.core.model import PMD_GROUP, ROOT, label_of, pool_group, vm_uuid
 
 POOL_PREFIX = pool_group('')
@@ -16,8 +17,8 @@ FILLED = 0.9
 
 
 def ways_for(peak: int, way_bytes: int) -> int:
-    """The ways that hold ``peak`` bytes: ``ceil(peak / way_bytes)``."""
-    return -(-peak // way_bytes) if way_bytes > 0 else 0
+    """The ways that hold ``peak`` bytes (:func:`ways.ways_for_bytes`)."""
+    return ways_for_bytes(peak, way_bytes)
 
 
 class Peaks:

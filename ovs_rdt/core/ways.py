@@ -6,12 +6,22 @@ decide with these functions.
 """
 
 
+def ways_for_bytes(size: int, way_bytes: int) -> int:
+    """The fewest ways of ``way_bytes`` bytes each that hold ``size`` bytes
+    (``ceil(size / way_bytes)``; 0 when the way size is unknown).
+
+    The one rule: a request by size, ``ovs-rdt profile``'s advice and the
+    dynamic policy's working-set sizing all count ways with it.
+    """
+    return -(-size // way_bytes) if way_bytes > 0 else 0
+
+
 def ways_holding(kib: int, way_bytes: int) -> int:
     """Ways that hold at least ``kib`` KiB, ways of ``way_bytes`` each.
 
     How a request by size (``rdt:l3_kib``) becomes ways on a node.
     """
-    return -(-kib * 1024 // way_bytes)
+    return ways_for_bytes(kib * 1024, way_bytes)
 
 
 def free_ways(l3_ways: int, system_ways: int, used_ways: int) -> int:

@@ -19,6 +19,7 @@ import pytest
 from ovs_rdt.emulator.profiles import PROFILES
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.test_emulator import rd, sleeper, status, tids, wr, write_fails
+from tests import schemata as schemata_text
 
 __all__ = ['sleeper']
 
@@ -36,11 +37,7 @@ def emu(request: pytest.FixtureRequest, emulator_factory: Factory) -> EmulatorFi
 
 def parse(text: str) -> Schemata:
     """``schemata``/``size`` text -> {resource: {domain id: value}}."""
-    out: Schemata = {}
-    for line in text.splitlines():
-        name, _, doms = line.strip().partition(':')
-        out[name] = {int(d.split('=')[0]): d.split('=')[1] for d in doms.split(';')}
-    return out
+    return schemata_text.lines(text)
 
 
 def line(res: str, values: dict[int, str]) -> str:

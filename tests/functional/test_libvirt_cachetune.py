@@ -20,6 +20,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.sandbox import emulator as launcher
 from ovs_rdt.sandbox import libvirtd as private
 from tests.functional.fixtures.libvirt import LibvirtTestbed, libvirt_missing
+from tests import schemata as schemata_text
 
 W = 11                                   # xeon-gold-6230: 11 ways, 2.5 MiB
 WAY_KIB = 2560
@@ -32,9 +33,7 @@ def cachetune(domain: int) -> str:
 
 
 def l3(text: str) -> dict[int, int]:
-    line = next(x for x in text.splitlines() if x.strip().startswith('L3:'))
-    return {int(d): int(m, 16) for d, m in
-            (item.split('=') for item in line.strip()[3:].split(';'))}
+    return schemata_text.masks(text)
 
 
 def read(*parts: str) -> str:

@@ -20,6 +20,7 @@ import pytest
 from tests.functional.fixtures.migration import (Guest, NodeBed, Pair,
                                                  TraceLine, wait_for)
 from tests.functional.test_libvirt_hook import nova, rdt
+from tests import schemata as schemata_text
 
 POOL = 'ovsrdt-pool-noisy'
 #: What Nova's libvirt driver asks for a live migration (its default
@@ -103,8 +104,7 @@ def arrived(dst: NodeBed, guest: Guest, ways: dict[int, int],
     assert seen[:4] == first + ['prepare begin', 'start begin',
                                 'started begin'][:4 - len(first)], seen
     masks = trace[seen.index('start begin')].groups[guest.group][0]
-    assert {int(d): int(m, 16) for d, m in (
-        kv.split('=') for kv in masks[len('L3:'):].split(';'))} == {
+    assert schemata_text.masks(masks) == {
         d: m.value for d, m in dst.rc.group(guest.group).l3.items()}
     assert dst.vcpu_tids(guest) <= \
         trace[seen.index('started begin')].groups[guest.group][1]

@@ -15,6 +15,7 @@ from ovs_rdt.core.model import Request
 from ovs_rdt.exceptions import InsufficientWays, OutOfClosids, ResctrlError
 from ovs_rdt.manager import CacheManager
 from ovs_rdt.resctrl import Resctrl
+from tests import schemata as schemata_text
 
 EXPLICIT = """
 [resctrl]
@@ -51,10 +52,7 @@ def read(emu, *parts):
 
 
 def l3(emu, group=''):
-    line = [ln for ln in read(emu, group, 'schemata').splitlines()
-            if ln.strip().startswith('L3:')][0]
-    return {int(d): int(m, 16) for d, m in
-            (item.split('=') for item in line.strip()[3:].split(';'))}
+    return schemata_text.masks(read(emu, group, 'schemata'))
 
 
 def cli(config, *args):

@@ -17,6 +17,7 @@ from ovs_rdt.core.model import Request
 from ovs_rdt.exceptions import AllocationError, InvalidMask, ResctrlError
 from ovs_rdt.manager import CacheManager
 from ovs_rdt.resctrl import Resctrl
+from tests import schemata as schemata_text
 
 E7 = 'xeon-e7-8890-v4'
 E7_DOMAINS = (0, 1, 2, 3)
@@ -38,9 +39,7 @@ def state(emu):
 
 def l3(emu, group=''):
     with open(emu.path(group, 'schemata')) as fh:
-        line = [ln.strip() for ln in fh if ln.strip().startswith('L3:')][0]
-    return {int(d): int(m, 16) for d, m in
-            (item.split('=') for item in line[3:].split(';'))}
+        return schemata_text.masks(fh.read())
 
 
 def mode(emu, group):

@@ -12,6 +12,7 @@ import sys
 from typing import NamedTuple
 
 import pytest
+from tests import schemata as schemata_text
 
 GNR = 'xeon-6-granite-rapids-snc3'
 
@@ -75,12 +76,7 @@ def write(emu, rel: str, text: str) -> None:
 
 
 def lines_of(text: str) -> dict[str, dict[int, str]]:
-    out = {}
-    for line in text.splitlines():
-        res, _, rest = line.strip().partition(':')
-        out[res] = {int(d): v for d, v in
-                    (item.split('=') for item in rest.split(';'))}
-    return out
+    return schemata_text.lines(text)
 
 
 def configure(emu, tmp_path, cap: str, value: int) -> str:

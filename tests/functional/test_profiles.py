@@ -37,6 +37,7 @@ from tests.functional.fixtures.ovs import AgentProcess, OvsTestbed, wait_for
 from tests.functional.fixtures.ovs import write_agent_config
 from tests.platform_matrix import CAPACITY_CASES, CASES, IO_ALLOC_CBM
 from tests.platform_matrix import NOISY_WAYS, SYSTEM_MIN_WAYS, Case, ids
+from tests import schemata as schemata_text
 
 PMD_GROUP = 'ovsrdt-ovs-pmd'
 POOL = 'ovsrdt-pool-noisy'
@@ -56,12 +57,7 @@ def read(emu_root: str, *parts: str) -> str:
 
 
 def schemata(emu_root: str, group: str = '') -> dict[str, dict[int, str]]:
-    out = {}
-    for line in read(emu_root, group, 'schemata').splitlines():
-        res, _, rest = line.strip().partition(':')
-        out[res] = {int(d): v for d, v in
-                    (item.split('=') for item in rest.split(';'))}
-    return out
+    return schemata_text.lines(read(emu_root, group, 'schemata'))
 
 
 def tasks(emu_root: str, group: str) -> set[int]:

@@ -11,6 +11,7 @@ import threading
 
 from ovs_rdt.exceptions import ResctrlError
 from ovs_rdt.resctrl import Resctrl
+from tests import schemata as schemata_text
 
 
 def make_tree(root: str, cbm_len: int = 11, domains: tuple[int, ...] = (0, 1),
@@ -76,12 +77,7 @@ class FakeKernelTree(Resctrl):
         (the platform's cache size is read from the two).
         """
         def l3(text):
-            for line in text.splitlines():
-                if line.strip().startswith('L3:'):
-                    return {int(d): v for d, v in (
-                        item.split('=') for item in
-                        line.split(':', 1)[1].strip().split(';'))}
-            return {}
+            return schemata_text.lines(text).get('L3', {})
         try:
             with open(self.path('', 'size')) as fh:
                 sizes = {d: int(v) for d, v in l3(fh.read()).items()}

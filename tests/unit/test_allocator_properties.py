@@ -370,7 +370,8 @@ def check_kernel_model(platform: Platform, before: list[Group],
                        result: Plan) -> None:
     """The steps pass the allocator's own kernel model, one by one."""
     sim = Kernel(platform, {g.name: g for g in before})
-    for op, group, value in result.steps:
+    for step in result.steps:
+        op, group, value = step
         if op == 'mkdir':
             assert sim.closids_left() > 0 and sim.mkdir_fits() is None
             sim.mkdir(group)
@@ -379,10 +380,8 @@ def check_kernel_model(platform: Platform, before: list[Group],
         elif op == 'mode':
             assert sim.set_mode(group, value) is None, (group, value)
         else:
-            line = value.split('\n')[0]
-            assert line.startswith('L3:')
-            masks = {int(d): CBM(int(m, 16), platform.cbm_len)
-                     for d, m in (p.split('=') for p in line[3:].split(';'))}
+            masks = step.l3         # the step's own values, not its text
+            assert masks and value.startswith('L3:')
             assert sim.write(group, masks) is None, (group, masks)
 
 

@@ -14,6 +14,7 @@ from ovs_rdt.emulator import kparse
 from ovs_rdt.emulator.model import Caller, Resctrl
 from ovs_rdt.emulator.monitor import Footprints
 from ovs_rdt.emulator.profiles import PROFILES, get_profile
+from tests import schemata as schemata_text
 
 MiB = 1024 * 1024
 GOLD = PROFILES['xeon-gold-6230']
@@ -307,9 +308,8 @@ def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
             write(rc, name + '/schemata', 'L3:%s\n' % line)
             if mode:
                 write(rc, name + '/mode', mode + '\n')
-            others.append((mode or 'shareable', {
-                int(d): int(m, 16) for d, m in
-                (item.split('=') for item in line.split(';'))}))
+            others.append((mode or 'shareable',
+                           schemata_text.masks('L3:' + line)))
             rc.mkdir('/new', 0o755, Caller())
             got = read(rc, 'new/schemata').split('L3:')[1].strip()
             want = ';'.join('%d=%x' % (d, new_group_mask(

@@ -75,7 +75,7 @@ def _add_parsers(subparsers: argparse._SubParsersAction,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ovs_rdt.exceptions import RDTError
+    from ovs_rdt.exceptions import RDTError, describe
     from ovs_rdt import opts
 
     argv = sys.argv[1:] if argv is None else argv
@@ -110,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        print('ovs-rdt %s: error: %s%s' % (
-            name, exc.strerror or exc,
-            ': %s' % exc.filename if exc.filename else ''), file=sys.stderr)
+        print('ovs-rdt %s: error: %s' % (name, describe(exc)),
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -2,7 +2,10 @@
 
 libvirt runs ``qemu.d/50-ovs-rdt <domain> <op> <subop> <extra>`` with the
 domain XML on standard input (the wrapper written by ``ovs-rdt install-hook``
-adds ``--config-file F`` first).  The events handled:
+adds the ``--config-file F`` and ``--config-dir D`` it was given first).  The
+configuration is read by the rule of every command
+(:func:`ovs_rdt.conf.config_paths`): a named file or directory that is
+missing is an error, never the defaults.  The events handled:
 
 ``prepare begin``
     validate what the VM asks for and reserve it: a dedicated
@@ -56,8 +59,8 @@ EVENTS = {
 }
 
 _MAX_STDIN = 4 * 1024 * 1024
-_USAGE = ('usage: ovs-rdt-hook [--config-file FILE] DOMAIN OPERATION '
-          'SUB-OPERATION [EXTRA] < domain.xml\n'
+_USAGE = ('usage: ovs-rdt-hook [--config-file FILE]... [--config-dir DIR]... '
+          'DOMAIN OPERATION SUB-OPERATION [EXTRA] < domain.xml\n'
           '(run by libvirt from /etc/libvirt/hooks/qemu.d/; install it with '
           '"ovs-rdt install-hook")\n')
 
@@ -119,11 +122,13 @@ class Log:
 class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
-    def __init__(self, config_file: str | None, name: str, op: str,
-                 subop: str) -> None:
+    def __init__(self, config_files: list[str], config_dirs: list[str],
+                 name: str, op: str, subop: str) -> None:
         from ovs_rdt.exceptions import show
 
-        self.config_file = config_file
+        #: What the wrapper names (``--config-file``, ``--config-dir``).
+        self.config_files = config_files
+        self.config_dirs = config_dirs
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
@@ -140,7 +145,7 @@ class Hook:
         started without the hook): its settings, manager and ``log(level,
         message)``, no configuration file read.
         """
-        hook = cls(None, name, 'agent', '-')
+        hook = cls([], [], name, 'agent', '-')
         hook._settings, hook._manager = settings, manager
         hook._rc = manager.resctrl
         hook.log = log
@@ -152,8 +157,8 @@ class Hook:
         """The configuration (a conf.Settings), read on first use."""
         if self._settings is None:
             from ovs_rdt import conf
-            self._settings = conf.load(self.config_file
-                                       or conf.DEFAULT_CONFIG_FILE)
+            self._settings = conf.load_files(conf.config_paths(
+                self.config_files, self.config_dirs))
             self.log.configure(self._settings.default.log_file,
                                self._settings.default.debug)
         return self._settings
@@ -471,21 +476,20 @@ def read_stdin(stream: BinaryIO) -> bytes:
     return b''.join(chunks)
 
 
-def parse_args(argv: list[str]) -> tuple[str | None, list[str]] | None:
-    """``[--config-file F] DOMAIN OP SUBOP [EXTRA]`` without argparse."""
-    config_file = None
+def parse_args(argv: list[str]
+               ) -> tuple[list[str], list[str], list[str]] | None:
+    """``[--config-file F]... [--config-dir D]... DOMAIN OP SUBOP [EXTRA]``
+    without argparse: (files, dirs, the rest), None for a usage error."""
+    found: dict[str, list[str]] = {'--config-file': [], '--config-dir': []}
     args = list(argv)
-    while args and args[0].startswith('--config-file'):
-        opt = args.pop(0)
-        if opt.startswith('--config-file='):
-            config_file = opt.split('=', 1)[1]
-        elif args:
-            config_file = args.pop(0)
-        else:
+    while args and args[0].startswith('--config-'):
+        opt, eq, value = args.pop(0).partition('=')
+        if opt not in found or (not eq and not args):
             return None
+        found[opt].append(value if eq else args.pop(0))
     if len(args) < 2 or args[0].startswith('-'):
         return None
-    return config_file, args
+    return found['--config-file'], found['--config-dir'], args
 
 
 def run(argv: list[str], data: bytes) -> int:
@@ -494,14 +498,14 @@ def run(argv: list[str], data: bytes) -> int:
     if parsed is None:
         sys.stderr.write(_USAGE)
         return 2
-    config_file, args = parsed
+    files, dirs, args = parsed
     name, op = args[0], args[1]
     subop = args[2] if len(args) > 2 else '-'
     event = EVENTS.get((op, subop))
     if event is None:
         return 0
     method, strict = event
-    hook = Hook(config_file, name, op, subop)
+    hook = Hook(files, dirs, name, op, subop)
     started = time.monotonic()
     try:
         rc = _handle(hook, method, strict, name, data)

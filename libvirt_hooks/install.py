@@ -3,7 +3,9 @@
 libvirt runs every executable in ``/etc/libvirt/hooks/qemu.d/`` with almost
 no environment, so the wrapper binds everything the hook needs: the Python
 interpreter that runs ``ovs-rdt`` now, where the ``libvirt_hooks`` and
-``ovs_rdt`` packages are, and the configuration file.  It runs the hook
+``ovs_rdt`` packages are, and every ``--config-file`` and ``--config-dir``
+given to ``install-hook``, in order (none: the default file, as for every
+command; see :func:`ovs_rdt.conf.config_paths`).  It runs the hook
 module directly, in isolated mode without ``site`` (``python3 -I -S``): no
 environment variable, user site or ``.pth`` file can change what runs as
 root, and start-up is as fast as the interpreter gets.  If the interpreter
@@ -20,7 +22,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
+    from typing import Any, Sequence
 
 DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
 HOOK_NAME = '50-ovs-rdt'
@@ -76,7 +78,7 @@ except Exception as exc:
     os.environ["OVS_RDT_HOOK_FAILED"] = "cannot import its packages (%%s: %%s)" %% (
         type(exc).__name__, exc)
     os.execv("/bin/sh", ["/bin/sh"] + sys.argv[1:])
-rc = main(["--config-file", %(config)s] + sys.argv[2:])
+rc = main(%(config)s + sys.argv[2:])
 sys.stdout.flush()
 sys.stderr.flush()
 import os
@@ -98,7 +100,7 @@ case "$2" in prepare|started|migrate|restore)
 esac
 if [ -n "$refuse" ] && grep -Eqs \\
         '^[[:space:]]*on_failure[[:space:]]*[=:][[:space:]]*["'"'"']?warn' \\
-        %(config)s; then
+        %(config)s </dev/null; then
     refuse=
 fi
 msg="domain '$1' $2 $3: the ovs-rdt hook $why; reinstall ovs-rdt and\\
@@ -117,7 +119,22 @@ def _sh_quote(text: str) -> str:
     return shlex.quote(text)
 
 
-def wrapper_text(config_file: str, python: str | None = None,
+def config_arguments(config_files: Sequence[str] | str,
+                     config_dirs: Sequence[str] = ()) -> list[str]:
+    """The hook's command-line options for these files and directories
+    (absolute: libvirt runs the hook from another directory)."""
+    if isinstance(config_files, str):
+        config_files = [config_files]
+    out: list[str] = []
+    for opt, paths in (('--config-file', config_files),
+                       ('--config-dir', config_dirs)):
+        for path in paths:
+            out += [opt, os.path.abspath(path)]
+    return out
+
+
+def wrapper_text(config_files: Sequence[str] | str,
+                 config_dirs: Sequence[str] = (), python: str | None = None,
                  paths: list[str] | None = None) -> str:
     """The wrapper script.
 
@@ -131,20 +148,27 @@ def wrapper_text(config_file: str, python: str | None = None,
     """
     import json
 
+    from ovs_rdt.conf import DEFAULT_CONFIG_FILE
+
     python = os.path.abspath(python or sys.executable)
     paths = package_paths() if paths is None else paths
-    config_file = os.path.abspath(config_file)
+    options = config_arguments(config_files, config_dirs)
     body = _BODY % {'paths': json.dumps(paths),
-                    'config': json.dumps(config_file)}
+                    'config': json.dumps(options)}
     quoted = "'%s'" % body if "'" not in body else _sh_quote(body)
     py = _sh_quote(python)
+    # The files the fallback looks into for on_failure = warn.
+    files = [_sh_quote(v) if o == '--config-file' else _sh_quote(v) + '/*.conf'
+             for o, v in zip(options[::2], options[1::2])]
+    shown = ' '.join(options) or '(none: %s if it exists)' % (
+        DEFAULT_CONFIG_FILE)
     return ('#!/bin/sh\n%s (written by "ovs-rdt install-hook"; do not edit)\n'
-            '# config: %s\n' % (MARKER, config_file.replace('\n', ' '))
+            '# config: %s\n' % (MARKER, shown.replace('\n', ' '))
             + 'if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x %s ]; then\n'
             '    exec %s -I -S -c %s "$0" "$@"\nfi\n' % (py, py, quoted)
             + _FALLBACK % {
                 'why': _sh_quote('cannot run: %s is missing' % python),
-                'config': _sh_quote(config_file)})
+                'config': ' '.join(files) or _sh_quote(DEFAULT_CONFIG_FILE)})
 
 
 def is_ours(path: str) -> bool:
@@ -155,7 +179,8 @@ def is_ours(path: str) -> bool:
         return False
 
 
-def install(path: str, config_file: str, python: str | None = None,
+def install(path: str, config_files: Sequence[str] | str,
+            config_dirs: Sequence[str] = (), python: str | None = None,
             paths: list[str] | None = None) -> None:
     """Write the wrapper atomically, mode 0755.
 
@@ -170,7 +195,7 @@ def install(path: str, config_file: str, python: str | None = None,
                           'not replacing it' % path)
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    text = wrapper_text(config_file, python, paths)
+    text = wrapper_text(config_files, config_dirs, python, paths)
     fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
                                dir=directory)
     try:
@@ -244,16 +269,19 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         else:
             print('%s was not installed' % path)
         return 0
-    config_file = (getattr(settings, 'config_file', None)
-                   or conf.DEFAULT_CONFIG_FILE)
-    config_file = os.path.abspath(config_file)
-    if not os.path.exists(config_file):
+    from ovs_rdt.opts import config_args
+
+    # What this command read is what the hook reads: the same options, in
+    # the same order, by the same rule (missing ones were refused above).
+    files, dirs = config_args(args)
+    if not files and not dirs and not os.path.exists(
+            conf.DEFAULT_CONFIG_FILE):
         print('warning: %s does not exist; the hook uses the defaults until '
-              'it does' % config_file, file=sys.stderr)
-    else:
-        conf.load(config_file, missing_ok=False)   # what the hook will read
-    install(path, config_file)
+              'it does' % conf.DEFAULT_CONFIG_FILE, file=sys.stderr)
+    conf.load_files(conf.config_paths(files, dirs))   # what the hook reads
+    install(path, files, dirs)
     print('installed %s (config %s, python %s)'
-          % (path, config_file, sys.executable))
+          % (path, ' '.join(config_arguments(files, dirs))
+             or conf.DEFAULT_CONFIG_FILE + ' if it exists', sys.executable))
     print(restart)
     return 0

@@ -426,12 +426,43 @@ def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
                                                    ', '.join(names)))
 
 
-def load(path: str | None = DEFAULT_CONFIG_FILE,
-         missing_ok: bool = True) -> Settings:
-    """Read one config file (absent and ``missing_ok``: the defaults)."""
-    if path and not missing_ok and not os.path.exists(path):
-        raise ConfigError('config file %s does not exist' % path)
-    return load_files([path] if path and os.path.exists(path) else [])
+def config_paths(files: list[str] | tuple[str, ...] = (),
+                 dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The files to read, in order: the one rule of every command.
+
+    That is oslo.config's: every ``--config-file`` given, in order, then
+    the ``*.conf`` files of every ``--config-dir``, each directory's
+    sorted; :data:`DEFAULT_CONFIG_FILE` when neither is given and it
+    exists (else the defaults).  A file or directory that was named and
+    is missing is refused (ConfigError): a moved file must not turn into
+    the defaults without a word.  (No :mod:`glob`: the hook reads this at
+    every event.)
+    """
+    out = list(files)
+    for path in out:
+        if not os.path.isfile(path):
+            raise ConfigError('config file %s does not exist' % path)
+    for path in dirs:
+        if not os.path.isdir(path):
+            raise ConfigError('config directory %s does not exist' % path)
+        try:
+            names = os.listdir(path)
+        except OSError as exc:
+            raise ConfigError('config directory %s: %s'
+                              % (path, exc.strerror)) from None
+        out += [os.path.join(path, n) for n in sorted(names)
+                if n.endswith('.conf') and not n.startswith('.')]
+    if not files and not dirs and os.path.exists(DEFAULT_CONFIG_FILE):
+        out = [DEFAULT_CONFIG_FILE]
+    return out
+
+
+def load(path: str | None = None) -> Settings:
+    """Read one config file (None: the default one, if it exists).
+
+    A named file that is missing is refused, as by :func:`config_paths`.
+    """
+    return load_files(config_paths([path] if path else []))
 
 
 def load_files(paths: list[str]) -> Settings:

@@ -71,6 +71,15 @@ class InvalidMask(AllocationError):
 
 
 # -- one-line messages naming a value --------------------------------------
+def describe(exc: BaseException) -> str:
+    """One line for an operator: an OSError with its file (``strerror:
+    filename``), anything else as it reads."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return '%s: %s' % (exc.strerror, exc.filename) if exc.filename \
+            else exc.strerror
+    return str(exc)
+
+
 def show(value: str, limit: int = 48, quote: str = '"') -> str:
     """``value`` fit for a one-line message: escaped and bounded.
 

@@ -129,6 +129,11 @@ class CacheManager:
         self.resctrl = resctrl
         self.settings = settings
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CacheManager:
+        """The manager of ``[resctrl] root`` as ``settings`` say."""
+        return cls(Resctrl.from_settings(settings), settings)
+
     # -- desired state ----------------------------------------------------
     def pool_requests(self, platform: Platform,
                       groups: list[Group] | None = None,

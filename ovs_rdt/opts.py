@@ -13,7 +13,6 @@ command-line conventions: ``--config-file`` (repeatable, later files win),
 from __future__ import annotations
 
 import argparse
-import glob
 import logging
 import os
 import sys
@@ -84,22 +83,19 @@ def add_config_arguments(parser: argparse.ArgumentParser,
                         'the --config-file ones, in sorted order')
 
 
+def config_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The ``--config-file`` and ``--config-dir`` values of ``args``, in
+    order (before the subcommand, then after it)."""
+    def given(name: str) -> list[str]:
+        return (list(getattr(args, name, None) or [])
+                + list(getattr(args, 'sub_' + name, None) or []))
+    return given('config_file'), given('config_dir')
+
+
 def config_files(args: argparse.Namespace) -> list[str]:
-    """The files to read, in order; ConfigError for a missing one."""
-    files = list(getattr(args, 'config_file', None) or []) + \
-        list(getattr(args, 'sub_config_file', None) or [])
-    dirs = list(getattr(args, 'config_dir', None) or []) + \
-        list(getattr(args, 'sub_config_dir', None) or [])
-    for path in files:
-        if not os.path.isfile(path):
-            raise ConfigError('config file %s does not exist' % path)
-    for path in dirs:
-        if not os.path.isdir(path):
-            raise ConfigError('config directory %s does not exist' % path)
-        files += sorted(glob.glob(os.path.join(path, '*.conf')))
-    if not files and not dirs and os.path.exists(conf.DEFAULT_CONFIG_FILE):
-        files = [conf.DEFAULT_CONFIG_FILE]
-    return files
+    """The files to read, in order; ConfigError for a missing one
+    (:func:`ovs_rdt.conf.config_paths`, the rule the hook follows too)."""
+    return conf.config_paths(*config_args(args))
 
 
 def load(argv: list[str] | None, prog: str,

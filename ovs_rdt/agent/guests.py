@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.reconcile import NodeReconciler
 from ovs_rdt.agent import virt
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt import procfs
 
 LOG = logging.getLogger(__name__)
@@ -339,7 +339,6 @@ class GuestWatch:
             view.close()
 
     def _reconcile(self) -> None:
-        from ovs_rdt.agent.service import describe
         assert self.node is not None
         try:
             self.node.reconcile()

@@ -24,7 +24,7 @@ from ovs_rdt.agent.counters import Counters
 from ovs_rdt.conf import parse_listen
 from ovs_rdt.core.mbm import Epochs
 from ovs_rdt.core.model import vm_uuid
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt import members, procfs, sampling
 from ovs_rdt.resctrl import Resctrl
 
@@ -148,7 +148,6 @@ class ResctrlCollector:
         return iter(families.values())
 
     def _failed(self, exc: BaseException) -> None:
-        from ovs_rdt.agent.service import describe
         text = describe(exc)
         self.counters.inc('errors', source='metrics')
         if text != self._error:
@@ -285,7 +284,6 @@ class Endpoint:
         try:
             self._server = httpd.serve(host, port, registry, self.web)
         except OSError as exc:
-            from ovs_rdt.agent.service import describe
             self.counters.inc('errors', source='metrics')
             text = 'cannot serve metrics on %s: %s' % (self.listen,
                                                        describe(exc))

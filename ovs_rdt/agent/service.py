@@ -37,7 +37,7 @@ from ovs_rdt.agent.reconcile import PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.core.model import pool_group
 from ovs_rdt.core.policy import bounds_from
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import RDTError, describe
 
 DESCRIPTION = ('The ovs-rdt node agent: puts OvS PMD threads and ovs-vswitchd '
                'into their cache allocation per the Open_vSwitch other_config '
@@ -56,8 +56,8 @@ ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy', 'libvirt')
 
 
 def build(settings: Any) -> Any:
-    from ovs_rdt.cmd.common import manager_from
-    return manager_from(settings)
+    from ovs_rdt.manager import CacheManager
+    return CacheManager.from_settings(settings)
 
 
 class Agent:
@@ -312,14 +312,6 @@ def log_own_groups(manager: Any) -> list[str]:
     if names:
         LOG.info('ovsrdt- groups found: %s', ', '.join(names))
     return names
-
-
-def describe(exc: BaseException) -> str:
-    """One line: an OSError with its file, anything else as it reads."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return '%s: %s' % (exc.strerror, exc.filename) if exc.filename \
-            else exc.strerror
-    return str(exc)
 
 
 def main(argv: list[str] | None = None) -> int:

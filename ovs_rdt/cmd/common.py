@@ -25,4 +25,4 @@ def resctrl_from(settings: Settings) -> Resctrl:
 
 
 def manager_from(settings: Settings) -> CacheManager:
-    return CacheManager(Resctrl.from_settings(settings), settings)
+    return CacheManager.from_settings(settings)

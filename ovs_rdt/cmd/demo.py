@@ -355,7 +355,7 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
                                vswitchd_pidfile=box.ovs.vswitchd_pidfile,
                                libvirt_uri=box.libvirtd.ro_uri,
                                **masks))
-    settings = conf.load(config_file, missing_ok=False)
+    settings = conf.load(config_file)
     progress.step('ovs-rdt apply: pools hp=0x%x (isolated), noisy=0x%x, '
                   'default group 0x%x'
                   % (masks['hp'], masks['noisy'], masks['system']),

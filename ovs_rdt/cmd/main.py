@@ -39,7 +39,23 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
+def chosen(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (the first word that is not an option
+    or an option's value), None if none."""
+    words = iter(argv)
+    for word in words:
+        if word in ('--config-file', '--config-dir'):
+            next(words, None)
+        elif not word.startswith('-'):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
+def _add_parsers(subparsers: argparse._SubParsersAction,
+                 wanted: str | None) -> None:
+    """Every subcommand's parser; only the ``wanted`` one's module is
+    imported, to add its own arguments (the others are not needed to parse
+    this command line, nor to list them in ``--help``)."""
     from ovs_rdt import opts
 
     for name, (module, help_) in SUBCOMMANDS.items():
@@ -48,6 +64,8 @@ def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
         # "install-hook --config-file F").
         opts.add_config_arguments(parser, prefix='sub_')
         parser.set_defaults(command=name)
+        if name != wanted:
+            continue
         try:
             mod = importlib.import_module(module)
         except ImportError as exc:
@@ -57,19 +75,21 @@ def _add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ovs_rdt.exceptions import RDTError
+    from ovs_rdt.exceptions import RDTError, describe
     from ovs_rdt import opts
+
+    argv = sys.argv[1:] if argv is None else argv
 
     def add_cli(parser: argparse.ArgumentParser) -> None:
         subparsers = parser.add_subparsers(title='subcommands',
                                            metavar='COMMAND',
                                            help='what to do')
         subparsers.required = True
-        _add_parsers(subparsers)
+        _add_parsers(subparsers, chosen(argv))
 
     try:
-        settings, args = opts.load(sys.argv[1:] if argv is None else argv,
-                                   'ovs-rdt', add_cli, description=DESCRIPTION)
+        settings, args = opts.load(argv, 'ovs-rdt', add_cli,
+                                   description=DESCRIPTION)
     except RDTError as exc:
         print('ovs-rdt: error: %s' % exc, file=sys.stderr)
         return 2
@@ -90,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        print('ovs-rdt %s: error: %s%s' % (
-            name, exc.strerror or exc,
-            ': %s' % exc.filename if exc.filename else ''), file=sys.stderr)
+        print('ovs-rdt %s: error: %s' % (name, describe(exc)),
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

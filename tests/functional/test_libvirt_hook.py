@@ -382,6 +382,56 @@ def test_annotation_dropped_live_then_destroyed(env: Env) -> None:
     assert env.free() == free
 
 
+def test_moved_config_refuses_starts_never_running_guests(
+        env: Env) -> None:
+    """The wrapper binds every --config-file and --config-dir; when one is
+    gone the hook refuses a start that asks for ovs-rdt (one line, which
+    virsh shows) instead of running on the defaults, and still never kills
+    or blocks a guest (libvirtd's reconnect, a VM that asks for nothing).
+    """
+    from libvirt_hooks import install
+
+    confd = env.tb.config + '.d'
+    os.makedirs(confd)
+    with open(os.path.join(confd, 'warn.conf'), 'w') as fh:
+        fh.write('[libvirt]\non_failure = warn\n')   # overridden below
+    with open(os.path.join(confd, 'zz.conf'), 'w') as fh:
+        fh.write('[libvirt]\non_failure = refuse\n')
+    install.install(env.tb.hook, [env.tb.config], [confd])
+    moved = env.tb.config + '.moved'
+    annotated = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    try:
+        env.tb.start(annotated)        # both bound, read, in order
+        env.assert_isolated(annotated.group, 2)
+        pid = env.tb.pid(annotated)
+        os.rename(env.tb.config, moved)
+        env.tb.restart_libvirtd()      # "reconnect": never fails
+        assert env.tb.state(annotated) == 'running'
+        assert env.tb.pid(annotated) == pid
+        refused = env.tb.define(rdt('<rdt:l3 ways="1"/>'))
+        err = start_fails(env, refused)
+        assert ("ovs-rdt: refusing to start domain '%s': config file %s does "
+                "not exist" % (refused.name, env.tb.config)) in err, err
+        plain = env.tb.define()
+        env.tb.start(plain)            # asks for nothing: not blocked
+        os.rename(moved, env.tb.config)
+        os.rename(confd, confd + '.moved')
+        err = start_fails(env, refused)
+        assert 'config directory %s does not exist' % confd in err, err
+        os.rename(confd + '.moved', confd)
+        env.tb.start(refused)
+        env.assert_isolated(refused.group, 1)
+    finally:
+        if os.path.exists(moved):
+            os.rename(moved, env.tb.config)
+        if os.path.exists(confd + '.moved'):
+            os.rename(confd + '.moved', confd)
+        install.install(env.tb.hook, env.tb.config)
+        for name in os.listdir(confd):
+            os.unlink(os.path.join(confd, name))
+        os.rmdir(confd)
+
+
 def test_stale_wrapper_never_kills_or_blocks_guests(env: Env) -> None:
     """The packages (or the virtualenv) are gone, the wrapper stayed."""
     import os

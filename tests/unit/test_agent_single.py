@@ -7,6 +7,7 @@ from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.knobs import Placement
 from ovs_rdt.agent import lock
 from ovs_rdt.agent import service
+from ovs_rdt.exceptions import describe
 
 
 def bare_agent():
@@ -123,7 +124,7 @@ def test_errors_of_several_sources_do_not_relog_each_other(caplog):
 
 def test_describe_names_the_file():
     exc = FileNotFoundError(2, 'No such file or directory', '/x/tasks')
-    assert service.describe(exc) == 'No such file or directory: /x/tasks'
+    assert describe(exc) == 'No such file or directory: /x/tasks'
 
 
 def test_placement_is_described_for_operators():

@@ -139,10 +139,31 @@ def test_pool_without_section(tmp_path):
 
 
 def test_missing_explicit_file():
+    # Named and missing: refused, never the defaults (the hook too, see
+    # test_hook_wrapper.test_a_missing_config_is_refused_not_defaulted).
     with pytest.raises(ConfigError, match='does not exist'):
-        conf.load('/nonexistent/ovs-rdt.conf', missing_ok=False)
-    assert conf.load('/nonexistent/ovs-rdt.conf').resctrl.root == \
-        '/sys/fs/resctrl'
+        conf.load('/nonexistent/ovs-rdt.conf')
+    with pytest.raises(ConfigError, match='config directory /nonexistent/d '
+                       'does not exist'):
+        conf.config_paths([], ['/nonexistent/d'])
+
+
+def test_config_paths_order(tmp_path, monkeypatch):
+    a, b = tmp_path / 'a.conf', tmp_path / 'b.conf'
+    d = tmp_path / 'd'
+    d.mkdir()
+    for name in ('2.conf', '1.conf', '.hidden.conf', 'x.txt'):
+        (d / name).write_text('')
+    for f in (a, b):
+        f.write_text('')
+    assert conf.config_paths([str(b), str(a)], [str(d)]) == [
+        str(b), str(a), str(d / '1.conf'), str(d / '2.conf')]
+    monkeypatch.setattr(conf, 'DEFAULT_CONFIG_FILE', str(a))
+    assert conf.config_paths() == [str(a)]
+    assert conf.config_paths([], [str(d)]) == [str(d / '1.conf'),
+                                               str(d / '2.conf')]
+    monkeypatch.setattr(conf, 'DEFAULT_CONFIG_FILE', str(tmp_path / 'no'))
+    assert conf.config_paths() == []
 
 
 def test_list_opts_covers_every_declared_option():

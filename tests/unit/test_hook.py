@@ -447,8 +447,13 @@ def test_usage(capsys):
     assert hook.run([], b'') == 2
     assert hook.run(['--config-file'], b'') == 2
     assert 'usage: ovs-rdt-hook' in capsys.readouterr().err
-    assert hook.parse_args(['--config-file=/x', 'd', 'prepare', 'begin']) == \
-        ('/x', ['d', 'prepare', 'begin'])
+    assert hook.run(['--config-dir', '/d'], b'') == 2
+    assert hook.run(['--config-other=/x', 'd', 'prepare', 'begin'], b'') == 2
+    assert 'usage: ovs-rdt-hook' in capsys.readouterr().err
+    assert hook.parse_args(['--config-file=/x', '--config-dir', '/d',
+                            '--config-file', '/y', 'd', 'prepare',
+                            'begin']) == \
+        (['/x', '/y'], ['/d'], ['d', 'prepare', 'begin'])
 
 
 def test_internal_error_is_one_line_without_traceback(node, capsys,

@@ -166,3 +166,108 @@ def test_gone_reads_all_of_stdin(tmp_path):
         proc.stdin.write(big)         # BrokenPipeError if it did not read
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+# -- which configuration the wrapper binds -------------------------------------
+WARN = '[libvirt]\non_failure = warn\n'
+REFUSE = '[libvirt]\non_failure = refuse\n'
+
+
+def bound_wrapper(tmp_path, files, dirs=()):
+    path = str(tmp_path / 'qemu.d' / '50-ovs-rdt')
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    install.install(path, [str(f) for f in files], [str(d) for d in dirs])
+    return path
+
+
+def test_every_config_file_and_dir_is_bound_in_order(tmp_path):
+    # ZERO is refused by the input rule: on_failure decides the exit code,
+    # which shows which of the files the hook read, and which won.
+    first, second = tmp_path / 'a.conf', tmp_path / 'b.conf'
+    first.write_text(WARN)
+    second.write_text('[DEFAULT]\ndebug = false\n')
+    path = bound_wrapper(tmp_path, [first, second])
+    res = run(path, ZERO)
+    assert res.returncode == 0, res.stderr      # a.conf was read
+    assert b'runs without a cache allocation' in res.stderr
+    second.write_text(REFUSE)                   # the later file wins
+    assert run(path, ZERO).returncode == 1
+    confd = tmp_path / 'conf.d'
+    confd.mkdir()
+    (confd / '10-x.conf').write_text(REFUSE)
+    (confd / '20-y.conf').write_text(WARN)      # sorted: this one last
+    (confd / 'ignored.txt').write_text('not ini at all')
+    path = bound_wrapper(tmp_path, [first, second], [confd])
+    assert run(path, ZERO).returncode == 0
+    (confd / '30-z.conf').write_text(REFUSE)    # the directory is re-read
+    assert run(path, ZERO).returncode == 1
+
+
+MISSING = [
+    # (xml, op, subop, exit status): refused where the VM asks for ovs-rdt
+    # and the event may refuse; never for a VM that asks for nothing, never
+    # where libvirt would kill or block a running guest.
+    (ANNOTATED, 'prepare', 'begin', 1),
+    (NOVA_SPEC, 'prepare', 'begin', 1),
+    (ANNOTATED, 'migrate', 'begin', 1),
+    (PLAIN, 'prepare', 'begin', 0),
+    (PLAIN, 'started', 'begin', 0),
+    (ANNOTATED, 'reconnect', 'begin', 0),
+    (ANNOTATED, 'stopped', 'end', 0),
+    (ANNOTATED, 'release', 'end', 0),
+]
+
+
+@pytest.mark.parametrize('missing', ['file', 'dir'])
+@pytest.mark.parametrize('data, op, subop, status', MISSING)
+def test_a_missing_config_is_refused_not_defaulted(tmp_path, missing, data,
+                                                   op, subop, status):
+    # Before: the hook ran on the defaults when its file was gone, even
+    # with on_failure = warn in it (which then refused nothing).
+    conf = tmp_path / 'ovs-rdt.conf'
+    conf.write_text(WARN)
+    confd = tmp_path / 'conf.d'
+    confd.mkdir()
+    path = bound_wrapper(tmp_path, [conf], [confd])
+    gone = conf if missing == 'file' else confd
+    os.rename(str(gone), str(gone) + '.moved')
+    res = run(path, data, op, subop)
+    assert (res.returncode, res.stdout) == (status, b''), res.stderr
+    if status:
+        what = {'prepare': 'refusing to start',
+                'migrate': 'refusing the incoming migration of'}[op]
+        assert res.stderr.decode() == (
+            "ovs-rdt: %s domain 'vm1': config %s %s does not exist\n"
+            % (what, missing if missing == 'file' else 'directory', gone))
+    else:
+        assert res.stderr == b''
+
+
+def test_install_hook_binds_what_the_cli_read(tmp_path, capsys):
+    from ovs_rdt.cmd import main
+
+    first, second = tmp_path / 'a.conf', tmp_path / 'b.conf'
+    first.write_text(WARN)
+    second.write_text('[DEFAULT]\n')
+    confd = tmp_path / 'conf.d'
+    confd.mkdir()
+    hooks = tmp_path / 'hooks'
+    assert main.main(['--config-file', str(first), 'install-hook',
+                      '--hooks-dir', str(hooks), '--config-file', str(second),
+                      '--config-dir', str(confd)]) == 0
+    path = str(hooks / 'qemu.d' / '50-ovs-rdt')
+    options = ['--config-file', str(first), '--config-file', str(second),
+               '--config-dir', str(confd)]
+    assert '# config: %s\n' % ' '.join(options) in open(path).read()
+    assert 'installed %s (config %s' % (path, ' '.join(options)) in \
+        capsys.readouterr().out
+    assert run(path, ZERO).returncode == 0     # a.conf's on_failure = warn
+    (confd / 'x.conf').write_text(REFUSE)
+    assert run(path, ZERO).returncode == 1
+    # A missing one is refused by install-hook itself, nothing written.
+    os.unlink(path)
+    assert main.main(['install-hook', '--hooks-dir', str(hooks),
+                      '--config-file', str(tmp_path / 'nope.conf')]) == 2
+    assert 'config file %s does not exist' % (tmp_path / 'nope.conf') in \
+        capsys.readouterr().err
+    assert not os.path.exists(path)

@@ -101,3 +101,98 @@ def test_libvirt_python_is_imported_by_one_agent_module_only() -> None:
             assert path == allowed or not found, (path, found)
     for path, mods in imports('libvirt_hooks').items():
         assert not {m for m in mods if m.startswith('ovs_rdt.agent')}, path
+
+
+def test_the_agent_imports_no_command() -> None:
+    """ovs_rdt.cmd is the operator CLI, on top of the agent's layers (it
+    builds the manager as the agent does: CacheManager.from_settings)."""
+    for path, mods in imports('ovs_rdt.agent').items():
+        found = {m for m in mods if m.split('.')[:2] == ['ovs_rdt', 'cmd']}
+        assert not found, (path, found)
+
+
+PACKAGES = ('ovs_rdt', 'libvirt_hooks', 'nova_plugin')
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, 'test', None)
+    return isinstance(node, ast.If) and (
+        isinstance(test, ast.Name) and test.id == 'TYPE_CHECKING'
+        or isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING')
+
+
+def run_time_graph() -> dict[str, set[str]]:
+    """module -> our modules it imports when it runs (at any depth,
+    function bodies included; not ``if TYPE_CHECKING:`` blocks, which
+    never run)."""
+    files: dict[str, str] = {}
+    for package in PACKAGES:
+        for path in imports(package):
+            name = path[:-3].replace(os.sep, '.')
+            files[name[:-len('.__init__')] if name.endswith('.__init__')
+                  else name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        with open(os.path.join(REPO, path), encoding='utf-8') as fh:
+            tree = ast.parse(fh.read(), path)
+        found: set[str] = set()
+        todo: list[ast.AST] = [tree]
+        while todo:
+            node = todo.pop()
+            if _type_checking(node):
+                todo.extend(getattr(node, 'orelse', []))
+                continue
+            todo.extend(ast.iter_child_nodes(node))
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom) and node.module and \
+                    not node.level:
+                found |= {m for m in [node.module] + [
+                    node.module + '.' + a.name for a in node.names]
+                    if m in files}
+        found.discard(name)
+        graph[name] = found
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def test_no_import_cycles() -> None:
+    """No two modules import each other, directly or around a loop, in code
+    that runs (agent.metrics and agent.service did, for describe())."""
+    assert cycles(run_time_graph()) == []
+
+
+def test_cycles_are_found() -> None:
+    assert cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [
+        ['a', 'b', 'c']]

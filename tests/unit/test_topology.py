@@ -239,7 +239,7 @@ def _hook_request(rc: Resctrl, uuid: str, ways: int,
                            cputune=cputune, uuid=uuid))
     spec = domain.resolve(dom, None)
     assert spec is not None
-    run = hook.Hook(None, 'vm', 'prepare', 'begin')
+    run = hook.Hook([], [], 'vm', 'prepare', 'begin')
     run._rc = rc
     return run.request(dom, spec)
 

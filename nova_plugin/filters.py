@@ -43,6 +43,12 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         self._usage = instance_usage.InstanceUsage(adapter)
         self._read_failed_at = -60.0
 
+    @property
+    def ledger(self) -> Any:
+        """Where the filter counts instances that changed
+        (:class:`nova_plugin.ledger.Ledger`)."""
+        return self._usage.ledger
+
     def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
         index = self.take_index()
         hosts = list(filter_obj_list)
@@ -54,7 +60,12 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         if rdt_pass.request is None and rdt_pass.error is None:
             return hosts
         self._read(hosts, spec_obj, rdt_pass)
-        return [h for h in hosts if self._passes_host(h, spec_obj, rdt_pass)]
+        passed = [h for h in hosts
+                  if self._passes_host(h, spec_obj, rdt_pass)]
+        uuid = adapter.request_instance_uuid(spec_obj)
+        if uuid and rdt_pass.seq:
+            self._usage.ledger.passed(uuid, passed)
+        return passed
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
         """Whether the host has the cache the request needs; never raises."""
@@ -78,8 +89,9 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             rdt_pass.add_instance(uuid)
             if uuid and rdt_pass.request is not None and \
                     adapter.request_context(spec_obj) is not None:
-                seq = self._usage.ledger.expect(uuid, rdt_pass.request,
-                                                spec_obj)
+                seq = self._usage.ledger.expect(
+                    uuid, rdt_pass.request, spec_obj,
+                    adapter.request_num_instances(spec_obj))
                 rdt_pass.seq = rdt_pass.seq or seq
         except Exception:
             LOG.warning('RDTCacheFilter cannot read the request %(spec)s, '

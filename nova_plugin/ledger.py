@@ -36,12 +36,15 @@ the instance's resources on the chosen host before it answers.  Each
 request the filter sees is *expected* (:meth:`Ledger.expect`); later
 requests ask Placement where it was claimed (``GET /allocations/{uuid}``,
 only while the database does not place it yet) and count it there.  A
-request filtered while an earlier one is still being scheduled by this
-scheduler waits (up to WAIT seconds) until that one is claimed or done:
-filters do not see each other's choices, so two requests for the last
-ways of a host would both pass.  What is left: requests in flight in
-different scheduler processes; Placement's own resources, or the node's
-hook and a reschedule, settle those (``doc/nova.md``).
+request filtered while an earlier one passed the filter and is not claimed
+yet waits for that claim (filters do not see each other's choices: two
+requests for the last ways of a host would both pass): until Placement
+has it, the scheduler consumed one of the hosts it passed (its
+``HostState`` placement count rose: it was claimed, or its claim was
+dropped), or WAIT seconds after it passed (it failed after the filter).
+What is left: requests in flight in different scheduler processes;
+Placement's own resources, or the node's hook and a reschedule, settle
+those (``doc/nova.md``).
 
 Nova-free: the cell databases and Placement are read through the adapter
 it is given (:mod:`nova_plugin.adapter`), as plain :class:`InstanceState`
@@ -67,10 +70,14 @@ GONE_TTL = 600.0
 #: Seconds an expected instance is looked for in Placement at most (a
 #: compute claims it within seconds; a failed build frees it).
 EXPECT_TTL = 300.0
-#: Seconds a request waits at most for an earlier one still being
-#: scheduled, and between two looks at it.
-WAIT = 5.0
+#: Seconds after an expected instance passed the filter within which the
+#: scheduler claims it (else it failed after the filter), and between two
+#: looks at it.
+WAIT = 2.0
 POLL = 0.01
+#: Seconds within which the scheduler filters the next instance of a
+#: request placing several (else the request is over).
+IDLE = 0.5
 
 HostKey = tuple  # (host, nodename)
 
@@ -146,23 +153,41 @@ def placements(inst: InstanceState, mig: MigrationState | None,
     return tuple(out)
 
 
+class _Request:
+    """A request the filter saw (its instances are filtered in turn)."""
+
+    __slots__ = ('seq', 'num', 'count', 'touched')
+
+    def __init__(self, seq: int, num: int) -> None:
+        self.seq = seq
+        """Order of the requests (an earlier one has a lower number)."""
+        self.num = num
+        """Instances it places (a multi-create: several)."""
+        self.count = 0
+        """Instances of it the filter has seen so far."""
+        self.touched = time.monotonic()
+        """When the filter last saw it."""
+
+
 class _Expected:
     """A request's instance, until the database places it."""
 
-    __slots__ = ('holding', 'since', 'created', 'request', 'hosts', 'seq')
+    __slots__ = ('holding', 'since', 'created', 'owner', 'hosts', 'passed',
+                 'passed_at')
 
-    def __init__(self, holding: capacity.Holding, request: Any,
-                 created: Any, seq: int) -> None:
-        self.seq = seq
-        """Order of the requests (an earlier one has a lower number)."""
+    def __init__(self, holding: capacity.Holding, owner: _Request,
+                 created: Any) -> None:
         self.holding = holding
+        self.owner = owner
         self.since = time.monotonic()
         self.created = created
         """When (the database's clock, UTC)."""
-        self.request = weakref.ref(request)
-        """Alive while the scheduler handles the request."""
         self.hosts: tuple[HostKey, ...] = ()
         """Where Placement had it claimed at the last look."""
+        self.passed: list[tuple[Any, int]] = []
+        """The HostStates the filter passed it on, with their placement
+        counts then (empty: not passed)."""
+        self.passed_at = 0.0
 
 
 class _Cell:
@@ -194,6 +219,8 @@ class Ledger:
         self._on_host: dict[HostKey, dict[str, list[capacity.Holding]]] = {}
         self._gone: dict[str, float] = {}
         self._expected: dict[str, _Expected] = {}
+        self._requests: weakref.WeakKeyDictionary = \
+            weakref.WeakKeyDictionary()
         self._providers: dict[str, HostKey] = {}
         self._seq = itertools.count(1)
         self.version = 0
@@ -217,19 +244,59 @@ class Ledger:
             merged.setdefault(uuid, []).append(holding)
         return merged
 
-    def expect(self, uuid: str, holding: capacity.Holding,
-               request: Any) -> int:
+    def expect(self, uuid: str, holding: capacity.Holding, request: Any,
+               num: int = 1) -> int:
         """The scheduler is placing instance ``uuid`` for ``request`` (a
-        weakly referenceable object alive while it is scheduled), which
-        asks for ``holding`` (on NUMA cells not known yet: every domain).
-        Returns the expectation's number (see :meth:`settle`)."""
+        weakly referenceable object, one per request, placing ``num``
+        instances), which asks for ``holding`` (on NUMA cells not known
+        yet: every domain).  Returns the request's number (see
+        :meth:`settle`)."""
         with self._lock:
-            found = self._expected.get(uuid)
-            if found is None or found.request() is not request:
-                found = self._expected[uuid] = _Expected(
-                    holding._replace(domains=None), request,
-                    self._nova.utcnow(), next(self._seq))
-            return found.seq
+            req = self._requests.get(request)
+            if req is None:
+                req = self._requests[request] = _Request(next(self._seq),
+                                                         num)
+            exp = self._expected.get(uuid)
+            if exp is None or exp.owner is not req:
+                self._expected[uuid] = _Expected(
+                    holding._replace(domains=None), req, self._nova.utcnow())
+                req.count += 1
+            req.touched = time.monotonic()
+            return req.seq
+
+    def passed(self, uuid: str, host_states: Iterable[Any]) -> None:
+        """The filter passed ``host_states`` for expected instance ``uuid``
+        (its request goes on to Nova's claim); none: the request fails."""
+        with self._lock:
+            exp = self._expected.get(uuid)
+            if exp is None:
+                return
+            exp.passed = [(h, self._nova.placements(h)) for h in host_states]
+            exp.passed_at = exp.owner.touched = time.monotonic()
+            if not exp.passed:
+                exp.owner.num = exp.owner.count
+
+    def drop(self, uuid: str) -> None:
+        """Forget expected instance ``uuid``: its request will not be
+        claimed (a question asked of the filters, not a placement)."""
+        with self._lock:
+            exp = self._expected.pop(uuid, None)
+            if exp is not None:
+                exp.owner.num = exp.owner.count
+                if exp.hosts:
+                    self.version += 1
+
+    def _busy(self, req: _Request, waiting: Iterable[_Expected]) -> bool:
+        """Whether ``req`` may still claim what a later request must know:
+        an instance of it passed the filter less than WAIT ago and is not
+        claimed (``waiting``) with no host it passed consumed since, or
+        it has instances to come and was seen less than IDLE ago."""
+        now = time.monotonic()
+        placements = self._nova.placements
+        return any(exp.owner is req and now - exp.passed_at < WAIT and
+                   all(placements(h) == n for h, n in exp.passed)
+                   for exp in waiting) or \
+            (req.count < req.num and now - req.touched < IDLE)
 
     def settle(self, context: Any, providers: Mapping[str, HostKey],
                own: Iterable[str] = (), before: int = 0) -> None:
@@ -237,12 +304,13 @@ class Ledger:
 
         ``providers``: resource provider uuid -> host (the compute nodes
         seen); ``own``: the instances of the request being filtered (not
-        looked up); ``before``: its number (:meth:`expect`): an earlier
-        request still being scheduled and not claimed yet is waited for
-        (up to WAIT seconds).  An expected instance is dropped once the
-        database has it where Placement does, with what its request asked
-        (a compute claimed it), or deleted; when its request ended without
-        a claim; after EXPECT_TTL.  Raises what the Placement client
+        looked up); ``before``: its number (:meth:`expect`): while an
+        earlier request may still claim (:meth:`_busy`), it waits (WAIT
+        seconds at most).  An expected instance is dropped once the
+        database has it where Placement does, as its request asked (a
+        compute claimed it), or deleted; when it is not claimed and a host
+        it passed was consumed, or it passed WAIT ago, or it never passed
+        within WAIT; after EXPECT_TTL.  Raises what the Placement client
         raises.
         """
         nova = self._nova
@@ -251,7 +319,7 @@ class Ledger:
             self._providers.update(providers)
             limit = time.monotonic() - EXPECT_TTL
             changed = False
-            todo = []
+            todo = {}
             for uuid, exp in list(self._expected.items()):
                 if uuid in own:
                     continue
@@ -259,27 +327,38 @@ class Ledger:
                     del self._expected[uuid]
                     changed = changed or bool(exp.hosts)
                 else:
-                    todo.append((exp.seq, uuid, exp))
+                    todo[uuid] = exp
             if changed:
                 self.version += 1
-        found = {}
+        found: dict[str, list[str]] = {}
         deadline = time.monotonic() + WAIT
-        for _, uuid, exp in sorted(todo):
-            while True:     # no lock held: the awaited request goes on
-                rps = nova.allocation_providers(context, uuid)
-                if rps or exp.request() is None or exp.seq >= before or \
-                        time.monotonic() > deadline:
-                    break
-                time.sleep(POLL)
-            found[uuid] = rps
+        while True:     # no lock held: the awaited requests go on
+            for uuid, exp in todo.items():
+                if uuid not in found or not found[uuid] and \
+                        exp.owner.seq < before:
+                    found[uuid] = nova.allocation_providers(context, uuid)
+            with self._lock:
+                waiting = [self._expected[u] for u in self._expected
+                           if u not in own and not found.get(u) and
+                           self._expected[u].passed]
+                earlier = {e.owner for e in self._expected.values()
+                           if e.owner.seq < before}
+                busy = any(self._busy(req, waiting) for req in earlier)
+                for uuid, exp in self._expected.items():
+                    if uuid not in own and uuid not in todo and \
+                            exp.owner.seq < before:
+                        todo[uuid] = exp     # an instance that came since
+            if not busy or time.monotonic() > deadline:
+                break
+            time.sleep(POLL)
         with self._lock:
-            for _, uuid, exp in todo:
+            for uuid, exp in todo.items():
                 if self._expected.get(uuid) is not exp:
                     continue
                 hosts = tuple(sorted(self._providers[rp]
-                                     for rp in found[uuid]
+                                     for rp in found.get(uuid, ())
                                      if rp in self._providers))
-                if not hosts and exp.request() is None or hosts and all(
+                if not hosts and self._unclaimed(exp) or hosts and all(
                         self._holds(uuid, host, exp.holding)
                         for host in hosts):
                     del self._expected[uuid]
@@ -290,15 +369,28 @@ class Ledger:
                     exp.hosts = hosts
                     self.version += 1
 
+    def _unclaimed(self, exp: _Expected) -> bool:
+        """Whether an expected instance without allocations will not be
+        claimed any more."""
+        age = time.monotonic() - (exp.passed_at if exp.passed else exp.since)
+        return age >= WAIT or \
+            any(self._nova.placements(h) != n for h, n in exp.passed)
+
     def _holds(self, uuid: str, host: HostKey,
                want: capacity.Holding) -> bool:
-        """Whether the database places ``uuid`` on ``host`` with ``want``."""
-        return any(held.ways == want.ways and held.pool == want.pool
-                   for held in self._on_host.get(host, {}).get(uuid, ()))
+        """Whether the database places ``uuid`` on ``host`` as its request
+        asked: with ``want``, or with anything once no move of it is in
+        progress (a revert gives it back its old flavor)."""
+        held = self._on_host.get(host, {}).get(uuid, ())
+        if not held:
+            return False
+        mig = self._migrations.get(uuid)
+        return mig is None or not mig.in_progress or any(
+            h.ways == want.ways and h.pool == want.pool for h in held)
 
     def _claimed_since(self, uuid: str, exp: _Expected) -> bool:
         """Whether the database changed ``uuid`` after the request (by its
-        clock) and has it deleted, or placed with what the request asked."""
+        clock) and has it deleted, or placed as the request asked."""
         inst = self._instances.get(uuid)
         if inst is None or inst.changed is None or \
                 inst.changed < exp.created:

@@ -111,8 +111,9 @@ class InstanceUsage:
                     uuid: str) -> list[capacity.Holding]:
         """What instance ``uuid`` holds on ``host`` (``instances``: the
         host's view), as :meth:`of_host` counted it."""
-        if self.ledger.tracks(uuid):
-            return list(self.ledger.on_host(host).get(uuid, ()))
+        held_there = self.ledger.on_host(host).get(uuid)
+        if held_there is not None or self.ledger.tracks(uuid):
+            return list(held_there or ())
         inst = instances.get(uuid)
         held = None if inst is None else self.holding(inst)
         return [] if held is None else [held]

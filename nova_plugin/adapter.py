@@ -19,9 +19,11 @@ from typing import Any, Iterable
 
 from oslo_utils import timeutils
 
-import nova.conf
 from nova.compute import vm_states
+import nova.conf
 from nova import context as nova_context
+from nova.db.main import api as main_db
+from nova.db.main import models as main_models
 from nova import objects
 from nova.objects import base as obj_base
 from nova.scheduler.client import report
@@ -40,6 +42,7 @@ _FLAVOR = obj_base.get_attrname('flavor')
 _NUMA = obj_base.get_attrname('numa_topology')
 _EXTRA_SPECS = obj_base.get_attrname('extra_specs')
 _NAME = obj_base.get_attrname('name')
+_ID = obj_base.get_attrname('id')
 _DOMAINS = '_ovs_rdt_domains'     # cached (numa_topology, ids) on a HostState
 
 
@@ -152,7 +155,8 @@ def numa_fit(host_state: Any, spec_obj: Any) -> frozenset[int] | None:
 
 def request_num_instances(spec_obj: Any) -> int:
     """``RequestSpec.num_instances``: instances of a multi-create request
-    (for a move, what the instance was created with: at least 1)."""
+    (for a move, what the instance was created with: at least 1).
+    """
     if spec_obj.obj_attr_is_set('num_instances'):
         return max(1, spec_obj.num_instances or 1)
     return 1
@@ -271,7 +275,8 @@ def host_cell(host_state: Any) -> str | None:
 
 def host_provider(host_state: Any) -> str:
     """``HostState.uuid``: the compute node's uuid, which is its resource
-    provider's in Placement (``ResourceTracker._update_to_placement``)."""
+    provider's in Placement (``ResourceTracker._update_to_placement``).
+    """
     return host_state.uuid
 
 
@@ -382,19 +387,30 @@ def cell_context(context: Any, cell_uuid: str) -> Any:
     return cctxt
 
 
-def changed_instances(cctxt: Any, since: Any) -> list:
-    """Instances updated since ``since``, deleted ones included.
+@main_db.pick_context_manager_reader
+def _changed_rows(cctxt: Any, since: Any) -> list:
+    model = main_models.Instance
+    return cctxt.session.query(
+        model.uuid, model.updated_at, model.created_at, model.deleted,
+    ).filter(model.updated_at >= since).all()
 
-    ``objects.InstanceList.get_by_filters(cctxt, {'changes-since': since})``
-    (``updated_at >= since``; without a ``deleted`` filter Nova returns
-    deleted rows too) with flavor, NUMA topology and migration context.
-    Deleting an instance does not change ``updated_at``
+
+def changed_instances(cctxt: Any, since: Any) -> list[tuple[str, Any]]:
+    """``(uuid, (changed, deleted))`` of the instances updated since
+    ``since``, deleted ones included: :func:`instance_state`'s ``changed``
+    and ``deleted`` without loading the instances.
+
+    The query ``InstanceList.get_by_filters(cctxt, {'changes-since':
+    since})`` makes (``instances.updated_at >= since``, indexed; without a
+    ``deleted`` filter, deleted rows too), of four columns, through
+    ``nova.db.main.api.pick_context_manager_reader`` (the context's cell
+    database).  Deleting an instance does not change ``updated_at``
     (``soft_delete``), but the compute saves it as ``deleted`` just
     before (``ComputeManager._delete_instance``).
     """
-    return objects.InstanceList.get_by_filters(
-        cctxt, {'changes-since': since},
-        expected_attrs=_LEDGER_ATTRS).objects
+    since = timeutils.normalize_time(since)
+    return [(uuid, (_naive(updated or created), bool(deleted)))
+            for uuid, updated, created, deleted in _changed_rows(cctxt, since)]
 
 
 def instances_by_uuid(cctxt: Any, uuids: Iterable[str]) -> list:
@@ -405,7 +421,8 @@ def instances_by_uuid(cctxt: Any, uuids: Iterable[str]) -> list:
 
 def changed_migrations(cctxt: Any, since: Any) -> list:
     """Migrations updated since ``since``
-    (``objects.MigrationList.get_by_filters`` with ``changes-since``)."""
+    (``objects.MigrationList.get_by_filters`` with ``changes-since``).
+    """
     return objects.MigrationList.get_by_filters(
         cctxt, {'changes-since': since}).objects
 
@@ -413,7 +430,8 @@ def changed_migrations(cctxt: Any, since: Any) -> list:
 def host_migrations(cctxt: Any, host: tuple[str, str]) -> list:
     """The moves in progress to or from a host's node, whatever their age:
     ``objects.MigrationList.get_in_progress_by_host_and_node``, what the
-    compute's resource tracker counts."""
+    compute's resource tracker counts.
+    """
     return objects.MigrationList.get_in_progress_by_host_and_node(
         cctxt, host[0], host[1]).objects
 
@@ -448,15 +466,17 @@ def instance_state(inst: Any) -> ledger.InstanceState:
         uuid=inst.uuid, changed=_naive(inst.updated_at or inst.created_at),
         gone=bool(inst.deleted) or vm_states.allow_resource_removal(
             vm_state=inst.vm_state, task_state=inst.task_state),
+        deleted=bool(inst.deleted),
         host=(inst.host, inst.node) if inst.host else None,
-        flavor=flavor, flavor_id=flavor.id if flavor is not None else None,
+        flavor=flavor, flavor_id=getattr(flavor, _ID, None),
         cells=cells, old_flavor=inst.old_flavor, old_cells=old_cells,
         new_flavor=inst.new_flavor, new_cells=new_cells)
 
 
 def migration_state(mig: Any) -> ledger.MigrationState:
     """What the ledger needs of a Migration: in progress unless its status
-    is one :data:`_MIGRATION_DONE` lists (or it is deleted)."""
+    is one :data:`_MIGRATION_DONE` lists (or it is deleted).
+    """
     return ledger.MigrationState(
         id=mig.id, instance_uuid=mig.instance_uuid,
         changed=_naive(mig.updated_at or mig.created_at),
@@ -475,7 +495,8 @@ def allocation_providers(context: Any, uuid: str) -> list[str]:
     ``get_allocs_for_consumer``; raises what it raises).  The scheduler
     claims an instance's resources on its chosen host before
     ``select_destinations`` answers (``SchedulerManager._schedule``,
-    ``utils.claim_resources``)."""
+    ``utils.claim_resources``).
+    """
     client = report.report_client_singleton()
     return list(client.get_allocs_for_consumer(context, uuid)
                 .get('allocations', {}))

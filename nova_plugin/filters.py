@@ -46,7 +46,8 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
     @property
     def ledger(self) -> Any:
         """Where the filter counts instances that changed
-        (:class:`nova_plugin.ledger.Ledger`)."""
+        (:class:`nova_plugin.ledger.Ledger`).
+        """
         return self._usage.ledger
 
     def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
@@ -105,7 +106,8 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         """Let the ledger read what changed in the hosts' cells, once per
         pass and cell, and look up the instances other requests placed; a
         failure is noted on the pass (the hosts fail) and warned about
-        once a minute.  Never raises."""
+        once a minute.  Never raises.
+        """
         context = adapter.request_context(spec_obj)
         if context is None:
             return
@@ -133,7 +135,8 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
 
     def _try(self, why: str, call: Any, *args: Any) -> str | None:
         """``call(*args)``; ``why`` when it raised (warned about once a
-        minute)."""
+        minute).
+        """
         try:
             call(*args)
         except Exception as exc:

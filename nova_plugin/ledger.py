@@ -90,6 +90,7 @@ class InstanceState(NamedTuple):
     """``updated_at`` (else ``created_at``): which of two reads is newer."""
     gone: bool
     """Deleted, or holding nothing (shelved offloaded)."""
+    deleted: bool
     host: HostKey | None
     flavor: Any
     flavor_id: Any
@@ -119,9 +120,34 @@ HoldingOf = Callable[[str, Any, 'frozenset[int] | None'],
                      'capacity.Holding | None']
 
 
-def placements(inst: InstanceState, mig: MigrationState | None,
-               holding: HoldingOf) -> tuple[tuple[HostKey, capacity.Holding],
-                                            ...]:
+class Held(NamedTuple):
+    """What the ledger keeps of an instance: its holdings, not its flavors."""
+
+    uuid: str
+    changed: Any
+    gone: bool
+    deleted: bool
+    host: HostKey | None
+    flavor_id: Any
+    now: capacity.Holding | None
+    """Its flavor on its NUMA cells."""
+    old: capacity.Holding | None
+    """During a move: the old flavor on the old cells."""
+    new: capacity.Holding | None
+    """During a move: the new flavor on the new cells."""
+
+
+def held_of(inst: InstanceState, holding: HoldingOf) -> Held:
+    """What ``inst`` holds now, and before and after a move of it."""
+    uuid = inst.uuid
+    return Held(uuid, inst.changed, inst.gone, inst.deleted, inst.host,
+                inst.flavor_id, holding(uuid, inst.flavor, inst.cells),
+                holding(uuid, inst.old_flavor or inst.flavor, inst.old_cells),
+                holding(uuid, inst.new_flavor or inst.flavor, inst.new_cells))
+
+
+def placements(inst: Held, mig: MigrationState | None
+               ) -> tuple[tuple[HostKey, capacity.Holding], ...]:
     """Where ``inst`` holds what, as Nova's resource tracker counts it.
 
     Its host, its flavor; during a move in progress (``mig``) also the
@@ -132,22 +158,18 @@ def placements(inst: InstanceState, mig: MigrationState | None,
     if inst.gone:
         return ()
     out = []
-    if inst.host is not None:
-        cur = holding(inst.uuid, inst.flavor, inst.cells)
-        if cur is not None:
-            out.append((inst.host, cur))
+    if inst.host is not None and inst.now is not None:
+        out.append((inst.host, inst.now))
     if mig is None or not mig.in_progress:
         return tuple(out)
-    new = holding(inst.uuid, inst.new_flavor or inst.flavor, inst.new_cells)
-    old = holding(inst.uuid, inst.old_flavor or inst.flavor, inst.old_cells)
     if mig.source == mig.dest == inst.host:
         resized = inst.flavor_id == mig.new_flavor_id and \
             mig.old_flavor_id != mig.new_flavor_id
-        other, where = (old if resized else new), inst.host
+        other, where = (inst.old if resized else inst.new), inst.host
     elif inst.host is not None and inst.host == mig.dest:
-        other, where = old, mig.source
+        other, where = inst.old, mig.source
     else:
-        other, where = new, mig.dest
+        other, where = inst.new, mig.dest
     if other is not None and where is not None:
         out.append((where, other))
     return tuple(out)
@@ -186,7 +208,8 @@ class _Expected:
         """Where Placement had it claimed at the last look."""
         self.passed: list[tuple[Any, int]] = []
         """The HostStates the filter passed it on, with their placement
-        counts then (empty: not passed)."""
+        counts then (empty: not passed).
+        """
         self.passed_at = 0.0
 
 
@@ -213,7 +236,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._started = nova.utcnow()
         self._cells: dict[Any, _Cell] = {}
-        self._instances: dict[str, InstanceState] = {}
+        self._instances: dict[str, Held] = {}
         self._migrations: dict[str, MigrationState] = {}
         self._placed: dict[str, tuple] = {}
         self._on_host: dict[HostKey, dict[str, list[capacity.Holding]]] = {}
@@ -233,9 +256,11 @@ class Ledger:
 
     def on_host(self, host: HostKey) -> Mapping[str, Sequence[capacity.Holding]]:
         """uuid -> what that instance holds on ``host`` (an expected
-        instance: what its request asks, where Placement has it)."""
-        held = self._on_host.get(host, {})
-        expected = [(u, e.holding) for u, e in self._expected.items()
+        instance: what its request asks, where Placement has it).  A copy:
+        other requests may change the ledger meanwhile.
+        """
+        held = dict(self._on_host.get(host, {}))
+        expected = [(u, e.holding) for u, e in list(self._expected.items())
                     if host in e.hosts]
         if not expected:
             return held
@@ -250,7 +275,8 @@ class Ledger:
         weakly referenceable object, one per request, placing ``num``
         instances), which asks for ``holding`` (on NUMA cells not known
         yet: every domain).  Returns the request's number (see
-        :meth:`settle`)."""
+        :meth:`settle`).
+        """
         with self._lock:
             req = self._requests.get(request)
             if req is None:
@@ -266,7 +292,8 @@ class Ledger:
 
     def passed(self, uuid: str, host_states: Iterable[Any]) -> None:
         """The filter passed ``host_states`` for expected instance ``uuid``
-        (its request goes on to Nova's claim); none: the request fails."""
+        (its request goes on to Nova's claim); none: the request fails.
+        """
         with self._lock:
             exp = self._expected.get(uuid)
             if exp is None:
@@ -278,7 +305,8 @@ class Ledger:
 
     def drop(self, uuid: str) -> None:
         """Forget expected instance ``uuid``: its request will not be
-        claimed (a question asked of the filters, not a placement)."""
+        claimed (a question asked of the filters, not a placement).
+        """
         with self._lock:
             exp = self._expected.pop(uuid, None)
             if exp is not None:
@@ -290,7 +318,8 @@ class Ledger:
         """Whether ``req`` may still claim what a later request must know:
         an instance of it passed the filter less than WAIT ago and is not
         claimed (``waiting``) with no host it passed consumed since, or
-        it has instances to come and was seen less than IDLE ago."""
+        it has instances to come and was seen less than IDLE ago.
+        """
         now = time.monotonic()
         placements = self._nova.placements
         return any(exp.owner is req and now - exp.passed_at < WAIT and
@@ -371,7 +400,8 @@ class Ledger:
 
     def _unclaimed(self, exp: _Expected) -> bool:
         """Whether an expected instance without allocations will not be
-        claimed any more."""
+        claimed any more.
+        """
         age = time.monotonic() - (exp.passed_at if exp.passed else exp.since)
         return age >= WAIT or \
             any(self._nova.placements(h) != n for h, n in exp.passed)
@@ -380,7 +410,8 @@ class Ledger:
                want: capacity.Holding) -> bool:
         """Whether the database places ``uuid`` on ``host`` as its request
         asked: with ``want``, or with anything once no move of it is in
-        progress (a revert gives it back its old flavor)."""
+        progress (a revert gives it back its old flavor).
+        """
         held = self._on_host.get(host, {}).get(uuid, ())
         if not held:
             return False
@@ -390,7 +421,8 @@ class Ledger:
 
     def _claimed_since(self, uuid: str, exp: _Expected) -> bool:
         """Whether the database changed ``uuid`` after the request (by its
-        clock) and has it deleted, or placed as the request asked."""
+        clock) and has it deleted, or placed as the request asked.
+        """
         inst = self._instances.get(uuid)
         if inst is None or inst.changed is None or \
                 inst.changed < exp.created:
@@ -419,37 +451,44 @@ class Ledger:
             since = (state.read_at or self._started) - \
                 datetime.timedelta(seconds=OVERLAP)
             cctxt = nova.cell_context(context, cell)
-            insts = [nova.instance_state(i)
-                     for i in nova.changed_instances(cctxt, since)]
+            load = {uuid for uuid, changed in
+                    nova.changed_instances(cctxt, since)
+                    if self._stamp(uuid) != changed}
             migs = [nova.migration_state(m)
                     for m in nova.changed_migrations(cctxt, since)]
             for host in new_hosts:
                 migs.extend(nova.migration_state(m)
                             for m in nova.host_migrations(cctxt, host))
             changed = self._take_migrations(migs)
-            changed.update(self._take_instances(insts))
-            missing = [u for u in changed if u not in self._instances]
-            if missing:
-                self._take_instances(
+            load.update(u for u in changed if u not in self._instances)
+            if load:
+                changed.update(self._take_instances(
                     [nova.instance_state(i)
-                     for i in nova.instances_by_uuid(cctxt, missing)])
+                     for i in nova.instances_by_uuid(cctxt, load)]))
             state.read_at = now
             state.hosts.update(new_hosts)
             for uuid in changed:
                 self._place(uuid)
             self._forget_gone()
 
+    def _stamp(self, uuid: str) -> tuple | None:
+        """What :func:`adapter.changed_instances` pairs with ``uuid`` when
+        the ledger has its last state (None: it has none).
+        """
+        inst = self._instances.get(uuid)
+        return None if inst is None else (inst.changed, inst.deleted)
+
     def _take_instances(self, states: Iterable[InstanceState]) -> set[str]:
         changed = set()
         for st in states:
             old = self._instances.get(st.uuid)
             if old is not None and old.changed == st.changed and \
-                    old.gone == st.gone and old.host == st.host:
+                    old.deleted == st.deleted and old.host == st.host:
                 continue
             if old is not None and st.changed is not None and \
                     old.changed is not None and st.changed < old.changed:
                 continue
-            self._instances[st.uuid] = st
+            self._instances[st.uuid] = held_of(st, self._holding)
             changed.add(st.uuid)
         return changed
 
@@ -466,7 +505,7 @@ class Ledger:
     def _place(self, uuid: str) -> None:
         inst = self._instances.get(uuid)
         placed = () if inst is None else \
-            placements(inst, self._migrations.get(uuid), self._holding)
+            placements(inst, self._migrations.get(uuid))
         before = self._placed.get(uuid, ())
         if inst is not None and inst.gone:
             self._gone.setdefault(uuid, time.monotonic())

@@ -110,7 +110,8 @@ class InstanceUsage:
     def holdings_on(self, host: tuple, instances: dict,
                     uuid: str) -> list[capacity.Holding]:
         """What instance ``uuid`` holds on ``host`` (``instances``: the
-        host's view), as :meth:`of_host` counted it."""
+        host's view), as :meth:`of_host` counted it.
+        """
         held_there = self.ledger.on_host(host).get(uuid)
         if held_there is not None or self.ledger.tracks(uuid):
             return list(held_there or ())

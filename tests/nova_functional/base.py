@@ -60,10 +60,12 @@ def api_paste() -> str:
     return path
 
 
-class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
-    """Nova's functional framework with ovs-rdt's filter and provider configs."""
+class RDTMixin:
+    """ovs-rdt's filter, provider configs and helpers, on one of Nova's
+    functional test bases (:class:`RDTTestCase`, and
+    ``tests.nova_functional.libvirt_base``).
+    """
 
-    compute_driver = 'fake.MediumFakeDriver'
     #: 'filter', 'placement' or 'both' (module docstring).
     ACCOUNTING = 'filter'
     #: RPC casts as calls: an API call returns when its work is done.
@@ -84,9 +86,7 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.flags(track_instance_changes=self.TRACK_INSTANCE_CHANGES,
                    group='filter_scheduler')
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
-        super().setUp()
-        if self.CAST_AS_CALL:
-            self.useFixture(nova_fixtures.CastAsCallFixture(self))
+        super().setUp()  # type: ignore[misc]
         self.ctxt = nova_context.get_admin_context()
         self._provider_dirs = self.useFixture(fixtures.TempDir()).path
         self._aggregates: dict[str, int] = {}
@@ -97,12 +97,14 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
     def _clear_attrs(self) -> None:
         """Keep the attributes (Nova's version deletes them; pytest reads
-        them after cleanup)."""
+        them after cleanup).
+        """
 
     # -- hosts -----------------------------------------------------------------
     def start_hosts(self, kind: nodes.Kind, names: Iterable[str]) -> None:
         """Fake computes of ``kind``, each with its provider config, in the
-        aggregate of that kind (its capacity as metadata)."""
+        aggregate of that kind (its capacity as metadata).
+        """
         node = nodes.node(kind)
         names = list(names)
         for name in names:
@@ -112,7 +114,7 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
                       encoding='utf-8') as fh:
                 fh.write(node.provider_yaml)
             self.flags(provider_config_location=folder, group='compute')
-            self._start_compute(name)
+            self.start_one(name, node)
             self.host_node[name] = node
         agg = self._aggregates.get(kind.name)
         if agg is None:
@@ -123,9 +125,19 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         for name in names:
             self.admin_api.add_host_to_aggregate(agg, name)
 
+    def start_one(self, name: str, node: nodes.Node) -> None:
+        """Start compute ``name`` (of ``node``'s kind)."""
+        self._start_compute(name)
+
+    @property
+    def scheduler_manager(self) -> Any:
+        service = getattr(self, 'scheduler_service', None) or self.scheduler
+        return service.manager
+
     def restart(self, host: str) -> None:
         """Restart a compute (a new manager, the same driver), with its
-        provider config."""
+        provider config.
+        """
         self.flags(provider_config_location=os.path.join(
             self._provider_dirs, host), group='compute')
         self.computes[host] = self.restart_compute_service(
@@ -139,13 +151,14 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     # -- flavors ---------------------------------------------------------------
     def flavor(self, ways: int | None = None, *, pool: str | None = None,
                domains: int = 2, path: str | None = None,
-               extra: dict[str, str] | None = None) -> str:
+               extra: dict[str, str] | None = None, vcpus: int = 1) -> str:
         """A flavor asking ``ways`` per domain (or joining ``pool``) on an
         accounting path (default: the test's): ``rdt:*`` for the filter,
         plus ``resources:CUSTOM_RDT_*`` for Placement (``domains``: what
         an unpinned instance spans; Placement asks ways x domains).  On
         the Placement path alone the flavor still carries ``rdt:l3_ways``:
-        the node's hook reads it."""
+        the node's hook reads it.
+        """
         path = path or self.ACCOUNTING
         specs: dict[str, str] = dict(extra or {})
         if ways is not None:
@@ -155,13 +168,13 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
                 specs['resources:' + RC_CLOSID] = '1'
         if pool is not None:
             specs['rdt:pool'] = pool
-        key = tuple(sorted(specs.items()))
+        key = (tuple(sorted(specs.items())), vcpus)
         if key not in self._flavors:
             # straight into the API database: nova-api's flavor calls (and
             # the rdt validators) are tested once, in test_fleet
             flavorid = 'rdt-%d' % (len(self._flavors) + 1)
             objects.Flavor(self.ctxt, name=flavorid, flavorid=flavorid,
-                           memory_mb=64, vcpus=1, root_gb=1,
+                           memory_mb=64, vcpus=vcpus, root_gb=1,
                            ephemeral_gb=0, swap=0, is_public=True,
                            extra_specs=specs).create()
             self._flavors[key] = flavorid
@@ -238,16 +251,15 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self._wait_for_migration_status(server, ['reverted'])
         return server
 
-    def only(self, host: str) -> None:
-        """Keep the scheduler on ``host`` (resize has no host parameter)."""
-        for other in self.computes:
-            if other != host:
-                service = self.admin_api.get_services(
-                    host=other, binary='nova-compute')[0]
-                self.admin_api.put_service(service['id'],
-                                           {'status': 'disabled'})
+    def disable(self, host: str, disabled: bool = True) -> None:
+        """Disable (or enable) ``host``'s compute service: the scheduler
+        skips a disabled one.
+        """
+        service = self.admin_api.get_services(host=host,
+                                              binary='nova-compute')[0]
+        self.admin_api.put_service(service['id'], {
+            'status': 'disabled' if disabled else 'enabled'})
 
-    # -- the count ---------------------------------------------------------------
     def filter_fits(self, flavor: str, host: str) -> bool:
         """Whether the scheduler's filters pass ``host`` for a new instance
         of ``flavor`` now: the RequestSpec the API builds for a boot on
@@ -255,7 +267,8 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         ``HostManager`` (its HostStates, its view of the hosts' instances)
         and every enabled filter, as ``select_destinations`` runs them
         (without Placement's candidates and claim: nothing is consumed,
-        no instance is expected)."""
+        no instance is expected).
+        """
         obj = objects.Flavor.get_by_flavor_id(self.ctxt, flavor)
         image = {'properties': {}}
         spec = objects.RequestSpec.from_components(
@@ -267,7 +280,7 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         spec.requested_destination = objects.Destination(host=host,
                                                          node=host)
         spec.is_bfv = False
-        manager = self.scheduler_service.manager.host_manager
+        manager = self.scheduler_manager.host_manager
         states = list(manager.get_host_states_by_uuids(
             self.ctxt, [self.rp_uuid(host)], spec))
         passed = [h.host for h in manager.get_filtered_hosts(
@@ -280,7 +293,8 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     def placement_free(self, host: str) -> int:
         """Ways per domain Placement has free on ``host`` (what it hands
         out: its inventory minus reserved minus its allocations, as
-        ``GET /resource_providers/{uuid}/usages`` gives them)."""
+        ``GET /resource_providers/{uuid}/usages`` gives them).
+        """
         rp = self.rp_uuid(host)
         inventory = self._get_provider_inventory(rp)[RC_WAYS]
         used = self._get_provider_usages(rp).get(RC_WAYS, 0)
@@ -292,7 +306,8 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         accounting path of the test: the scheduler's filters pass a new
         ``rdt:l3_ways`` instance asking ``free`` ways there (when > 0) and
         refuse one asking ``free + 1`` (:meth:`filter_fits`); Placement
-        has ``free`` per domain unallocated (:meth:`placement_free`)."""
+        has ``free`` per domain unallocated (:meth:`placement_free`).
+        """
         where = '%s (%s)' % (host, step) if step else host
         if self.ACCOUNTING in ('filter', 'both'):
             if free > 0:
@@ -316,3 +331,14 @@ class RDTTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         """:meth:`assert_free` for each ``host=ways``."""
         for host, ways in sorted(free.items()):
             self.assert_free(host, ways, step=step)
+
+
+class RDTTestCase(RDTMixin, integrated_helpers.ProviderUsageBaseTestCase):
+    """Nova's functional framework with fake-driver computes."""
+
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def setUp(self) -> None:
+        super().setUp()
+        if self.CAST_AS_CALL:
+            self.useFixture(nova_fixtures.CastAsCallFixture(self))

@@ -34,7 +34,11 @@ class FleetTest(base.RDTTestCase):
         return [self.wait(s, ('ACTIVE', 'ERROR'))
                 for s in self.admin_api.get_servers()]
 
-    def test_placement_has_what_provider_config_wrote(self) -> None:
+    def test_fleet(self) -> None:
+        self.placement_has_what_provider_config_wrote()
+        self.fill_the_fleet()
+
+    def placement_has_what_provider_config_wrote(self) -> None:
         for kind, prefix, _ in FLEET:
             node = nodes.node(kind)
             rp = self.rp_uuid(self.fleet[prefix][0])
@@ -47,7 +51,7 @@ class FleetTest(base.RDTTestCase):
                      inventory[rc]['max_unit']), (kind.name, rc))
             self.assertIn('CUSTOM_RDT_L3_CAT', self._get_provider_traits(rp))
 
-    def test_fill_the_fleet(self) -> None:
+    def fill_the_fleet(self) -> None:
         # nova-api runs the rdt validators (entry point
         # nova.api.extra_spec_validators) on flavor extra specs
         flavor = self._create_flavor(memory_mb=64, vcpu=1, disk=1)

@@ -35,59 +35,54 @@ class MovesTest(base.RDTTestCase):
 
     ACCOUNTING = 'both'
 
-    def setUp(self) -> None:
-        super().setUp()
-        self.start_hosts(nodes.GOLD, ['h1', 'h2'])
+    def hosts(self, *names: str) -> None:
+        self.start_hosts(nodes.GOLD, names or ('h1', 'h2'))
 
-    # -- resize in place -----------------------------------------------------------
-    def test_resize_in_place_confirm(self) -> None:
+    # -- resize --------------------------------------------------------------------
+    def test_resize_in_place(self) -> None:
         """4 -> 5 ways on the same host: 4 + 5 held until the confirm, then
-        5 (today's filter: the instance vanishes from the host's view at
-        the confirm, and the host looks empty)."""
-        self.only('h1')
+        5; 5 -> 2: 5 + 2 until the revert, then 5 again.  (Today's filter:
+        the instance vanishes from the host's view at the confirm, so the
+        host looks empty; from a resize on, the view has the new flavor
+        only, so after the revert 7 ways look free where 4 are.)
+        """
+        self.hosts('h1')
         vm = self.boot(self.flavor(4), 'h1')
         self.counts('booted', h1=FREE - 4)
         vm = self.resize(vm, 5)
         self.assertEqual('h1', self.host_of(vm))
         self.counts('resized in place', h1=0)
-        self.confirm(vm)
+        vm = self.confirm(vm)
         self.counts('confirmed', h1=FREE - 5)
         self.sync('h1')
         self.counts('periodic sync', h1=FREE - 5)
-
-    def test_resize_in_place_revert(self) -> None:
-        """4 -> 2 ways on the same host: 4 + 2 held until the revert, then 4
-        (today's filter: the new flavor's 2 from the resize on, so a 7-way
-        instance lands and the revert has no room)."""
-        self.only('h1')
-        vm = self.boot(self.flavor(4), 'h1')
         vm = self.resize(vm, 2)
-        self.counts('resized in place', h1=FREE - 6)
+        self.counts('resized in place again', h1=FREE - 7)
         self.revert(vm)
-        self.counts('reverted', h1=FREE - 4)
+        self.counts('reverted', h1=FREE - 5)
 
-    # -- resize across hosts -------------------------------------------------------
-    def test_resize_across_hosts_confirm(self) -> None:
+    def test_resize_across_hosts(self) -> None:
+        """4 -> 6 ways, h1 -> h2: h1 keeps the 4 until the confirm (a
+        revert takes them back).  (Today's filter: the source's ways are
+        free as soon as the instance is on h2; after a revert the
+        destination keeps it at its new flavor.)
+        """
+        self.hosts()
         self.flags(allow_resize_to_same_host=False)
         vm = self.boot(self.flavor(4), 'h1')
         vm = self.resize(vm, 6)
         self.assertEqual('h2', self.host_of(vm))
         self.counts('resized to h2', h1=FREE - 4, h2=FREE - 6)
-        self.confirm(vm)
-        self.counts('confirmed', h1=FREE, h2=FREE - 6)
-
-    def test_resize_across_hosts_revert(self) -> None:
-        """(today's filter: the destination keeps the reverted instance at
-        its new flavor.)"""
-        self.flags(allow_resize_to_same_host=False)
-        vm = self.boot(self.flavor(4), 'h1')
-        vm = self.resize(vm, 6)
-        self.revert(vm)
+        vm = self.revert(vm)
         self.assertEqual('h1', self.host_of(vm))
         self.counts('reverted', h1=FREE - 4, h2=FREE)
+        vm = self.resize(vm, 6)
+        self.confirm(vm)
+        self.counts('resized to h2, confirmed', h1=FREE, h2=FREE - 6)
 
     # -- cold and live migration -----------------------------------------------------
-    def test_cold_migrate_confirm_and_revert(self) -> None:
+    def test_cold_migrate(self) -> None:
+        self.hosts()
         vm = self.boot(self.flavor(4), 'h1')
         vm = self.action(vm, {'migrate': {'host': 'h2'}}, 'VERIFY_RESIZE')
         self.counts('migrated to h2', h1=FREE - 4, h2=FREE - 4)
@@ -99,8 +94,10 @@ class MovesTest(base.RDTTestCase):
         self.counts('confirmed', h1=FREE, h2=FREE - 4)
 
     def test_live_migrate(self) -> None:
-        """(today's filter: the source keeps the instance, the destination
-        does not have it, until the periodic sync.)"""
+        """(Today's filter: the source keeps the instance, the destination
+        does not have it, until the periodic sync.)
+        """
+        self.hosts()
         vm = self.boot(self.flavor(4), 'h1')
         self.admin_api.post_server_action(
             vm['id'], {'os-migrateLive': {'host': 'h2',
@@ -112,6 +109,7 @@ class MovesTest(base.RDTTestCase):
 
     # -- evacuate, shelve, rebuild -----------------------------------------------------
     def test_evacuate(self) -> None:
+        self.hosts()
         vm = self.boot(self.flavor(4), 'h1')
         service = self.admin_api.get_services(host='h1',
                                               binary='nova-compute')[0]
@@ -127,6 +125,7 @@ class MovesTest(base.RDTTestCase):
         self.counts('h1 back', h1=FREE, h2=FREE - 4)
 
     def test_shelve_unshelve(self) -> None:
+        self.hosts()
         vm = self.boot(self.flavor(4), 'h1')
         vm = self.action(vm, {'shelve': {}}, 'SHELVED_OFFLOADED')
         self.counts('shelved offloaded', h1=FREE, h2=FREE)
@@ -135,26 +134,30 @@ class MovesTest(base.RDTTestCase):
         self.counts('unshelved on h2', h1=FREE, h2=FREE - 4)
 
     def test_rebuild(self) -> None:
+        self.hosts('h1')
         vm = self.boot(self.flavor(4), 'h1')
         self.action(vm, {'rebuild': {'imageRef': self.glance.image2['id']}},
                     'ACTIVE')
-        self.counts('rebuilt', h1=FREE - 4, h2=FREE)
+        self.counts('rebuilt', h1=FREE - 4)
 
     # -- delete during a move ----------------------------------------------------------
-    def test_delete_resized_across_hosts(self) -> None:
+    def test_delete_during_a_move(self) -> None:
+        """Deleted while resized (not yet confirmed), across hosts and in
+        place: every way it held is free again.
+        """
+        self.hosts()
         self.flags(allow_resize_to_same_host=False)
-        vm = self.boot(self.flavor(4), 'h1')
-        vm = self.resize(vm, 6)
-        self.delete(vm)
-        self.counts('deleted while resized', h1=FREE, h2=FREE)
-
-    def test_delete_resized_in_place(self) -> None:
-        self.only('h1')
-        vm = self.boot(self.flavor(4), 'h1')
-        vm = self.resize(vm, 5)
-        self.delete(vm)
-        self.counts('deleted while resized in place', h1=FREE)
-
+        across = self.resize(self.boot(self.flavor(4), 'h1'), 6)
+        self.flags(allow_resize_to_same_host=True)
+        self.disable('h2')
+        in_place = self.resize(self.boot(self.flavor(3), 'h1'), 2)
+        self.disable('h2', False)
+        self.assertEqual('h1', self.host_of(in_place))
+        self.counts('both resized', h1=FREE - 4 - 3 - 2, h2=FREE - 6)
+        self.delete(across)
+        self.counts('deleted while resized to h2', h1=FREE - 5, h2=FREE)
+        self.delete(in_place)
+        self.counts('deleted while resized in place', h1=FREE, h2=FREE)
 
 
 class FilterOnlyTest(base.RDTTestCase):
@@ -162,7 +165,8 @@ class FilterOnlyTest(base.RDTTestCase):
 
     def test_resize_in_place_to_the_whole_host(self) -> None:
         """The issue's report: 4 ways resized in place to 9 (the host's
-        whole capacity) and confirmed; a 5-way boot must not land."""
+        whole capacity) and confirmed; a 5-way boot must not land.
+        """
         self.start_hosts(nodes.GOLD, ['h1'])
         vm = self.boot(self.flavor(4), 'h1')
         vm = self.resize(vm, 9)
@@ -175,14 +179,16 @@ class StubsTest(base.RDTTestCase):
     """``track_instance_changes = False``: the scheduler hands the filter
     bare instance stubs it reads per request; the filter loads their
     flavors (and reuses what it loaded for a minute, only for instances
-    that did not change since)."""
+    that did not change since).
+    """
 
     ACCOUNTING = 'filter'
     TRACK_INSTANCE_CHANGES = False
 
     def test_resize_in_place_confirm(self) -> None:
         """(today's filter: the 4 ways it loaded before the resize, for a
-        minute.)"""
+        minute.)
+        """
         self.start_hosts(nodes.GOLD, ['h1'])
         vm = self.boot(self.flavor(4), 'h1')
         self.counts('booted', h1=FREE - 4)
@@ -196,7 +202,8 @@ class PlacementOnlyTest(base.RDTTestCase):
     def test_resize_in_place_needs_both_flavors(self) -> None:
         """Placement holds the old flavor (the migration's allocation) and
         the new one on a host resized in place: 4 -> 9 ways does not fit
-        on a host with 9, and the instance keeps its 4."""
+        on a host with 9, and the instance keeps its 4.
+        """
         self.start_hosts(nodes.GOLD, ['h1'])
         vm = self.boot(self.flavor(4), 'h1')
         # The conductor's NoValidHost reaches the API as an error here

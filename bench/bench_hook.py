@@ -11,16 +11,24 @@
    prepare, started and release of a VM with ``<rdt:l3 ways="2"/>``, then
    prepare of a VM that asks for nothing (the common case).  p50 of
    the rounds and the ratio to ``python3 -c pass``.
-2. ``virsh start`` + ``virsh destroy`` of a minimal KVM guest (TESTBED.md),
+2. The hook's own CPU per event: user + system time of the hook process
+   (``wait4``'s rusage: the emulator's FUSE service time, spent in its own
+   process, does not count), prepare and release of the same VM, against
+   ``python3 -c pass`` from the same interpreter, on an empty node and on
+   a node with 14 groups on 2 cache domains (two configured pools and
+   twelve pinned VMs, six per domain).  Target: <= 1.3x.
+3. ``virsh start`` + ``virsh destroy`` of a minimal KVM guest (TESTBED.md),
    libvirtd restarted without any hook, then with the hook installed
    (needs root, /dev/kvm and libvirt; skipped otherwise or with --no-virsh).
 
-    python3 bench/bench_hook.py [--runs 30] [--starts 8] [--no-virsh]
+    python3 bench/bench_hook.py [--runs 30] [--cpu-runs 40] [--starts 8]
+        [--no-virsh] [--only cpu|events|virsh]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -77,6 +85,21 @@ def timed(cmd: list[str], data: bytes = b'', env: dict | None = None) -> float:
             ' '.join(cmd), res.returncode, res.stderr.decode().strip(),
             ' stdout: %r' % res.stdout if res.stdout else ''))
     return elapsed
+
+
+def cpu_of(cmd: list[str], data: bytes = b'', env: dict | None = None
+           ) -> float:
+    """User + system seconds of the process ``cmd`` runs as.
+
+    RUSAGE_CHILDREN grows by exactly that process's rusage when it is
+    reaped (the wrapper's ``sh`` execs the interpreter: one process; the
+    emulator daemon and the fake QEMU are not reaped meanwhile).
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    timed(cmd, data, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime
+            + after.ru_stime - before.ru_stime)
 
 
 def mount_emulator(tmp: str) -> MountedEmulator:
@@ -153,6 +176,103 @@ def bench_events(runs: int) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def pinned_xml(index: int, cpus: str) -> bytes:
+    uuid = '6f1c7a52-8c0e-4d4a-9a61-%012x' % (0x100 + index)
+    return ("<domain type='kvm'><name>big%d</name><uuid>%s</uuid>"
+            "<metadata>%s</metadata><memory unit='KiB'>65536</memory>"
+            "<vcpu placement='static' cpuset='%s'>2</vcpu>"
+            "<os><type arch='x86_64' machine='pc-i440fx-7.2'>hvm</type></os>"
+            "<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>"
+            "</devices></domain>" % (
+                index, uuid, ANNOTATION.replace('ways="2"', 'ways="1"'),
+                cpus)).encode()
+
+
+def bare_python(tmp: str) -> str:
+    """The same interpreter in a virtualenv of its own, with nothing in it.
+
+    ``python3 -c pass`` from the project's development venv also runs the
+    editable install's import finder that ``site`` loads from a ``.pth``
+    (pathlib, re, importlib.util: it triples the start-up); a node's venv
+    with ovs-rdt installed from a wheel has no such file.  The hook itself
+    runs with ``-I -S`` and never loads it.
+    """
+    path = os.path.join(tmp, 'bare-venv')
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', path],
+                   check=True)
+    return os.path.join(path, 'bin', 'python3')
+
+
+def cpu_node(runs: int, full: bool) -> dict[str, float]:
+    """p50 CPU ms per event on an empty node or one with 14 groups."""
+    tmp = tempfile.mkdtemp(prefix='ovsrdt-bench-hookcpu-')
+    emu = mount_emulator(tmp)
+    try:
+        bare = bare_python(tmp)
+        run_dir = os.path.join(tmp, 'run')
+        os.mkdir(run_dir)
+        config = os.path.join(tmp, 'ovs-rdt.conf')
+        write_config(config, emu.root, emu.sysfs, run_dir)
+        if full:
+            # Per domain: 1 system way, hp 1 (isolated), noisy 1, six VMs
+            # of 1 way, and vm1's 2: all 11 ways and all 16 CLOSIDs.
+            with open(config, 'w', encoding='utf-8') as fh:
+                fh.write('[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n'
+                         '[allocation]\nsystem_min_ways = 1\n'
+                         'pools = hp,noisy\n'
+                         '[pool:hp]\nl3_ways = 1\nisolated = true\n'
+                         '[pool:noisy]\nl3_ways = 1\n'
+                         '[libvirt]\nqemu_run_dir = %s\n'
+                         % (emu.root, emu.sysfs, run_dir))
+        wrapper = install.hook_path(os.path.join(tmp, 'hooks'))
+        install.install(wrapper, config)
+        if full:
+            for i in range(12):
+                timed([wrapper, 'big%d' % i, 'prepare', 'begin', '-'],
+                      pinned_xml(i, '0-19' if i < 6 else '20-39'),
+                      LIBVIRT_ENV)
+            groups = [n for n in os.listdir(emu.root)
+                      if n.startswith('ovsrdt-')]
+            assert len(groups) == 14, groups
+        annotated = domain_xml('vm1', UUID, ANNOTATION)
+        py = sys.executable
+        rows: dict[str, list[float]] = {
+            'python3 -c pass': [], 'python3 -I -S -c pass': [],
+            'prepare begin': [], 'release end': []}
+        for _ in range(runs):
+            rows['python3 -c pass'].append(cpu_of([bare, '-c', 'pass']))
+            rows['python3 -I -S -c pass'].append(
+                cpu_of([py, '-I', '-S', '-c', 'pass']))
+            for key, op, subop in (('prepare begin', 'prepare', 'begin'),
+                                   ('release end', 'release', 'end')):
+                rows[key].append(cpu_of([wrapper, 'vm1', op, subop, '-'],
+                                        annotated, LIBVIRT_ENV))
+        return {k: p50(v) for k, v in rows.items()}
+    finally:
+        emu.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_cpu(runs: int) -> None:
+    print("hook CPU per event (user+system of the hook process, p50 of %d "
+          "rounds; python3 = %s in a bare venv; target <= 1.30x)"
+          % (runs, sys.executable))
+    print('  %-22s %-22s %10s %22s' % ('node', 'event', 'CPU ms',
+                                       'ratio to python3 -c pass'))
+    worst = 0.0
+    for label, full in (('empty', False), ('14 groups, 2 domains', True)):
+        res = cpu_node(runs, full)
+        base = res['python3 -c pass']
+        for key in res:
+            ratio = res[key] / base
+            if key in ('prepare begin', 'release end'):
+                worst = max(worst, ratio)
+            print('  %-22s %-22s %10.2f %21.2fx'
+                  % (label, key, res[key], ratio))
+    print('  worst ratio %.2fx: %s' % (worst, 'met' if worst <= 1.3
+                                       else 'NOT met'))
+
+
 def bench_virsh(starts: int) -> None:
     from tests.functional.fixtures.libvirt import libvirt_missing
     from tests.functional.fixtures.libvirt import LibvirtTestbed
@@ -202,10 +322,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--runs', type=int, default=30)
     parser.add_argument('--starts', type=int, default=8)
+    parser.add_argument('--cpu-runs', type=int, default=40)
     parser.add_argument('--no-virsh', action='store_true')
+    parser.add_argument('--only', choices=('cpu', 'events', 'virsh'))
     args = parser.parse_args()
-    bench_events(args.runs)
-    if not args.no_virsh:
+    if args.only in (None, 'events'):
+        bench_events(args.runs)
+    if args.only in (None, 'cpu'):
+        bench_cpu(args.cpu_runs)
+    if args.only in (None, 'virsh') and not args.no_virsh:
         bench_virsh(args.starts)
     return 0
 

@@ -54,7 +54,8 @@ _XML_NS = 'http://www.w3.org/XML/1998/namespace'
 # Our annotation: element -> ((attribute, the request field it holds), ...);
 # an element takes exactly one of its attributes.  The annotation's values
 # are keyed by element (first attribute) or "element attribute" (others).
-_RDT_CHILDREN = {'l3': (('ways', 'l3_ways'),), 'pool': (('name', 'pool'),),
+_RDT_CHILDREN = {'l3': (('ways', 'l3_ways'), ('kib', 'l3_kib')),
+                 'pool': (('name', 'pool'),),
                  'mb': (('percent', 'mb_percent'), ('mbps', 'mb_mbps'))}
 
 
@@ -285,8 +286,8 @@ class _Parser:
         if not tag.startswith(_RDT) or local not in _RDT_CHILDREN:
             raise AnnotationError(
                 '<%s>: unknown element in the %s annotation (known: '
-                '<rdt:l3 ways="N">, <rdt:pool name="P">, <rdt:mb '
-                'percent="N"> or <rdt:mb mbps="N">)'
+                '<rdt:l3 ways="N">, <rdt:l3 kib="K">, <rdt:pool name="P">, '
+                '<rdt:mb percent="N"> or <rdt:mb mbps="N">)'
                 % (show(_pretty(tag)), RDT_NS))
         if local in self.seen_rdt:
             raise AnnotationError('<rdt:%s> appears twice in <rdt:rdt>' % local)
@@ -304,7 +305,7 @@ class _Parser:
             raise AnnotationError('<rdt:%s>: the "%s" attribute is required'
                                   % (local, wanted))
         assert self.dom.annotation is not None
-        # Both of <rdt:mb>'s: the request's rule refuses them together.
+        # Both of an element's: the request's rule refuses them together.
         for attr in given:
             self.dom.annotation[_annotation_key(
                 local, known.index(attr), attr)] = attrs[attr]
@@ -391,7 +392,9 @@ def _pretty(tag: str) -> str:
 
 def parse(data: bytes) -> Domain:
     """Parse a domain XML; raise AnnotationError (one line) on any fault."""
-    from xml.parsers import expat
+    # pyexpat is what xml.parsers.expat re-exports; importing it directly
+    # spares the hook the xml and xml.parsers packages at every event.
+    import pyexpat as expat
 
     if len(data) > MAX_XML_BYTES:
         raise AnnotationError('the domain XML is larger than %d bytes'

@@ -133,6 +133,19 @@ class Hook:
         #: The parsed domain, once it parsed.
         self.dom: Domain | None = None
 
+    @classmethod
+    def embedded(cls, settings: Any, manager: CacheManager, name: str,
+                 log: Any) -> Hook:
+        """The hook's rules driven by ovs-rdt-agent (placing a domain that
+        started without the hook): its settings, manager and ``log(level,
+        message)``, no configuration file read.
+        """
+        hook = cls(None, name, 'agent', '-')
+        hook._settings, hook._manager = settings, manager
+        hook._rc = manager.resctrl
+        hook.log = log
+        return hook
+
     # -- lazily built context ---------------------------------------------
     @property
     def settings(self) -> Any:
@@ -194,11 +207,8 @@ class Hook:
     def request(self, dom: Domain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS VM."""
         from ovs_rdt.core.model import Request, vm_group
-        from ovs_rdt.inputs.request import check_host
+        from ovs_rdt.inputs.request import check_host, l3_ways_on
 
-        ways = spec.l3_ways
-        if ways is None:
-            raise AssertionError('request() needs a dedicated-CLOS spec')
         platform = self.rc.platform()
         mba = platform.mb
         check_host(spec, None, platform.cbm_len,
@@ -213,8 +223,11 @@ class Hook:
             domains = frozenset(platform.domains)
         else:
             domains = platform.domains_of_cpus(cpus)
+        # By size (l3_kib): the ways of this node's size that hold it.
         return Request(vm_group(dom.uuid),
-                       ways={d: ways for d in sorted(domains)},
+                       ways={d: l3_ways_on(spec, platform.cbm_len,
+                                           platform.way_bytes(d))
+                             for d in sorted(domains)},
                        exclusive=True, mb_percent=spec.mb_percent,
                        mb_mbps=spec.mb_mbps)
 
@@ -232,7 +245,10 @@ class Hook:
         from ovs_rdt.core.model import vm_group
 
         if spec.pool is None:
-            return self.manager.allocate(self.request(dom, spec))
+            # The platform is read under the lock the plan is made under:
+            # then nothing checks that it is still current (one read).
+            with self.rc.lock():
+                return self.manager.allocate(self.request(dom, spec))
         stale = self.group_exists(vm_group(dom.uuid))
         if stale or not self.group_exists(self.group_of(dom, spec)):
             # Every mutation plans the whole desired state, configured
@@ -240,8 +256,10 @@ class Hook:
             # if the VM used to have one) also creates the pool's group.
             plan = self.manager.release(vm_group(dom.uuid))
             if not self.group_exists(self.group_of(dom, spec)):
-                raise Refusal('the group %s of pool %s was not created'
-                              % (self.group_of(dom, spec), spec.pool))
+                raise Refusal('the group %s of pool %s was not created%s'
+                              % (self.group_of(dom, spec), spec.pool,
+                                 ': ' + plan.unplaced if plan.unplaced
+                                 else ''))
             return plan
         return None
 
@@ -287,24 +305,34 @@ class Hook:
                           'uuid %s (it runs %s)'
                           % (pid, pidfile, dom.uuid,
                              show(' '.join(procfs.cmdline(pid)[:1]) or '?')))
-        threads = procfs.threads(pid)
-        vcpus = [tid for tid, comm in threads if procfs.is_vcpu_thread(comm)]
-        others = [tid for tid, comm in threads
-                  if not procfs.is_vcpu_thread(comm)]
+        self.place(group, pid)
+        return 0
+
+    def place(self, group: str, pid: int,
+              placed: frozenset[int] = frozenset()) -> list[int]:
+        """Move QEMU ``pid``'s threads into ``group`` (vCPUs, and the others
+        per ``[libvirt] include_emulator_threads``) but those ``placed``
+        already; returns the TIDs moved.
+        """
+        from ovs_rdt import procfs
+
+        vcpus, others = procfs.qemu_threads(
+            pid, self.settings.libvirt.include_emulator_threads)
         if not vcpus:
             raise Refusal('QEMU process %d has no vCPU threads (named "CPU '
                           'n/KVM")' % pid)
-        tids = vcpus + (others if self.settings.libvirt.include_emulator_threads
-                        else [])
+        tids = [t for t in vcpus + others if t not in placed]
+        if not tids:
+            return []
         with self.rc.lock():
             gone = set(self.rc.add_tasks(group, tids))
-        moved_others = len([t for t in tids[len(vcpus):] if t not in gone])
+        moved = [t for t in tids if t not in gone]
         self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
                  '%d into %s%s' % (
-                     ','.join(str(t) for t in vcpus if t not in gone),
-                     moved_others, pid, group,
+                     ','.join(str(t) for t in vcpus if t in moved) or '-',
+                     len([t for t in others if t in moved]), pid, group,
                      ' (%d exited meanwhile)' % len(gone) if gone else ''))
-        return 0
+        return moved
 
     def reconnect(self, dom: Domain) -> int:
         """Like ``started`` (libvirtd restarted); its failures only log."""
@@ -328,6 +356,7 @@ class Hook:
             return 0
         if not exists:
             return 0
+        # Never refused for want of room (the manager logs what it kept).
         self.manager.release(group)
         self.log('info', 'removed group %s' % group)
         return 0

@@ -40,7 +40,8 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
     def __init__(self) -> None:
         super().__init__()
         self._passes = passes.Passes()
-        self._usage = instance_usage.InstanceUsage(adapter)
+        self._usage = instance_usage.InstanceUsage(
+            adapter, lambda: CONF.ovs_rdt.rdt_l3_way_kib)
         self._read_failed_at = -60.0
 
     @property
@@ -210,7 +211,8 @@ def _new_pass(spec_obj: Any) -> passes.Pass:
     flavor = adapter.request_flavor(spec_obj)
     return passes.Pass.of_request(adapter.flavor_extra_specs(flavor),
                                   adapter.flavor_name(flavor),
-                                  adapter.request_cells(spec_obj))
+                                  adapter.request_cells(spec_obj),
+                                  CONF.ovs_rdt.rdt_l3_way_kib)
 
 
 def _request_domains(host_state: Any, spec_obj: Any,

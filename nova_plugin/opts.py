@@ -112,6 +112,18 @@ OPTS = [
              'the host. Unset (and no rdt_pools aggregate metadata): the '
              'pools are unknown; a pool with no instance on a host is then '
              'assumed to take one more CLOSID there.'),
+    _whole(
+        'rdt_l3_way_kib', 1,
+        help='KiB of L3 cache one way holds, on the hosts with the smallest '
+             'ways of the cloud: how instances asking for a size '
+             '(rdt:l3_kib) are counted, as ceil(rdt:l3_kib / rdt_l3_way_kib) '
+             'ways on each domain of any host. A node reserves the fewest of '
+             'its own ways that hold the size, never more than that count, so '
+             'no host is over-promised; hosts with larger ways are counted '
+             'the difference too many. "ovs-rdt status" shows a node\'s way '
+             'size (e.g. 2560 on Xeon Gold 6230, 3072 on E7-8890 v4). One '
+             'value for the cloud, not aggregate metadata. Unset: requests '
+             'for rdt:l3_kib fail every host.'),
     cfg.Opt(
         'rdt_numa_l3', type=NumaL3Map('rdt_numa_l3'), default=None,
         help='Which L3 cache domains the CPUs of each host NUMA node use, as '

@@ -26,6 +26,7 @@ import threading
 import weakref
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from nova_plugin import usage
 from ovs_rdt.core import capacity
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request as rdt_request
@@ -68,21 +69,25 @@ class Pass:
 
     @classmethod
     def of_request(cls, extra_specs: Mapping[str, str], flavor_name: str,
-                   cells: int) -> 'Pass':
+                   cells: int, way_kib: int | None = None) -> 'Pass':
         """A new pass for a request: what each of its instances asks for.
 
         ``extra_specs`` of its flavor (named ``flavor_name``), ``cells``:
-        the NUMA cells it asks for.  Malformed specs: an ``error`` naming
-        the flavor; no ``rdt:l3_ways`` or ``rdt:pool``: no ``request``.
+        the NUMA cells it asks for, ``way_kib``: ``[ovs_rdt]
+        rdt_l3_way_kib`` (:func:`nova_plugin.usage.holding_of`).
+        Malformed specs (or a size that cannot be counted): an ``error``
+        naming the flavor; no ``rdt:l3_ways``, ``rdt:l3_kib`` or
+        ``rdt:pool``: no ``request``.
         """
         try:
             spec = rdt_request.from_extra_specs(extra_specs)
+            held = None if spec is None else \
+                usage.holding_of(spec, None, way_kib)
         except InvalidValue as exc:
             return cls(error='flavor %s: %s' % (flavor_name, exc))
-        if spec is None or (spec.l3_ways is None and spec.pool is None):
+        if held is None:
             return cls()
-        return cls(capacity.Holding(spec.l3_ways or 0, None, spec.pool),
-                   cells)
+        return cls(held, cells)
 
     def add_instance(self, uuid: str | None) -> None:
         """Note the instance being scheduled now (None: not known)."""

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from nova_plugin import ledger as instance_ledger
 from ovs_rdt.core import capacity
 from ovs_rdt.core import topology
+from ovs_rdt.core.ways import ways_holding
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
 
@@ -50,8 +51,11 @@ class InstanceUsage:
     readers, ``cached``/``cache``/``private_slot``, ``load_instances``).
     """
 
-    def __init__(self, nova: Any) -> None:
+    def __init__(self, nova: Any,
+                 way_kib: Callable[[], int | None] = lambda: None) -> None:
         self._nova = nova
+        #: ``[ovs_rdt] rdt_l3_way_kib`` now (see :func:`holding_of`).
+        self.way_kib = way_kib
         self._holding_slot = nova.private_slot('holding')  # on an Instance
         self._usage_slot = nova.private_slot('usage')  # on a HostState
         self._loaded: dict[tuple, tuple[float, capacity.Holding | None]] = {}
@@ -180,6 +184,8 @@ class InstanceUsage:
         try:
             spec = request.from_extra_specs(
                 self._nova.flavor_extra_specs(flavor), strict=False)
+            return None if spec is None else \
+                holding_of(spec, cells, self.way_kib())
         except InvalidValue as exc:
             LOG.warning('Instance %(uuid)s counted as holding no cache ways: '
                         'its flavor %(flavor)s has invalid extra specs: '
@@ -188,10 +194,26 @@ class InstanceUsage:
                          'flavor': self._nova.flavor_name(flavor),
                          'error': exc})
             return None
-        if spec is None:
-            return None
-        if spec.pool is not None:
-            return capacity.Holding(0, None, spec.pool)
-        if spec.l3_ways is None:
-            return None
-        return capacity.Holding(spec.l3_ways, cells)
+
+
+def holding_of(spec: request.CacheRequest, cells: frozenset[int] | None,
+               way_kib: int | None) -> capacity.Holding | None:
+    """What an instance asking ``spec`` holds on any host; None: nothing.
+
+    A size (``rdt:l3_kib``) counts as the ways of ``way_kib`` KiB that
+    hold it (``[ovs_rdt] rdt_l3_way_kib``, the cloud's smallest way):
+    InvalidValue when that is unset.
+    """
+    if spec.pool is not None:
+        return capacity.Holding(0, None, spec.pool)
+    if spec.l3_kib is not None:
+        if way_kib is None:
+            raise InvalidValue('%s cannot be counted: [ovs_rdt] '
+                               'rdt_l3_way_kib (the KiB of the smallest L3 '
+                               'way of the cloud) is not set'
+                               % spec.label(request.L3_KIB))
+        return capacity.Holding(ways_holding(spec.l3_kib, way_kib * 1024),
+                                cells)
+    if spec.l3_ways is None:
+        return None
+    return capacity.Holding(spec.l3_ways, cells)

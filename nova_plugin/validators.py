@@ -52,11 +52,29 @@ EXTRA_SPEC_VALIDATORS = [
         },
     ),
     RDTValidator(
+        name=_PREFIX + request.L3_KIB,
+        description=(
+            'Like ``rdt:l3_ways``, by size: a dedicated class of service '
+            'holding at least this many KiB of L3 cache on each cache domain '
+            'its vCPUs may run on, as the fewest of the host\'s ways that '
+            'hold it (so the instance keeps its cache on hosts whose ways '
+            'differ in size, e.g. after a live migration). Excludes '
+            '``rdt:l3_ways`` and ``rdt:pool``. Counted by the RDTCacheFilter '
+            'with ``[ovs_rdt] rdt_l3_way_kib``.'
+        ),
+        value={
+            'type': int,
+            'description': 'KiB of L3 cache per domain (ASCII digits only)',
+            'min': 1,
+            'max': integers.MAX,
+        },
+    ),
+    RDTValidator(
         name=_PREFIX + request.POOL,
         description=(
             'Put the instance in the shared ovs-rdt pool of this name (a '
             '``[pool:NAME]`` section of the node\'s ovs-rdt.conf). Excludes '
-            '``rdt:l3_ways``.'
+            '``rdt:l3_ways`` and ``rdt:l3_kib``.'
         ),
         value={
             'type': str,
@@ -68,7 +86,8 @@ EXTRA_SPEC_VALIDATORS = [
         name=_PREFIX + request.MB_PERCENT,
         description=(
             'Cap the memory bandwidth of the instance\'s dedicated class of '
-            'service (Intel MBA), in percent. Needs ``rdt:l3_ways``.'
+            'service (Intel MBA), in percent. Needs ``rdt:l3_ways`` or '
+            '``rdt:l3_kib``.'
         ),
         value={
             'type': int,
@@ -83,8 +102,8 @@ EXTRA_SPEC_VALIDATORS = [
         description=(
             'Cap the memory bandwidth of the instance\'s dedicated class of '
             'service in MiB/s, on hosts whose resctrl takes bandwidths '
-            '(mounted with mba_MBps, or AMD). Needs ``rdt:l3_ways``; '
-            'excludes ``rdt:mb_percent``.'
+            '(mounted with mba_MBps, or AMD). Needs ``rdt:l3_ways`` or '
+            '``rdt:l3_kib``; excludes ``rdt:mb_percent``.'
         ),
         value={
             'type': int,

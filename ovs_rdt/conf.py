@@ -124,6 +124,18 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          {'choices': ('refuse', 'warn')}),
         ('qemu_run_dir', 'str', '/run/libvirt/qemu',
          'Where libvirt keeps <name>.pid for each running QEMU.', {}),
+        ('uri', 'str', 'qemu:///system',
+         'libvirt connection URI that ovs-rdt-agent, "ovs-rdt status" and '
+         '"ovs-rdt top" open read-only (they never change anything through '
+         'it). The agent follows its domain lifecycle events: the group of '
+         'a domain that stopped without the release hook is removed at '
+         'once, a domain that started without the hook is placed; status, '
+         'top and the metrics name VMs as libvirt does. The hook never uses '
+         'it. While it does not answer (libvirtd restarting), the agent '
+         'reconnects with backoff and removes groups left behind only once '
+         'no process has run with their domain\'s UUID for 10 minutes. '
+         'E.g. qemu:///system, or qemu:///system?socket=PATH for a libvirtd '
+         'listening elsewhere.', {}),
     ],
     'ovs': [
         ('connection', 'str', 'unix:/var/run/openvswitch/db.sock',
@@ -149,6 +161,15 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'empty: no metrics endpoint. Occupancy, memory bandwidth, masks and '
          'task counts are read from resctrl at each scrape (see '
          'doc/metrics.md).', {}),
+        ('web_config_file', 'str', None,
+         'A web configuration file for the metrics endpoint in the format '
+         'of the Prometheus exporters (exporter-toolkit): '
+         'tls_server_config (cert_file, key_file, client_ca_file, '
+         'client_auth_type, min_version, max_version) serves HTTPS, '
+         'basic_auth_users (user: bcrypt hash) asks for a password. Read '
+         'when ovs-rdt-agent starts (a bad file stops it, naming the '
+         'field) and at SIGHUP. Empty: plain HTTP, no password (keep listen '
+         'on loopback then). See doc/metrics.md.', {}),
     ],
     'policy': [
         ('enabled', 'bool', False,

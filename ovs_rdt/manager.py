@@ -16,7 +16,8 @@ from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
 from ovs_rdt.core.model import uncapped_mb
-from ovs_rdt.exceptions import ConfigError, InvalidMask, InvalidValue
+from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
+from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.exceptions import RDTError, refuse
 from ovs_rdt import GROUP_PREFIX
 from ovs_rdt.inputs import request
@@ -391,7 +392,13 @@ class CacheManager:
         return self._mutate(request, None)
 
     def release(self, name: str) -> allocator.Plan:
-        """Remove one group of ours and give its ways back (idempotent)."""
+        """Remove one group of ours and give its ways back (idempotent).
+
+        Never refused for want of room: when the whole plan is (the pools
+        do not fit as configured now, another tool took ways, the
+        configuration is broken), the group is removed alone and the plan
+        says why in ``unplaced`` (:func:`ovs_rdt.core.allocator.freeing`).
+        """
         return self._mutate(None, name)
 
     def assign(self, group: str, tids: list[int]) -> list[int]:
@@ -442,7 +449,15 @@ class CacheManager:
                 prune: bool = False) -> allocator.Plan:
         with self.resctrl.lock():
             platform, groups = self._read()
-            target = self._plan(platform, groups, change, remove, prune)
+            try:
+                target = self._plan(platform, groups, change, remove, prune)
+            except (AllocationError, ConfigError) as exc:
+                if remove is None or change is not None or prune:
+                    raise
+                target = allocator.freeing(groups, remove, str(exc))
+                if target.remove:
+                    LOG.warning('removing %s alone, every other group as it '
+                                'is: %s', remove, exc)
             self.execute(target, groups)
         return target
 

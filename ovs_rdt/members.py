@@ -14,8 +14,13 @@ from ovs_rdt import procfs
 LABELS = ('vm', 'uuid', 'pmd')
 
 
-def describe(tids: list[int], proc: str = procfs.PROC) -> list[dict]:
+def describe(tids: list[int], proc: str = procfs.PROC,
+             vm_names: dict[str, str] | None = None) -> list[dict]:
     """Group a task list by process and name each member.
+
+    A QEMU is known by its ``-uuid`` (``/proc``: which process a task is,
+    the API cannot say); its name is libvirt's from ``vm_names`` (uuid ->
+    name, from its API) when that knows it, else its ``-name``.
 
     Returns dicts with ``kind`` (``vm``, ``ovs-vswitchd``, ``process``),
     ``name``, ``pid`` and ``tids``; VMs add ``uuid`` and ``vcpu_tids``;
@@ -32,7 +37,8 @@ def describe(tids: list[int], proc: str = procfs.PROC) -> list[dict]:
         guest = procfs.qemu_guest(pid, proc)
         comms = {t: procfs.comm_of(t, proc, pid) or '' for t in members}
         if guest is not None:
-            out.append({'kind': 'vm', 'name': guest[0], 'uuid': guest[1],
+            out.append({'kind': 'vm', 'uuid': guest[1],
+                        'name': (vm_names or {}).get(guest[1], guest[0]),
                         'pid': pid, 'tids': members,
                         'vcpu_tids': [t for t in members
                                       if procfs.is_vcpu_thread(comms[t])]})

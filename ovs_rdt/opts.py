@@ -111,7 +111,10 @@ def load(argv: list[str] | None, prog: str,
     ConfigError (naming the file, option and value) on a bad file; argparse
     itself prints usage errors and ``--help``.
     """
+    from ovs_rdt.version import VersionAction
+
     parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument('--version', action=VersionAction)
     add_config_arguments(parser)
     parser.add_argument('--debug', action='store_true',
                         help='log at debug level (as [DEFAULT] debug = true)')

@@ -107,6 +107,35 @@ def qemu_guest(pid: int, proc: str = PROC) -> tuple[str, str] | None:
     return guest_of_cmdline(cmdline(pid, proc))
 
 
+def qemu_pids(proc: str = PROC) -> dict[str, int]:
+    """uuid -> pid of every guest's QEMU running (:func:`qemu_guest`)."""
+    out: dict[str, int] = {}
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.isdigit():
+            guest = qemu_guest(int(entry), proc)
+            if guest is not None:
+                out[guest[1]] = int(entry)
+    return out
+
+
+def qemu_threads(pid: int, with_others: bool,
+                 proc: str = PROC) -> tuple[list[int], list[int]]:
+    """(vCPU TIDs, the other TIDs or none) of a QEMU process.
+
+    What goes into a VM's group: its vCPU threads and, ``with_others``
+    (``[libvirt] include_emulator_threads``), every other thread.
+    """
+    threads_ = threads(pid, proc)
+    vcpus = [tid for tid, comm in threads_ if is_vcpu_thread(comm)]
+    others = [tid for tid, comm in threads_
+              if with_others and not is_vcpu_thread(comm)]
+    return vcpus, others
+
+
 def is_vcpu_thread(comm: str) -> bool:
     """QEMU names vCPU threads ``CPU n/KVM`` (``CPU n/TCG`` without KVM)."""
     return comm.startswith('CPU ') and (comm.endswith('/KVM')

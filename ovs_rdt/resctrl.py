@@ -169,7 +169,14 @@ class Resctrl:
         self._lock_fd: int | None = None
         self._lock_depth = 0
         self._lock_exclusive = False
+        #: Counts the lock's acquisitions (depth 0 -> 1).
+        self._lock_epoch = 0
         self._platform: Platform | None = None
+        #: The lock acquisition :meth:`platform` last read under (None:
+        #: read without the lock).
+        self._platform_epoch: int | None = None
+        #: While :meth:`platform` reads: info file -> its text (each once).
+        self._info_memo: dict[tuple[str, ...], str | None] | None = None
         #: What :meth:`platform` read that may change under the same
         #: domains (:meth:`platform_stale`).
         self._signature: tuple | None = None
@@ -188,10 +195,25 @@ class Resctrl:
             os.path.join(self.root, *parts)
 
     def read(self, path: str) -> str:
-        # The files are ASCII; UTF-8 is the codec Python starts with (an
-        # "ascii" one costs the hook an import at every VM start).
-        with open(path, encoding='utf-8') as fh:
-            return fh.read()
+        """The whole file, in as few system calls as a read can take.
+
+        (open() would add an fstat, an isatty ioctl and a seek, each a
+        round trip to a FUSE mount; the hook reads ~50 files per event.)
+        The files are ASCII; UTF-8 is the codec Python starts with (an
+        "ascii" one costs the hook an import at every VM start).
+        """
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return ''
+            chunks = [chunk]
+            while chunk:        # seq_file hands out a page at a time
+                chunk = os.read(fd, 65536)
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return b''.join(chunks).decode('utf-8')
 
     def last_cmd_status(self) -> str | None:
         try:
@@ -255,6 +277,7 @@ class Resctrl:
             raise
         self._lock_fd, self._lock_depth = fd, 1
         self._lock_exclusive = exclusive
+        self._lock_epoch += 1
 
     def _release(self) -> None:
         self._lock_depth -= 1
@@ -266,10 +289,17 @@ class Resctrl:
 
     # -- capabilities -----------------------------------------------------
     def _info(self, *parts: str) -> str | None:
+        memo = self._info_memo
+        if memo is not None and parts in memo:
+            return memo[parts]
         try:
-            return self.read(os.path.join(self.root, 'info', *parts)).strip()
+            text: str | None = self.read(
+                os.path.join(self.root, 'info', *parts)).strip()
         except (FileNotFoundError, NotADirectoryError):
-            return None
+            text = None
+        if memo is not None:
+            memo[parts] = text
+        return text
 
     def _l3_info(self) -> str | None:
         """``L3``, or ``L3CODE`` under CDP; None without L3 CAT."""
@@ -323,16 +353,30 @@ class Resctrl:
         return words[0] if words else None
 
     def platform(self, refresh: bool = False) -> Platform:
-        """Capabilities from ``info/`` and the root group (cached)."""
+        """Capabilities from ``info/`` and the root group (cached).
+
+        Each ``info/`` file is read once however many facts come from it
+        (the libvirt hook reads the platform at every VM start).
+        """
         if self._platform is not None and not refresh:
             return self._platform
+        self._info_memo = {}
+        try:
+            platform = self._read_platform()
+        finally:
+            self._info_memo = None
+        self._platform_epoch = self._lock_epoch if self._lock_depth else None
+        return platform
+
+    def _read_platform(self) -> Platform:
         self.check()
         res = self._l3_info() or 'L3'
         cdp = res == 'L3CODE'
         cbm_len = int(self._info(res, 'cbm_mask') or '0', 16).bit_length()
-        closids = [int(self._info(name, 'num_closids') or '0')
-                   for name in sorted(os.listdir(os.path.join(self.root, 'info')))
-                   if self._info(name, 'num_closids') is not None]
+        closids = [int(text or '0') for text in (
+            self._info(name, 'num_closids')
+            for name in sorted(os.listdir(os.path.join(self.root, 'info'))))
+            if text is not None]
         root_text = self.read(self.path(ROOT, 'schemata'))
         root_l3, root_mb = parse_schemata(root_text, cbm_len)
         cache_bytes: dict[int, int] = {}
@@ -435,6 +479,8 @@ class Resctrl:
         plat = self._platform
         if plat is None:
             return False
+        if self._lock_depth and self._platform_epoch == self._lock_epoch:
+            return False        # read under this very hold of the lock
         if tuple(sorted(root.l3)) != plat.domains:
             return True
         return self._mount_signature(bool(root.l3code)) != self._signature
@@ -510,14 +556,13 @@ class Resctrl:
 
     # -- groups -----------------------------------------------------------
     def group_names(self) -> list[str]:
-        names = [ROOT]
-        for entry in sorted(os.listdir(self.root)):
-            if entry in ('info', 'mon_groups', 'mon_data'):
-                continue
-            if os.path.isdir(os.path.join(self.root, entry)) and \
-                    not os.path.islink(os.path.join(self.root, entry)):
-                names.append(entry)
-        return names
+        # scandir: the directory entries' types come with the listing
+        # (kernfs and FUSE fill d_type), no stat per entry.
+        with os.scandir(self.root) as entries:
+            found = [entry.name for entry in entries
+                     if entry.name not in ('info', 'mon_groups', 'mon_data')
+                     and entry.is_dir(follow_symlinks=False)]
+        return [ROOT] + sorted(found)
 
     def group(self, name: str, with_tasks: bool = True) -> Group:
         """A group; its members (tasks, CPUs) only ``with_tasks``.

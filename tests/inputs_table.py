@@ -1,9 +1,10 @@
 """One table of good and bad values for every surface that takes a request.
 
 A row gives raw values for the request's fields (``l3_ways``, ``pool``,
-``mb_percent``, ``mb_mbps``) and what every surface must make of them: the
-parsed ``(l3_ways, pool, mb_percent, mb_mbps)`` (:attr:`Row.want`; a row
-may leave out the trailing Nones), or the one-line error, written with the
+``mb_percent``, ``mb_mbps``, ``l3_kib``) and what every surface must make
+of them: the parsed ``(l3_ways, pool, mb_percent, mb_mbps, l3_kib)``
+(:attr:`Row.want`; a row may leave out the trailing Nones), or the one-line
+error, written with the
 surface's own field names (``{l3_ways}`` is ``<rdt:l3 ways>`` in a domain's
 annotation, ``rdt:l3_ways`` for Nova, ``other_config:rdt-pmd-l3-ways`` for
 OvS, ``[pool:hp] l3_ways`` in ovs-rdt.conf).  The messages are written out
@@ -38,14 +39,20 @@ MBPS_ALONE = ('{mb_mbps} needs {l3_ways} too: a memory bandwidth cap applies '
               'to a dedicated CLOS')
 MBPS_POOL = ("{mb_mbps} cannot go with {pool}: a pool's memory bandwidth cap "
              'is its [pool:%s] mb_mbps')
+KIB_NOT_WHOLE = "{l3_kib}: %s is not a whole number"
+KIB_RANGE = "{l3_kib}: %s must be from 1 to 999999999"
+WAYS_KIB = ('{l3_ways} and {l3_kib} exclude each other: ask for a number of '
+            'ways or for a size, not both')
+KIB_POOL = ('{l3_kib} and {pool} exclude each other: ask for a dedicated CLOS '
+            'or a shared pool, not both')
 MB_BOTH = ('{mb_percent} and {mb_mbps} exclude each other: a memory bandwidth '
            'cap is a percentage or a bandwidth in MiB/s, as the host takes')
 
 
 class Row(NamedTuple):
     values: dict[str, str]
-    #: The parsed (l3_ways, pool, mb_percent[, mb_mbps]), or the message
-    #: template.
+    #: The parsed (l3_ways, pool, mb_percent[, mb_mbps[, l3_kib]]), or the
+    #: message template.
     expect: tuple | str
 
     @property
@@ -54,9 +61,9 @@ class Row(NamedTuple):
 
     @property
     def want(self) -> tuple:
-        """The parsed ``(l3_ways, pool, mb_percent, mb_mbps)``."""
+        """The parsed ``(l3_ways, pool, mb_percent, mb_mbps, l3_kib)``."""
         assert isinstance(self.expect, tuple)
-        return self.expect + (None,) * (4 - len(self.expect))
+        return self.expect + (None,) * (5 - len(self.expect))
 
     def message(self, fields: dict[str, str]) -> str:
         assert isinstance(self.expect, str)
@@ -76,6 +83,10 @@ def mb(raw: str, expect: tuple | str) -> Row:
 
 def mbps(raw: str, expect: tuple | str) -> Row:
     return Row({'l3_ways': '2', 'mb_mbps': raw}, expect)
+
+
+def kib(raw: str, expect: tuple | str) -> Row:
+    return Row({'l3_kib': raw}, expect)
 
 
 def pool(raw: str, expect: tuple | str) -> Row:
@@ -126,6 +137,16 @@ ROWS = [
     mbps('+100', MBPS_NOT_WHOLE % "'+100'"),
     mbps('100MB', MBPS_NOT_WHOLE % "'100MB'"),
     mbps('\u0661\u0660\u0660', MBPS_NOT_WHOLE % "'\u0661\u0660\u0660'"),
+    # -- L3 sizes in KiB (a dedicated CLOS by size) ----------------------
+    kib('7680', (None, None, None, None, 7680)),
+    kib('1', (None, None, None, None, 1)),
+    kib('999999999', (None, None, None, None, 999999999)),
+    kib('0', KIB_RANGE % "'0'"),
+    kib('1000000000', KIB_RANGE % "'1000000000'"),
+    kib('7.5', KIB_NOT_WHOLE % "'7.5'"),
+    kib('7680K', KIB_NOT_WHOLE % "'7680K'"),
+    kib('+7680', KIB_NOT_WHOLE % "'+7680'"),
+    kib('\u0667', KIB_NOT_WHOLE % "'\u0667'"),
     # -- pool names -----------------------------------------------------
     pool('hp', (None, 'hp', None)),
     pool('noisy', (None, 'noisy', None)),
@@ -138,6 +159,9 @@ ROWS = [
     pool('h\u00e9', NOT_POOL % "'h\u00e9'"),
     # -- the request as a whole -----------------------------------------
     Row({'l3_ways': '3', 'pool': 'hp'}, BOTH),
+    Row({'l3_ways': '3', 'l3_kib': '7680'}, WAYS_KIB),
+    Row({'l3_kib': '7680', 'pool': 'hp'}, KIB_POOL),
+    Row({'l3_kib': '5120', 'mb_percent': '50'}, (None, None, 50, None, 5120)),
     Row({'mb_percent': '50'}, MB_ALONE),
     Row({'pool': 'hp', 'mb_percent': '50'}, MB_POOL % 'hp'),
     Row({'mb_mbps': '500'}, MBPS_ALONE),

@@ -19,6 +19,13 @@ done
 if [ -n "$missing" ]; then
     echo "== installing Debian packages:$missing"
     export DEBIAN_FRONTEND=noninteractive
+    # Packages with a daemon (prometheus) would start it from their init
+    # script on a machine without systemd: the tests start their own.
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 0755 /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     if ! apt-get update -qq >/tmp/ovs-rdt-apt.log 2>&1 || \
        ! apt-get install -y -qq --no-install-recommends $missing \
             >>/tmp/ovs-rdt-apt.log 2>&1; then
@@ -59,7 +66,8 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/ovs-rdt ] || [ setup.cfg -nt .venv/.installed ] \
-        || [ requirements.txt -nt .venv/.installed ]; then
+        || [ requirements.txt -nt .venv/.installed ] \
+        || [ test-requirements.txt -nt .venv/.installed ]; then
     echo "== installing tox and ovs-rdt into .venv (log: .venv/pip.log)"
     # pip's build backends print pages of deprecation notices: keep them in
     # the log and show its end only if something fails.

@@ -15,13 +15,12 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from ovs_rdt.agent.counters import Counters
-from ovs_rdt.agent.reconcile import libvirt_domains
 from ovs_rdt.conf import parse_listen
 from ovs_rdt.core.mbm import Epochs
 from ovs_rdt.core.model import vm_uuid
@@ -43,8 +42,10 @@ EVENT_FAMILIES = (
      ('domain', 'direction', 'reason')),
     ('errors', 'ovs_rdt_errors',
      'Failed attempts of the agent\'s parts (placement, pools, reconcile, '
-     'policy, metrics).', ('source',)),
+     'policy, metrics, libvirt).', ('source',)),
 )
+#: () -> uuid -> domain name from libvirt, or None when it does not answer.
+VmNames = Callable[[], 'dict[str, str] | None']
 MBM_EVENTS = (('mbm_total_bytes', 'ovs_rdt_mbm_total_bytes',
                'Bytes the group\'s tasks moved between the L3 cache and '
                'memory (MBM total), as the kernel counts them.'),
@@ -58,16 +59,17 @@ class Labeller:
 
     A VM's dedicated group keeps the domain name it was first seen with
     for as long as it lives (a series' labels must not change while its
-    VM starts or stops); the name comes from the QEMU process among its
-    tasks or, before QEMU runs, from libvirt's status files.  ``pmd`` is
+    VM starts or stops); the name is libvirt's (``vm_names()``: the
+    agent's read-only connection, None while libvirt does not answer),
+    else the one on the command line of the QEMU process among its tasks.  ``pmd`` is
     where the agent places the PMD threads (``pmd_groups()``), not what a
     scan of the moment finds: it holds through an ovs-vswitchd restart.
     """
 
-    def __init__(self, run_dir: str | None,
+    def __init__(self, vm_names: VmNames,
                  pmd_groups: Callable[[], dict[str, str]],
                  proc: str = procfs.PROC) -> None:
-        self.run_dir = run_dir
+        self.vm_names = vm_names
         self.pmd_groups = pmd_groups
         self.proc = proc
         #: group -> (inode, tasks looked at, domain name found)
@@ -76,25 +78,32 @@ class Labeller:
     def labels(self, groups: list[sampling.GroupSample]) -> dict[str, dict[str, str]]:
         """group name -> {vm, uuid, pmd} for one scrape."""
         pmds = self.pmd_groups()
+        names = self.vm_names()
         out = {}
         for grp in groups:
             uuid = vm_uuid(grp.name) or ''
-            out[grp.name] = {'vm': self._vm(grp, uuid) if uuid else '',
+            out[grp.name] = {'vm': self._vm(grp, uuid, names) if uuid else '',
                              'uuid': uuid, 'pmd': pmds.get(grp.name, '')}
         self._vms = {n: v for n, v in self._vms.items() if n in out}
         return out
 
-    def _vm(self, grp: sampling.GroupSample, uuid: str) -> str:
+    def _vm(self, grp: sampling.GroupSample, uuid: str,
+            names: dict[str, str] | None) -> str:
         known = self._vms.get(grp.name)
         tasks = frozenset(grp.tasks)
         if known is not None and known[0] == grp.ident and (
-                known[2] or known[1] == tasks):
+                known[2] or known[1] == tasks and names is None):
             return known[2]
-        name = members.vm_name(grp.name,
-                               members.describe(grp.tasks, self.proc))
+        name = (names or {}).get(uuid.lower(), '')
         if not name:
-            name = libvirt_domains(self.run_dir).get(uuid.lower(), '')
-        self._vms[grp.name] = (grp.ident, tasks, name)
+            name = members.vm_name(grp.name,
+                                   members.describe(grp.tasks, self.proc))
+        if names is None or uuid.lower() in names:
+            self._vms[grp.name] = (grp.ident, tasks, name)
+        else:
+            # libvirt answers but does not know it yet (its event is on
+            # its way): asked again at the next scrape.
+            self._vms.pop(grp.name, None)
         return name
 
 
@@ -134,6 +143,8 @@ class ResctrlCollector:
                     self._error = None
             self._add_groups(families, groups)
             self._add_events(families)
+            families['libvirt'].add_metric(
+                [], 0 if self.labeller.vm_names() is None else 1)
         return iter(families.values())
 
     def _failed(self, exc: BaseException) -> None:
@@ -167,6 +178,11 @@ class ResctrlCollector:
             labels=TASK_LABELS)
         for family, name, help_, labels in EVENT_FAMILIES:
             out[family] = CounterMetricFamily(name, help_, labels=labels)
+        out['libvirt'] = GaugeMetricFamily(
+            'ovs_rdt_libvirt_connected', '1 while the agent\'s read-only '
+            'connection to [libvirt] uri is up (the vm labels are libvirt\'s '
+            'domain names), 0 while libvirt does not answer (names from QEMU '
+            'command lines).')
         return out
 
     def _add_groups(self, families: dict[str, Any],
@@ -208,16 +224,23 @@ class ResctrlCollector:
 class Endpoint:
     """The HTTP server of ``[metrics] listen``, (re)started as configured.
 
-    Binding failures (address in use, ...) are logged once, counted as
-    ``errors{source="metrics"}`` and retried by :meth:`retry`; the agent
-    runs on without metrics meanwhile.
+    ``[metrics] web_config_file`` adds TLS and basic auth
+    (:mod:`ovs_rdt.agent.webconfig`, served by :mod:`ovs_rdt.agent.httpd`);
+    it is read at start and at every SIGHUP, and the server restarts when
+    it or a file it names changed (certificate renewal: SIGHUP).  A bad one
+    at SIGHUP keeps the one in use, logged.  Binding failures (address in
+    use, ...) are logged once, counted as ``errors{source="metrics"}`` and
+    retried by :meth:`retry`; the agent runs on without metrics meanwhile.
     """
 
     def __init__(self, counters: Counters,
-                 pmd_groups: Callable[[], dict[str, str]] = dict) -> None:
+                 pmd_groups: Callable[[], dict[str, str]] = dict,
+                 vm_names: VmNames = lambda: None) -> None:
         self.counters = counters
         self.pmd_groups = pmd_groups
+        self.vm_names = vm_names
         self.listen: str | None = None
+        self.web: Any = None
         self.collector: ResctrlCollector | None = None
         self._server: Any = None
         self._error: str | None = None
@@ -226,15 +249,27 @@ class Endpoint:
         """Follow ``settings`` (at start and on SIGHUP)."""
         rc = Resctrl.from_settings(settings)
         rc.lock_timeout = min(rc.lock_timeout, SCRAPE_LOCK_TIMEOUT)
-        labeller = Labeller(settings.libvirt.qemu_run_dir, self.pmd_groups)
+        labeller = Labeller(self.vm_names, self.pmd_groups)
         if self.collector is None:
             self.collector = ResctrlCollector(rc, self.counters, labeller)
         else:
             self.collector.use(rc, labeller)
         listen = settings.metrics.listen
-        if listen != self.listen or self._server is None:
+        web = self.web
+        path = settings.metrics.web_config_file
+        if not path:
+            web = None
+        else:
+            from ovs_rdt.agent.webconfig import load
+            try:
+                web = load(path)
+            except RDTError as exc:
+                LOG.error('keeping the metrics endpoint\'s web config as it '
+                          'was: %s', exc)
+        if listen != self.listen or self._server is None or \
+                _fingerprint(web) != _fingerprint(self.web):
             self.stop()
-            self.listen = listen
+            self.listen, self.web = listen, web
             self.retry()
 
     def retry(self) -> None:
@@ -246,8 +281,9 @@ class Endpoint:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.collector)
         ProcessCollector(registry=registry)
+        from ovs_rdt.agent import httpd
         try:
-            self._server, _thread = start_http_server(port, host, registry)
+            self._server = httpd.serve(host, port, registry, self.web)
         except OSError as exc:
             from ovs_rdt.agent.service import describe
             self.counters.inc('errors', source='metrics')
@@ -258,10 +294,17 @@ class Endpoint:
                 self._error = text
             return
         self._error = None
-        LOG.info('serving metrics on http://%s/metrics', self.listen)
+        LOG.info('serving metrics on %s://%s/metrics%s',
+                 'http' if self.web is None else self.web.scheme, self.listen,
+                 '' if self.web is None or not self.web.users else
+                 ' (basic auth: %d users)' % len(self.web.users))
 
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             server.shutdown()
             server.server_close()
+
+
+def _fingerprint(web: Any) -> bytes | None:
+    return None if web is None else web.fingerprint

@@ -69,6 +69,8 @@ class Reader:
         self._last: dict[str, dict[int, int]] = {}
         self._stamp: float | None = None
         self._drops: int | None = None
+        #: domain -> HP's llc_occupancy read since the last read()
+        self._samples: dict[int, list[float]] = {}
         #: (group, domain) -> why it has no MBM counter (logged once).
         self.uncounted: dict[tuple[str, int], str] = {}
 
@@ -102,6 +104,21 @@ class Reader:
                     LOG.info('policy: assigned %s a %s counter on L3 domain '
                              '%d', name, MBM_EVENT, dom)
 
+    def sample(self, bounds: pol.Bounds) -> None:
+        """One more llc_occupancy reading of HP per domain (between reads).
+
+        The policy bounds a footprint by the smallest of its readings: a
+        few spread over the interval bound it more tightly than one.
+        """
+        rc = self.manager.resctrl
+        hp = pool_group(bounds.high_priority)
+        with rc.lock(exclusive=False):
+            mon = rc.read_mon(hp)
+        for dom, values in mon.items():
+            occ = values.get('llc_occupancy')
+            if occ is not None:
+                self._samples.setdefault(dom, []).append(float(occ))
+
     def read(self, bounds: pol.Bounds, drops_total: int | None,
              drop_domains: frozenset[int],
              now: float | None = None) -> dict[int, pol.Sample]:
@@ -124,6 +141,7 @@ class Reader:
             self._drops = drops_total
         else:
             self._drops = None
+        samples, self._samples = self._samples, {}
         if hp not in groups or be not in groups:
             self._last = {}
             return {}
@@ -140,7 +158,9 @@ class Reader:
                 hp_rate=self._rate(hp, dom, mon, seconds),
                 be_rate=self._rate(be, dom, mon, seconds),
                 drops=drops if dom in drop_domains else None,
-                be_mb=groups[be].mb.get(dom) if platform.mb else None)
+                be_mb=groups[be].mb.get(dom) if platform.mb else None,
+                hp_samples=tuple(samples.get(dom, ())) if occ is not None
+                else ())
         self._last = {name: {d: v.get(MBM_EVENT, -1)
                              for d, v in per.items()}
                       for name, per in mon.items()}
@@ -161,6 +181,7 @@ class Reader:
         self._last = {name: {d: v.get(MBM_EVENT, -1)
                              for d, v in per.items()}
                       for name, per in mon.items()}
+        self._samples = {}      # read under the split before
 
     def _rate(self, name: str, dom: int, mon: dict, seconds: float | None
               ) -> float | None:
@@ -256,9 +277,30 @@ class PolicyLoop:
                 except Exception as exc:  # never let a bug end the agent
                     LOG.exception('policy: internal error')
                     self._fail('internal error: %s' % exc)
+            # The next interval: occupancy readings spread over it, the
+            # last one taken by tick().
+            steps = pol.SAMPLES if bounds is not None else 1
+            for step in range(steps):
+                with self._cond:
+                    if self._stop:
+                        return
+                    self._cond.wait(wait / steps)
+                    if self.bounds is not bounds:
+                        break           # re-configured: a new interval
+                if step < steps - 1:
+                    self.sample()
+
+    def sample(self) -> None:
+        """One occupancy reading between two ticks (failures: the tick's)."""
+        with self._busy:
             with self._cond:
-                if not self._stop:
-                    self._cond.wait(wait)
+                bounds, reader = self.bounds, self.reader
+            if bounds is None or reader is None:
+                return
+            try:
+                reader.sample(bounds)
+            except (RDTError, OSError) as exc:
+                LOG.debug('policy: occupancy reading failed: %s', exc)
 
     def _fail(self, text: str) -> None:
         self.counters.inc('errors', source='policy')

@@ -6,17 +6,17 @@ or one the platform cannot meet, leaves that placement in force (new PMD
 threads still follow it) and turns the status into ``error: ...``.
 
 :class:`NodeReconciler` is the node's janitor: it removes
-``ovsrdt-vm-<uuid>`` groups whose QEMU is gone (no process with ``-uuid
-<uuid>``, no libvirt status file naming it) and which hold no task, once
-seen so for :data:`ORPHAN_GRACE` seconds (the libvirt hook creates the
-group at ``prepare``, QEMU comes later).  Pool and PMD groups are never its
+``ovsrdt-vm-<uuid>`` groups which hold no task and whose domain libvirt
+does not run (its API: :mod:`ovs_rdt.agent.virt`) at once; while libvirt
+does not answer, once no process has run with ``-uuid <uuid>`` for
+:data:`ORPHAN_GRACE` seconds (the libvirt hook creates the group at
+``prepare``, QEMU comes later).  Pool and PMD groups are never its
 business.  No ovsdbapp, no oslo here.
 """
 from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from typing import Any, Callable
 
@@ -27,9 +27,9 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Platform, Request, pool_group
 from ovs_rdt.core.model import vm_group, vm_uuid
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt import GROUP_PREFIX, procfs
-from ovs_rdt.inputs import request, uuids
+from ovs_rdt.inputs import request
 from ovs_rdt.members import pmd_label
+from ovs_rdt import procfs
 
 LOG = logging.getLogger(__name__)
 
@@ -275,64 +275,31 @@ class PmdPlacer:
         return self.status
 
 
-#: A VM group must be seen orphaned (no task, no process with its UUID, no
-#: libvirt status file naming it) for this long, on two passes at least,
-#: before it is removed.  The libvirt hook creates the group at "prepare"
-#: and fills it at "started": in between, a start can stall for a long
-#: time (other hooks, storage, host devices) with no QEMU process yet.  A
-#: VM group left behind is rare and harmless for minutes; removing a
-#: starting VM's group gives its reserved ways away.
+#: Without libvirt's answer, a VM group must be seen orphaned (no task, no
+#: process with its UUID) for this long, on two passes at least, before it
+#: is removed.  The libvirt hook creates the group at "prepare" and fills
+#: it at "started": in between, a start can stall for a long time (other
+#: hooks, storage, host devices) with no QEMU process yet.  A VM group left
+#: behind is rare and harmless for minutes; removing a starting VM's group
+#: gives its reserved ways away.  With libvirt's answer (its list of
+#: running domains, which holds a domain from before its "prepare" hook
+#: until its QEMU is gone) there is no such wait.
 ORPHAN_GRACE = 600.0
 
-_LIBVIRT_UUID = re.compile(rb'<uuid>\s*([0-9A-Fa-f-]{32,36})\s*</uuid>')
+#: () -> the UUIDs of the domains libvirt runs, or None when libvirt does
+#: not answer (then /proc and ORPHAN_GRACE decide).
+LiveDomains = Callable[[], 'set[str] | None']
 
 
 def running_vm_uuids(proc: str = procfs.PROC) -> set[str]:
-    """UUIDs of the guests whose QEMU runs on the node.
+    """UUIDs of the guests whose QEMU runs on the node, from ``/proc``.
 
     By :func:`ovs_rdt.procfs.guest_of_cmdline`, the rule the libvirt hook
     uses too: any process whose command line gives ``-uuid``, whatever its
     argv[0] (an emulator reached through a symlink such as
     ``/usr/bin/kvm``); a false positive only keeps a group a while longer.
     """
-    out: set[str] = set()
-    try:
-        entries = os.listdir(proc)
-    except OSError:
-        return out
-    for entry in entries:
-        if entry.isdigit():
-            guest = procfs.qemu_guest(int(entry), proc)
-            if guest is not None:
-                out.add(guest[1])
-    return out
-
-
-def libvirt_domains(run_dir: str | None) -> dict[str, str]:
-    """UUID (canonical) -> domain name, from libvirt's status files.
-
-    libvirt keeps one per domain it runs (``<run_dir>/<name>.xml``; or is
-    starting, from just before QEMU runs), whatever QEMU's command line
-    looks like.
-    """
-    out: dict[str, str] = {}
-    if not run_dir:
-        return out
-    try:
-        names = [n for n in os.listdir(run_dir) if n.endswith('.xml')]
-    except OSError:
-        return out
-    for name in names:
-        try:
-            with open(os.path.join(run_dir, name), 'rb') as fh:
-                data = fh.read(4 * 1024 * 1024)
-        except OSError:
-            continue
-        for match in _LIBVIRT_UUID.findall(data):
-            uuid = uuids.canonical(match.decode('ascii'))
-            if uuid is not None:
-                out[uuid] = name[:-len('.xml')]
-    return out
+    return set(procfs.qemu_pids(proc))
 
 
 def sees_all_tasks(proc: str = procfs.PROC) -> bool:
@@ -354,53 +321,56 @@ def sees_all_tasks(proc: str = procfs.PROC) -> bool:
 
 
 class NodeReconciler:
-    """Removes VM groups left behind by dead QEMUs."""
+    """Removes VM groups left behind by dead QEMUs.
+
+    ``domains`` gives libvirt's running domains (:data:`LiveDomains`): an
+    empty ``ovsrdt-vm-<uuid>`` group whose domain libvirt does not run is
+    removed at once.  While libvirt does not answer, the rule is the one of
+    before: no process with its UUID in ``/proc`` for :data:`ORPHAN_GRACE`.
+    """
 
     def __init__(self, manager: Any, proc: str = procfs.PROC,
-                 run_dir: str | None = None, grace: float | None = None,
+                 domains: LiveDomains | None = None,
+                 grace: float | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  counters: Counters | None = None) -> None:
         self.manager = manager
         self.proc = proc
         #: A group it fails to remove counts as errors{source="reconcile"}.
         self.counters = counters or Counters()
-        #: libvirt's QEMU state directory; None: ``[libvirt] qemu_run_dir``.
-        self.run_dir = run_dir
+        self.domains: LiveDomains = domains or (lambda: None)
         self.grace = ORPHAN_GRACE if grace is None else grace
         self.clock = clock
         #: group -> when it was first seen orphaned (continuously since).
         self._suspects: dict[str, float] = {}
         self._blind_logged = False
+        #: Groups of domains libvirt no longer runs that still held tasks
+        #: at the last pass (a QEMU not reaped yet): worth another look soon.
+        self.pending: list[str] = []
 
-    def log_own_groups(self) -> list[str]:
-        """The ``ovsrdt-`` groups there are, logged (when pools are applied)."""
-        names = [n for n in self.manager.resctrl.group_names()
-                 if n.startswith(GROUP_PREFIX)]
-        if names:
-            LOG.info('ovsrdt- groups found: %s', ', '.join(names))
-        return names
+    def _live(self) -> tuple[set[str], bool]:
+        """(UUIDs of running guests, whether libvirt said so)."""
+        live = self.domains()
+        if live is not None:
+            return live, True
+        return running_vm_uuids(self.proc), False
 
-    def _run_dir(self) -> str | None:
-        if self.run_dir is not None:
-            return self.run_dir
-        libvirt = getattr(self.manager.settings, 'libvirt', None)
-        return getattr(libvirt, 'qemu_run_dir', None)
-
-    def _live(self) -> set[str]:
-        return running_vm_uuids(self.proc) | set(libvirt_domains(self._run_dir()))
+    def _tasks(self, name: str) -> list[int] | None:
+        try:
+            return self.manager.resctrl.tasks(name)
+        except FileNotFoundError:
+            return None
 
     def _orphaned(self, name: str, live: set[str] | None = None) -> bool:
         """No task in it (and, given ``live``, no VM with its UUID)."""
         uuid = vm_uuid(name)
         if uuid is None or (live is not None and uuid in live):
             return False     # not a name the hook gives, or its VM runs
-        try:
-            return not self.manager.resctrl.tasks(name)
-        except FileNotFoundError:
-            return False
+        return self._tasks(name) == []
 
     def reconcile(self) -> list[str]:
         """One pass; returns the groups removed."""
+        self.pending = []
         if not sees_all_tasks(self.proc):
             if not self._blind_logged:
                 LOG.warning('not removing VM groups: this agent runs in a '
@@ -410,32 +380,54 @@ class NodeReconciler:
                 self._blind_logged = True
             self._suspects.clear()
             return []
+        vms = [name for name in self.manager.resctrl.group_names()
+               if name.startswith(VM_PREFIX) and vm_uuid(name)]
+        if not vms:
+            self._suspects.clear()
+            return []
+        # Asked after the groups were listed: a group made by a "prepare"
+        # hook since is a domain libvirt already runs.
+        live = self.domains()
+        if live is not None:
+            gone = [n for n in vms if n[len(VM_PREFIX):] not in live]
+            empty = [n for n in gone if self._orphaned(n)]
+            self.pending = [n for n in gone if n not in empty
+                            and self._tasks(n) is not None]
+            self._suspects.clear()
+            return self._remove(sorted(empty), 'libvirt does not run its '
+                                'domain', True)
+        # Without libvirt, every command line is read, and only when a VM
+        # group is empty: reading one blocks while its process is stuck
+        # holding its memory map.
+        empty = [n for n in vms if self._orphaned(n)]
+        procs = running_vm_uuids(self.proc) if empty else set()
         now = self.clock()
-        empty = [name for name in self.manager.resctrl.group_names()
-                 if name.startswith(VM_PREFIX) and self._orphaned(name)]
-        # Every command line is read only when a VM group is empty: reading
-        # one blocks while its process is stuck holding its memory map.
-        live = self._live() if empty else set()
         orphans = {name: self._suspects.get(name, now) for name in empty
-                   if name[len(VM_PREFIX):] not in live}
+                   if name[len(VM_PREFIX):] not in procs}
         due = sorted(name for name, since in orphans.items()
                      if name in self._suspects and now - since >= self.grace)
-        removed = []
-        if due:
-            live = self._live()   # once more, just before removing
+        removed = self._remove(due, 'no QEMU has run with its uuid for %ds'
+                               % self.grace, False)
+        self._suspects = {n: t for n, t in orphans.items()
+                          if n not in removed}
+        return removed
+
+    def _remove(self, due: list[str], why: str, api: bool) -> list[str]:
+        removed: list[str] = []
+        if not due:
+            return removed
+        live, again = self._live()   # once more, just before removing
+        if again != api:
+            return removed           # libvirt came or went meanwhile
         for name in due:
             if not self._orphaned(name, live):
-                orphans.pop(name)
                 continue
-            LOG.warning('removing %s: no QEMU has run with uuid %s for %ds '
-                        '(it ended without the release hook)', name,
-                        name[len(VM_PREFIX):], now - orphans[name])
+            LOG.warning('removing %s: %s (it ended without the release '
+                        'hook)', name, why)
             try:
                 self.manager.release(name)
                 removed.append(name)
             except RDTError as exc:
                 LOG.error('could not remove %s: %s', name, exc)
                 self.counters.inc('errors', source='reconcile')
-        self._suspects = {n: t for n, t in orphans.items()
-                          if n not in removed}
         return removed

@@ -5,12 +5,16 @@ ovs-vswitchd's pidfile changing (a restart) and on signals; after each it
 re-scans ovs-vswitchd's threads in ``/proc`` every few milliseconds for a
 short while (new PMD threads appear some time after the change that asked
 for them), and it re-scans anyway every ``[ovs] rescan_interval`` seconds.
-Every ``[agent] reconcile_interval`` seconds it removes VM groups whose
-QEMU is gone.  With ``[metrics] listen`` it serves Prometheus metrics from
+A thread of its own (:mod:`ovs_rdt.agent.guests`) follows libvirt's
+domain events over a read-only connection to ``[libvirt] uri``: a VM
+group left behind is removed as its domain stops, a domain started without
+the hook is placed, and every ``[agent] reconcile_interval`` seconds both
+are checked for every domain.  With ``[metrics] listen`` it serves Prometheus metrics from
 threads of its own (:mod:`ovs_rdt.agent.metrics`).  SIGTERM/SIGINT: clean
 exit, allocations kept.  SIGHUP: re-read the configuration, re-apply pools,
-re-place everything, follow a changed ``[metrics] listen``
-and ``[policy]``.
+re-place everything, follow a changed ``[metrics] listen``,
+``[metrics] web_config_file`` (or the files it names), ``[policy]`` and
+``[libvirt] uri``.
 With ``[policy] enabled`` a thread of its own runs the dynamic policy
 (:mod:`ovs_rdt.agent.policy`).
 """
@@ -28,7 +32,8 @@ from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
-from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
+from ovs_rdt.agent.guests import GuestWatch
+from ovs_rdt.agent.reconcile import PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.core.model import pool_group
 from ovs_rdt.core.policy import bounds_from
@@ -47,7 +52,7 @@ LOG = logging.getLogger(__name__)
 BURST = ((1.0, 0.005), (5.0, 0.025), (30.0, 0.2))
 PROG = 'ovs-rdt-agent'
 #: errors{source=...} the agent's own parts count into (zero from the start).
-ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy')
+ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy', 'libvirt')
 
 
 def build(settings: Any) -> Any:
@@ -65,7 +70,8 @@ class Agent:
         for source in ERROR_SOURCES:
             self.counters.inc('errors', 0, source=source)
         self.placer = PmdPlacer(self.manager, self.counters)
-        self.node = NodeReconciler(self.manager, counters=self.counters)
+        #: libvirt's view and the guests' reconciliation (a thread).
+        self.guests = GuestWatch(settings, build, self.counters)
         self.metrics: Any = None
         #: The L3 domains of the PMD threads in the policy's high-priority
         #: pool, refreshed by the main loop.
@@ -101,7 +107,7 @@ class Agent:
         """The configured pools and default group (retried until done)."""
         try:
             self.manager.apply()
-            self.node.log_own_groups()
+            log_own_groups(self.manager)
         except (RDTError, OSError) as exc:
             self._log_error('cannot apply the configured pools (retrying '
                             'every [ovs] rescan_interval): %s' % describe(exc),
@@ -123,13 +129,15 @@ class Agent:
         old = self.settings.ovs
         try:
             bounds = bounds_from(settings)
+            check_web_config(settings)
         except RDTError as exc:
             LOG.error('keeping the previous configuration: %s', exc)
             return
         self.settings = settings
         self.manager = build(settings)
-        self.placer.manager = self.node.manager = self.manager
+        self.placer.manager = self.manager
         self.policy.configure(settings, bounds)
+        self.guests.configure(settings)
         if settings.ovs.connection != old.connection:
             LOG.warning('[ovs] connection changed: restart %s to use it '
                         '(still connected to %s)', PROG, old.connection)
@@ -147,7 +155,8 @@ class Agent:
             if not self.settings.metrics.listen:
                 return
             from ovs_rdt.agent.metrics import Endpoint
-            self.metrics = Endpoint(self.counters, self.placer.pmd_groups)
+            self.metrics = Endpoint(self.counters, self.placer.pmd_groups,
+                                    self.guests.names)
         self.metrics.configure(self.settings)
 
     def step(self, force: bool) -> None:
@@ -227,14 +236,15 @@ class Agent:
         self.serve_metrics()
         self.policy.configure(self.settings, bounds_from(self.settings))
         self.ovsdb.start()
+        self.guests.start()
         LOG.info('%s started (OVSDB %s, ovs-vswitchd pidfile %s)', PROG,
                  ovs.connection, ovs.vswitchd_pidfile)
         now = time.monotonic()
-        next_rescan = next_reconcile = now
+        next_rescan = now
         try:
             while not self._stop:
                 now = time.monotonic()
-                wait = min(next_rescan, next_reconcile) - now
+                wait = next_rescan - now
                 for until, step in BURST:
                     if now - self._woken < until:
                         wait = min(wait, step)
@@ -269,26 +279,15 @@ class Agent:
                     if self.metrics is not None:
                         self.metrics.retry()
                 self.step(force)
-                if now >= next_reconcile:
-                    next_reconcile = now + self.settings.agent.reconcile_interval
-                    self._reconcile()
         finally:
             LOG.info('%s stopping; allocations are kept', PROG)
             if self.metrics is not None:
                 self.metrics.stop()
             self.policy.stop()
+            self.guests.stop()
             self.ovsdb.stop()
             self.watch.close()
         return 0
-
-    def _reconcile(self) -> None:
-        try:
-            self.node.reconcile()
-        except (RDTError, OSError) as exc:
-            self._log_error('reconciliation failed: %s' % describe(exc),
-                            'reconcile')
-        else:
-            self._recovered('reconcile', 'reconciliation works again')
 
     def _drain(self) -> None:
         try:
@@ -296,6 +295,23 @@ class Agent:
                 pass
         except BlockingIOError:
             pass
+
+
+def check_web_config(settings: Any) -> None:
+    """ConfigError naming the field if ``[metrics] web_config_file`` is bad."""
+    if settings.metrics.web_config_file:
+        from ovs_rdt.agent.webconfig import load
+        load(settings.metrics.web_config_file)
+
+
+def log_own_groups(manager: Any) -> list[str]:
+    """The ``ovsrdt-`` groups there are, logged (when pools are applied)."""
+    from ovs_rdt import GROUP_PREFIX
+    names = [n for n in manager.resctrl.group_names()
+             if n.startswith(GROUP_PREFIX)]
+    if names:
+        LOG.info('ovsrdt- groups found: %s', ', '.join(names))
+    return names
 
 
 def describe(exc: BaseException) -> str:
@@ -330,6 +346,7 @@ def _run(settings: Any, argv: list[str] | None) -> int:
     opts.setup_logging(settings)
     try:
         bounds_from(settings)
+        check_web_config(settings)
     except RDTError as exc:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2

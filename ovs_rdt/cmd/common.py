@@ -6,6 +6,20 @@ from ovs_rdt.manager import CacheManager
 from ovs_rdt.resctrl import Resctrl
 
 
+def vm_names(settings: Settings) -> tuple[dict[str, str] | None, str]:
+    """uuid -> domain name from libvirt (a one-shot read-only connection to
+    ``[libvirt] uri``), or None; and one line saying where VM names come
+    from.
+    """
+    from ovs_rdt.agent import virt
+    uri = settings.libvirt.uri
+    try:
+        names = virt.domain_names(uri)
+    except virt.LibvirtUnavailable as exc:
+        return None, ('VM names: from QEMU command lines (%s)' % exc)
+    return names, 'VM names: from libvirt at %s' % uri
+
+
 def resctrl_from(settings: Settings) -> Resctrl:
     return Resctrl.from_settings(settings)
 

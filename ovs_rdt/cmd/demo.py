@@ -52,6 +52,10 @@ isolated = true
 # CLOS 1 of Table 4: the noisy neighbours.
 l3_cbm = {noisy:x}
 
+[libvirt]
+# The demo's private libvirtd, which the agent, status and top read.
+uri = {libvirt_uri}
+
 [metrics]
 listen = {metrics}
 
@@ -349,6 +353,7 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
                                connection=box.ovs.connection,
                                metrics=args.metrics_listen,
                                vswitchd_pidfile=box.ovs.vswitchd_pidfile,
+                               libvirt_uri=box.libvirtd.ro_uri,
                                **masks))
     settings = conf.load(config_file, missing_ok=False)
     progress.step('ovs-rdt apply: pools hp=0x%x (isolated), noisy=0x%x, '

@@ -36,7 +36,7 @@ import sys
 import tempfile
 from typing import Any
 
-from ovs_rdt.core import allocator, topology
+from ovs_rdt.core import allocator, foreign, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
 from ovs_rdt.core.model import vm_group
@@ -71,9 +71,9 @@ def reserved_ways(platform: Platform, groups: list[Group],
 
     The CBM length minus the most ways the node allocator
     (:func:`ovs_rdt.core.allocator.plan`) would give one more VM group there,
-    with every group that is not a VM's where it is: other tools' groups
-    with their whole mask except where they copy the default group's
-    (:func:`ovs_rdt.core.allocator.mirrors_default`), our pools and PMD group where their mask does
+    with every group that is not a VM's where it is: the ways other tools'
+    groups hold or share with ours (:mod:`ovs_rdt.core.foreign`), our pools
+    and PMD group where their mask does
     not overlap the default group's (elsewhere they hold no ways and follow
     it), the default group's minimum (``system_min_ways`` or the
     ``system_cbm`` mask), and what the allocator refuses VMs: the ways the
@@ -100,10 +100,11 @@ def reserved_ways(platform: Platform, groups: list[Group],
             root_mask = root.l3.get(dom)
             if dom not in held_by_dom or not mask or (
                     grp.owned and root_mask is not None and
-                    mask.overlaps(root_mask)) or (
-                    not grp.owned and
-                    allocator.mirrors_default(grp, dom, state)):
+                    mask.overlaps(root_mask)):
                 continue
+            if not grp.owned:
+                mask = (foreign.holds(grp, dom, state) or mask.empty(width)) \
+                    | (foreign.shares(grp, dom, state) or mask.empty(width))
             held[dom] = mask
             held_by_dom[dom] |= mask
         if grp.owned:

@@ -7,7 +7,7 @@ import sys
 
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent.policy import read_state
-from ovs_rdt.cmd.common import resctrl_from
+from ovs_rdt.cmd.common import resctrl_from, vm_names
 from ovs_rdt.cmd import report
 from ovs_rdt.conf import Settings
 from ovs_rdt import members
@@ -22,17 +22,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='colour the way map (default: when a terminal)')
 
 
-def collect(rc: Resctrl) -> dict:
-    """The node's plan as it is now, members named (``report.build``)."""
+def collect(rc: Resctrl, names: dict[str, str] | None = None) -> dict:
+    """The node's plan as it is now, members named (``report.build``).
+
+    ``names``: uuid -> domain name from libvirt.
+    """
     platform = rc.platform()
     with rc.lock(exclusive=False):
         groups = rc.groups(with_tasks=True)
     return report.build(platform, groups,
-                        lambda g: members.describe(g.tasks), rc.numa_l3())
+                        lambda g: members.describe(g.tasks, vm_names=names),
+                        rc.numa_l3())
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    plan = collect(resctrl_from(settings))
+    names, source = vm_names(settings)
+    plan = collect(resctrl_from(settings), names)
+    plan['vm_names'] = {'source': 'proc' if names is None else 'libvirt',
+                        'note': source}
     plan['policy'] = read_state(settings.resctrl.root)
     plan['agent'] = AgentLock(settings.resctrl.root).running()
     if args.json:
@@ -44,6 +51,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     print(report.render(plan, colour))
     print()
     print(report.render_agent(plan['agent']))
+    print(source)
     if settings.policy.enabled or plan['policy']:
         print()
         print(report.render_policy(plan['policy']))

@@ -12,7 +12,7 @@ import argparse
 import sys
 import time
 
-from ovs_rdt.cmd.common import resctrl_from
+from ovs_rdt.cmd.common import resctrl_from, vm_names
 from ovs_rdt.conf import Settings
 from ovs_rdt.core import model
 from ovs_rdt import members, sampling
@@ -34,11 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='stop after this many refreshes (0: until Ctrl-C)')
 
 
-def sample(rc: Resctrl) -> tuple[Sample, dict[str, str]]:
-    """The counters of every group, and each group's members named."""
+def sample(rc: Resctrl, names: dict[str, str] | None = None
+           ) -> tuple[Sample, dict[str, str]]:
+    """The counters of every group, and each group's members named.
+
+    ``names``: uuid -> domain name from libvirt.
+    """
     groups = sampling.sample(rc, masks=False)
-    named = {g.name: ' '.join(members.names(members.describe(g.tasks)))
-             for g in groups if g.name}
+    named = {g.name: ' '.join(members.names(members.describe(
+        g.tasks, vm_names=names))) for g in groups if g.name}
     return {g.name: (g.ident, g.mon) for g in groups}, named
 
 
@@ -67,8 +71,11 @@ def rows(before: Sample, after: Sample, seconds: float) -> list[tuple]:
 
 
 def render(table: list[tuple], interval: float,
-           named: dict[str, str] | None = None) -> str:
-    """The table; ``named``: group -> its members (as ``members.names``)."""
+           named: dict[str, str] | None = None, source: str = '') -> str:
+    """The table; ``named``: group -> its members (as ``members.names``).
+
+    ``source``: where VM names come from (a last line).
+    """
     named = named or {}
     width = max([len(row[0]) for row in table] + [20])
     lines = ['%-*s %4s %12s %12s %12s  %s' % (
@@ -83,6 +90,8 @@ def render(table: list[tuple], interval: float,
         lines.append(('%-*s %4d %12s %12s %12s  %s' % (
             width, label, dom, fmt(occ), fmt(mbl), fmt(mbt), who)).rstrip())
     lines.append('(%.1f s interval)' % interval)
+    if source:
+        lines.append(source)
     return '\n'.join(lines)
 
 
@@ -95,15 +104,16 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     tty = sys.stdout.isatty() and not args.once and not args.no_clear
     count = 0
-    before, _ = sample(rc)
+    names, source = vm_names(settings)
+    before, _ = sample(rc, names)
     stamp = time.monotonic()
     try:
         while True:
             time.sleep(args.interval)
-            after, named = sample(rc)
+            after, named = sample(rc, names)
             now = time.monotonic()
             text = render(rows(before, after, now - stamp), now - stamp,
-                          named)
+                          named, source)
             if tty:
                 sys.stdout.write('\033[H\033[2J')
             print(text, flush=True)

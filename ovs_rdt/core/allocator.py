@@ -20,15 +20,16 @@ The names other modules use stay importable from here.
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
-from ovs_rdt.core.layout import Domain, best_fit, layout_domain, mirrors_default
+from ovs_rdt.core.layout import Domain, Layout, best_fit, layout_domain
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.core.writes import Overlap, Step, split_masks, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 
-__all__ = ['Plan', 'Step', 'best_fit', 'mirrors_default', 'plan',
+__all__ = ['Plan', 'Step', 'best_fit', 'freeing', 'mirrors_default', 'plan',
            'validate_mask']
 
 
@@ -50,6 +51,8 @@ class Plan:
         self.steps: list[Step] = []
         #: domain -> ways a new counted request could still get.
         self.free: dict[int, int] = {}
+        #: Why only a removal was planned (:func:`freeing`), else ''.
+        self.unplaced = ''
 
     def masks_of(self, group: str) -> dict[int, CBM]:
         return self.l3.get(group, {})
@@ -70,11 +73,14 @@ def _check_closids(platform: Platform, groups: list[Group],
                    result: Plan) -> None:
     in_use = len(groups) - len(result.remove) + len(result.create)
     if not capacity.closids_fit(platform.num_closids, in_use):
+        theirs = [g.name for g in groups if not g.is_root and not g.owned]
         raise OutOfClosids(
             'out of CLOSIDs: %s needs %d groups but the platform has %d '
-            'CLOSIDs (%d groups exist)'
+            'CLOSIDs (%d groups exist%s)'
             % (', '.join(result.create) or 'the plan', in_use,
-               platform.num_closids, len(groups)))
+               platform.num_closids, len(groups),
+               '; %d are other tools\': %s' % (len(theirs), ', '.join(theirs))
+               if theirs else ''))
 
 
 def _check_mb(mba: MBInfo, req: Request) -> None:
@@ -143,7 +149,19 @@ def _attempt(domains: list[Domain], positions: dict[str, dict[int, CBM]],
 
 
 def _settle(domains: list[Domain], groups: list[Group]) -> Plan:
-    """The layout the next operation leaves as it is.
+    """The layout the next operation leaves as it is, domain by domain."""
+    start = {g.name: g.l3 for g in groups}
+    result = Plan()
+    for dom in domains:
+        layout = _settle_domain(dom, start)
+        for name, mask in layout.masks.items():
+            result.l3.setdefault(name, {})[dom.index] = mask
+        result.free[dom.index] = layout.free
+    return result
+
+
+def _settle_domain(dom: Domain, start: dict[str, dict[int, CBM]]) -> Layout:
+    """One domain's layout that the next operation leaves as it is.
 
     Packing follows the groups' positions, and the new ones go last; once
     placed, a new group has a position of its own, which can change the
@@ -152,24 +170,30 @@ def _settle(domains: list[Domain], groups: list[Group]) -> Plan:
     nothing moves.  Where it does not settle, or does not fit, the groups
     of ours stay where they are and only new or resized ones are placed: a
     layout an earlier operation made always fits again, and nothing moves
-    on later, unrelated changes.
+    on later, unrelated changes.  Each cache domain is laid out on its own,
+    so one that does not settle keeps its groups in place without holding
+    the others back (found by the property tests: a domain left unpacked
+    for another's sake kept a freed way apart from the other free ways).
     """
-    start = {g.name: g.l3 for g in groups}
-    first = None
+    index = dom.index
+    first: Layout | None = None
     error: AllocationError | None = None
     positions = start
     for _ in range(_SETTLE_ROUNDS):
         try:
-            trial = _attempt(domains, positions, False)
+            trial = layout_domain(dom, positions, False)
         except AllocationError as exc:
             error = error or exc
             break
         first = first or trial
-        if all(positions.get(n) == m for n, m in trial.l3.items()):
+        if all(positions.get(n, {}).get(index) == m
+               for n, m in trial.masks.items()):
             return trial
-        positions = dict(positions, **trial.l3)
+        positions = dict(positions)
+        for name, mask in trial.masks.items():
+            positions[name] = {**positions.get(name, {}), index: mask}
     try:
-        return _attempt(domains, start, True)
+        return layout_domain(dom, start, True)
     except AllocationError:
         if first is None:
             raise error or AllocationError('no layout') from None
@@ -187,12 +211,13 @@ def _set_modes_and_mb(platform: Platform, groups: list[Group],
     """
     all_domains = frozenset(platform.domains)
     mba = platform.mb
+    foreign = [g for g in groups if not g.is_root and not g.owned]
     for req in requests:
         holds = frozenset(d for d, n in req.ways.items() if n) | \
             frozenset(req.cbm)
-        overlaps = any(m.overlaps(g.l3.get(d, m.empty(m.width)))
-                       for d, m in result.l3.get(req.name, {}).items()
-                       for g in groups if not g.is_root and not g.owned)
+        overlaps = bool(foreign) and any(
+            m.overlaps(g.l3.get(d, m.empty(m.width)))
+            for d, m in result.l3.get(req.name, {}).items() for g in foreign)
         result.modes[req.name] = (MODE_EXCLUSIVE if req.exclusive and
                                   holds == all_domains and not overlaps
                                   else MODE_SHAREABLE)
@@ -232,16 +257,39 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
     return result
 
 
+def freeing(groups: list[Group], name: str, why: str) -> Plan:
+    """The removal of ``name`` alone, every other group as it is.
+
+    For a removal whose whole plan is refused (``why``: the pools do not
+    fit as configured, another tool took ways, ...): freeing never waits
+    for room.  The kernel takes an ``rmdir`` whatever the other groups
+    hold; the group's tasks go to the default group and its CLOSID and
+    ways come free (they go back to the default group at the next plan
+    that fits).
+    """
+    result = Plan()
+    result.unplaced = why
+    for grp in groups:
+        if grp.is_root or (grp.owned and grp.name != name):
+            result.l3[grp.name] = dict(grp.l3)
+            result.modes[grp.name] = grp.mode
+        elif grp.name == name:
+            result.remove = [name]
+            result.steps = [Step('rmdir', name)]
+    return result
+
+
 def _around(platform: Platform, groups: list[Group], requests: list[Request],
             domains: list[Domain], layout: Plan, result: Plan) -> None:
     """Reach ``layout`` when the default group would have to trade places
     with groups of ours and has no way free to stand aside on.
 
     First the groups stay where they are (only new or resized ones
-    placed); from there the repacking settles in a second run of writes
-    if that one can be made without an overlap, which leaves the layout a
-    next plan keeps.  Else the first run alone: it is a layout the next
-    plan keeps too (the same trade is still out of reach).  When the
+    placed); from there the repacking settles in further runs of writes,
+    each reaching as much of the settled layout as can be written without
+    an overlap (:func:`_reachable`, domain by domain), until a run has
+    nothing left to write: a layout the next plan keeps (what is left is
+    a trade still out of reach).  When the
     groups cannot stay where they are either, the plan is refused
     (:class:`Overlap`, nothing changed): no order of single writes reaches
     it without a group that holds ways overlapping the default group for
@@ -258,18 +306,61 @@ def _around(platform: Platform, groups: list[Group], requests: list[Request],
             'holding no ways after a crash (%s); nothing was changed: free '
             'a way (stop a VM) and retry' % exc) from None
     between = _after(groups, result)
-    second = Plan()
+    for _ in range(_SETTLE_ROUNDS):
+        more = Plan()
+        try:
+            again = [Domain(platform, d.index, between, requests,
+                            d.system_min_ways, d.system_cbm) for d in domains]
+            _finish(platform, between, requests,
+                    _reachable(platform, between, requests, again,
+                               _settle(again, between)), more, True)
+        except AllocationError:
+            return
+        if not more.steps:
+            return
+        result.l3, result.free = more.l3, more.free
+        result.modes, result.mb = more.modes, more.mb
+        result.events, result.split = more.events, more.split
+        result.steps += more.steps
+        between = _after(between, more)
+
+
+def _reachable(platform: Platform, groups: list[Group],
+               requests: list[Request], domains: list[Domain],
+               settled: Plan) -> Plan:
+    """``settled``, or as much of it as single writes reach from ``groups``.
+
+    A cache domain whose repacking has the default group trade places with
+    groups of ours, with no way free to stand aside on, keeps its groups
+    where they are; the other domains still settle (found by the property
+    tests: a trade out of reach on one domain kept a way freed on another
+    apart from the other free ways).
+    """
     try:
-        _finish(platform, between, requests,
-                _settle([Domain(platform, d.index, between, requests,
-                                d.system_min_ways, d.system_cbm)
-                         for d in domains], between), second, True)
-    except AllocationError:
-        return
-    result.l3, result.free = second.l3, second.free
-    result.modes, result.mb = second.modes, second.mb
-    result.events, result.split = second.events, second.split
-    result.steps += second.steps
+        _finish(platform, groups, requests, _copy(settled), Plan(), True)
+        return settled
+    except Overlap:
+        pass
+    reached = _attempt(domains, {g.name: g.l3 for g in groups}, True)
+    for dom in domains:
+        trial = _copy(reached)
+        for name, masks in settled.l3.items():
+            trial.l3.setdefault(name, {})[dom.index] = masks[dom.index]
+        trial.free[dom.index] = settled.free[dom.index]
+        try:
+            _finish(platform, groups, requests, _copy(trial), Plan(), True)
+        except Overlap:
+            continue
+        reached = trial
+    return reached
+
+
+def _copy(layout: Plan) -> Plan:
+    """A layout's masks and free ways, apart from ``layout``'s."""
+    out = Plan()
+    out.l3 = {name: dict(masks) for name, masks in layout.l3.items()}
+    out.free = dict(layout.free)
+    return out
 
 
 def _after(groups: list[Group], result: Plan) -> list[Group]:

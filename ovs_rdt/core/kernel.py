@@ -14,9 +14,9 @@ its own copy, written from the kernel, on purpose: it is the test ground.
   :meth:`Kernel.set_mode`.
 * ``mkdir`` fails with "No space" when every CLOSID has a group
   (:meth:`Kernel.closids_left`, the default group holds one); it gives the
-  new group the lowest run of the ways that are unused or shareable, and
-  fails with "No space" too when that run is shorter than ``min_cbm_bits``:
-  :meth:`Kernel.mkdir_fits`.
+  new group the lowest run of the ways that are unused or shareable
+  (:func:`new_group_mask`), and fails with "No space" too when that run is
+  shorter than ``min_cbm_bits``: :meth:`Kernel.mkdir_fits`.
 """
 from __future__ import annotations
 
@@ -67,6 +67,33 @@ def is_valid(platform: Platform, mask: CBM) -> bool:
     except InvalidMask:
         return False
     return True
+
+
+def new_group_mask(platform: Platform, domain: int,
+                   others: list[tuple[str, int]]) -> int:
+    """The L3 mask ``mkdir`` gives a new group on ``domain``.
+
+    ``__init_one_rdt_domain()``: ``shareable_bits``, every way of a
+    shareable group (the default group's, ours, another tool's) and every
+    way no group uses (exclusive and pseudo-locked groups' ways are used,
+    a ``pseudo-locksetup`` group's are not looked at), then
+    ``cbm_ensure_valid()``: only the lowest run of those, on every
+    platform (sparse masks too).  ``others`` is each other group's
+    ``(mode, mask)`` there.  io_alloc's CLOSID is no group's and not
+    shareable: its ways are used.
+    """
+    full = (1 << platform.cbm_len) - 1
+    used = platform.hw_shared(domain)
+    new = platform.shareable_bits
+    for mode, mask in others:
+        if mode == 'pseudo-locksetup':
+            continue
+        used |= mask
+        if mode == MODE_SHAREABLE:
+            new |= mask
+    new = (new | ~used) & full
+    # The carry of adding the lowest bit runs through the lowest run only.
+    return new & ~(new + (new & -new))
 
 
 class Kernel:
@@ -127,21 +154,10 @@ class Kernel:
     def mkdir_fits(self) -> int | None:
         """The first domain where a new group would get "No space"."""
         plat = self.platform
-        full = (1 << plat.cbm_len) - 1
         for domain in plat.domains:
-            # io_alloc's CLOSID is no group's and not shareable: a new
-            # group starts off its ways.
-            used = plat.hw_shared(domain)
-            new = plat.shareable_bits
-            for other, masks in self.l3.items():
-                mode = self.modes[other]
-                if mode == 'pseudo-locksetup':
-                    continue
-                used |= masks.get(domain, 0)
-                if mode == MODE_SHAREABLE:
-                    new |= masks.get(domain, 0)
-            new |= ~used & full
-            if lowest_run(new) < plat.min_cbm_bits:
+            new = new_group_mask(plat, domain, [
+                (self.modes[n], m.get(domain, 0)) for n, m in self.l3.items()])
+            if bin(new).count('1') < plat.min_cbm_bits:
                 return domain
         return None
 

@@ -26,17 +26,19 @@ and the default (root) group on one of them:
   ways nobody holds when it has fewer): :func:`root_mask`.  So it never
   grows over another tool's ways, and ways another tool took out of it,
   or freed, stay free for that tool while it has groups (libvirt counts
-  as free only what neither the default group nor any group has).  A
-  foreign group holds no ways on a domain where its mask overlaps the
-  default group's while it holds ways elsewhere: :func:`mirrors_default`.
+  as free only what neither the default group nor any group has).  What
+  a foreign group holds, and the ways of ours it shares (which stay where
+  they are and go to no other group of ours), is
+  :mod:`ovs_rdt.core.foreign`'s rule.
 * A group that holds no ways on a domain (its tasks never run there) gets
   the default group's mask there; such a group cannot be kernel-exclusive.
 """
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core import foreign
 from ovs_rdt.core.kernel import UNSHAREABLE, lowest_run, validate_mask
-from ovs_rdt.core.model import ROOT, Group, Platform, Request
+from ovs_rdt.core.model import ROOT, Group, Platform, Request, held
 from ovs_rdt.core import ways as capacity
 from ovs_rdt.exceptions import InsufficientWays, InvalidMask
 
@@ -50,13 +52,14 @@ class Domain:
     """What the layout of one cache domain depends on.
 
     The ways foreign groups hold (:attr:`fixed`, :attr:`foreign_exclusive`)
-    and the ways the default group may have (:attr:`root_may`) depend on
-    nothing but the groups as they are, so they are worked out once.
+    or share with ours (:attr:`shared`) and the ways the default group may
+    have (:attr:`root_may`) depend on nothing but the groups as they are,
+    so they are worked out once.
     """
 
     __slots__ = ('platform', 'index', 'groups', 'requests', 'system_min_ways',
                  'system_cbm', 'width', 'hw_shared', 'hw_source', 'io_ways',
-                 'fixed',
+                 'fixed', 'shared',
                  'foreign_exclusive', 'root_may')
 
     def __init__(self, platform: Platform, index: int, groups: list[Group],
@@ -76,7 +79,7 @@ class Domain:
         self.hw_source = platform.hw_shared_source(index)
         # Ways reserved for I/O (io_alloc): never part of the system's floor.
         self.io_ways = platform.io_ways(index)
-        self.fixed, self.foreign_exclusive = foreign_ways(self)
+        self.fixed, self.foreign_exclusive, self.shared = foreign_ways(self)
         self.root_may = root_may(self)
 
 
@@ -135,57 +138,36 @@ def sparse_spare(spare: CBM, min_bits: int) -> CBM:
     return CBM(value, spare.width)
 
 
-def held(mask: CBM | None, root: CBM | None) -> bool:
-    """Whether a group of ours holds ``mask`` as its own ways.
-
-    A group that holds no ways on a domain has the default group's mask
-    there; every mask that holds ways is disjoint from it.
+def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM]:
+    """The ways foreign groups hold on the domain, those of them in
+    groups no other group may overlap (exclusive, pseudo-locked), and the
+    ways of ours they share (:mod:`ovs_rdt.core.foreign`).
     """
-    if not mask:
-        return False
-    return root is None or not mask.overlaps(root)
-
-
-def mirrors_default(group: Group, domain: int, groups: list[Group]) -> bool:
-    """Whether a foreign group only copies the default group on ``domain``.
-
-    libvirt takes a ``<cachetune>``'s ways from those no group holds, not
-    the default group's (``virResctrlAllocGetUnused``), and writes the
-    default group's mask for the domains the ``<cachetune>`` does not name
-    (``virResctrlAllocCopyMasks``).  So a group that holds ways (a mask
-    disjoint from the default group's) on some domain and overlaps the
-    default group on ``domain`` holds nothing there.  A group that
-    overlaps the default group everywhere (``pqos`` classes on a host
-    whose default group was never shrunk) holds its whole mask.
-    """
-    root = next((g for g in groups if g.is_root), None)
-    if root is None:
-        return False
-    mask = group.l3.get(domain)
-    if mask is None or held(mask, root.l3.get(domain)):
-        return False
-    return any(held(m, root.l3.get(d)) for d, m in group.l3.items()
-               if d != domain)
-
-
-def foreign_ways(dom: Domain) -> tuple[CBM, CBM]:
-    """The ways foreign groups hold on the domain, and those of them in
-    groups no other group may overlap (exclusive, pseudo-locked).
-
-    Ways a foreign group shares with the default group on a domain where
-    it holds none (:func:`mirrors_default`) are the default group's.
-    """
-    fixed = foreign_exclusive = CBM.empty(dom.width)
+    fixed = foreign_exclusive = shared = CBM.empty(dom.width)
     for grp in dom.groups:
-        mask = grp.l3.get(dom.index)
-        if grp.is_root or grp.owned or mask is None:
-            continue
-        if grp.mode in UNSHAREABLE:
-            foreign_exclusive |= mask
-        elif mirrors_default(grp, dom.index, dom.groups):
+        mask = foreign.holds(grp, dom.index, dom.groups)
+        if mask is None:
             continue
         fixed |= mask
-    return fixed, foreign_exclusive
+        if grp.mode in UNSHAREABLE:
+            foreign_exclusive |= mask
+        shared |= foreign.shares(grp, dom.index, dom.groups) or shared
+    return fixed, foreign_exclusive, shared
+
+
+def shared_away(dom: Domain, name: str) -> CBM:
+    """Ways foreign groups share with ours that ``name`` may not take:
+    all but those it holds now.
+    """
+    if not dom.shared:
+        return dom.shared
+    root = next((g.l3.get(dom.index) for g in dom.groups if g.is_root), None)
+    for grp in dom.groups:
+        if grp.name == name:
+            mask = grp.l3.get(dom.index)
+            if mask is not None and held(mask, root):
+                return dom.shared - mask
+    return dom.shared
 
 
 def root_may(dom: Domain) -> CBM:
@@ -234,9 +216,12 @@ def check_explicit(dom: Domain, req: Request, mask: CBM, ours: CBM,
     """Raise InvalidMask unless ``req``'s own ``l3_cbm`` can go there."""
     field = '%s l3_cbm on domain %d' % (req.name, dom.index)
     validate_mask(dom.platform, mask, field)
-    if req.exclusive and mask.overlaps(dom.fixed | ours):
-        raise InvalidMask('%s %s overlaps ways already in use (%s)'
-                          % (field, mask, dom.fixed | ours))
+    used = dom.fixed | ours | shared_away(dom, req.name)
+    if req.exclusive and mask.overlaps(used):
+        raise InvalidMask('%s %s overlaps ways already in use (%s)%s'
+                          % (field, mask, used, foreign.blocking(
+                              dom.platform, dom.index, dom.groups,
+                              mask & used)))
     if mask.overlaps(dom.foreign_exclusive):
         raise InvalidMask('%s %s overlaps an exclusive group of another '
                           'tool (%s)' % (field, mask, dom.foreign_exclusive))
@@ -298,7 +283,8 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
         raise InvalidMask('%s asks for %d ways on domain %d, fewer than '
                           'the platform minimum %d'
                           % (req.name, ways, dom.index, plat.min_cbm_bits))
-    allowed = ~taken - dom.hw_shared if req.exclusive else ~taken
+    allowed = (~taken - dom.hw_shared if req.exclusive else ~taken) - \
+        shared_away(dom, req.name)
     free = max(0, min(allowed.count, (~taken - dom.io_ways).count - reserve
                       + (allowed & dom.io_ways).count))
     if free < ways:
@@ -323,11 +309,13 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
     io = (~taken & dom.hw_shared).count if req.exclusive else 0
     return InsufficientWays(
         '%s needs %d %sways on cache domain %d, but only %d of %d are '
-        'free (%d held by other groups, %d kept for the system%s)'
+        'free (%d held by other groups, %d kept for the system%s)%s'
         % (req.name, ways, 'contiguous ' if free >= ways else '',
            dom.index, free, dom.width, (taken - system).count,
            system.count if dom.system_cbm is not None else reserve,
-           ', %d shared with I/O (%s)' % (io, dom.hw_source) if io else ''))
+           ', %d shared with I/O (%s)' % (io, dom.hw_source) if io else '',
+           foreign.blocking(dom.platform, dom.index, dom.groups,
+                            taken | dom.shared)))
 
 
 def place_counted(dom: Domain, taken: CBM, reserve: int,
@@ -397,10 +385,15 @@ def restack(dom: Domain, stack: list[str], positions: Positions,
             return now.low, item[0]
         return unplaced, item[0]
     low = out[stack[0]].low
+    laid: dict[str, CBM] = {}
     for _, name in sorted(enumerate(stack), key=key):
         ways = out[name].count
-        out[name] = CBM.span(low, ways, dom.width)
+        laid[name] = CBM.span(low, ways, dom.width)
         low += ways
+    # Ways another tool's group shares with ours stay with the group that
+    # has them (:func:`shared_away`): then the stack stays as placed.
+    if not any(mask & shared_away(dom, name) for name, mask in laid.items()):
+        out.update(laid)
 
 
 def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:
@@ -426,14 +419,15 @@ def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:
     if (mask - io_ways).count < reserve:
         raise InsufficientWays(
             'the default group would keep %d contiguous ways%s on cache '
-            'domain %d, fewer than %s'
+            'domain %d, fewer than %s%s'
             % ((mask - io_ways).count,
                ' outside the ways reserved for I/O (io_alloc_cbm %s)'
                % io_ways if io_ways else '', dom.index,
                '[allocation] system_min_ways = %d' % dom.system_min_ways
                if dom.system_min_ways >= plat.min_cbm_bits else
                'the platform minimum %d (info/L3/min_cbm_bits)'
-               % plat.min_cbm_bits))
+               % plat.min_cbm_bits,
+               foreign.blocking(plat, dom.index, dom.groups, ~spare)))
     return mask
 
 
@@ -451,7 +445,7 @@ def layout_domain(dom: Domain, positions: Positions,
     taken, counted = place_counted(dom, dom.fixed | explicit | system,
                                    reserve, positions, keep, masks)
     root = masks[ROOT] = root_mask(dom, explicit | counted, reserve)
-    free = max(0, min((~taken - dom.hw_shared).count,
+    free = max(0, min((~taken - dom.hw_shared - dom.shared).count,
                       capacity.free_ways((~taken - dom.io_ways).count,
                                          reserve, 0)))
     # Groups of ours that hold nothing here follow the default group.

@@ -275,6 +275,17 @@ class Group:
         return 'Group(%r, L3:%s, %s)' % (self.name or '/', masks, self.mode)
 
 
+def held(mask: CBM | None, root: CBM | None) -> bool:
+    """Whether a group of ours holds ``mask`` as its own ways.
+
+    A group that holds no ways on a domain has the default group's mask
+    there; every mask that holds ways is disjoint from it.
+    """
+    if not mask:
+        return False
+    return root is None or not mask.overlaps(root)
+
+
 VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
 
 

@@ -21,7 +21,8 @@ In short, per domain:
   unknown;
 * **shrinking** happens once per demand level: readings that can all
   come from one footprint (within :data:`NOISE`) are one level, a reading
-  outside that band starts a new one.  After :data:`HOLD` readings of a
+  outside that band starts a new one (the agent reads occupancy
+  :data:`SAMPLES` times an interval).  After :data:`HOLD` readings of a
   level (one right after a pinned grow, when the footprint shows whole)
   HP jumps to the ways that hold the level's smallest reading divided by
   ``1 - NOISE``: with counter noise within :data:`NOISE` that is never
@@ -48,8 +49,12 @@ PINNED = 0.9
 NOISE = 0.1
 #: HP memory traffic (bytes/s) below which misses are not evidence.
 MISS_FLOOR = 1 << 20
-#: Intervals in a row that must show a smaller need before a shrink.
+#: Readings of a demand level before its one shrink decision.
 HOLD = 2
+#: llc_occupancy readings the agent takes per interval (spread over it):
+#: a level has its HOLD readings within its first interval, and the
+#: smallest of more readings bounds its footprint more tightly.
+SAMPLES = 10
 
 
 class Bounds(NamedTuple):
@@ -158,6 +163,9 @@ class Sample(NamedTuple):
     (None: HP holds no PMD threads)."""
     be_mb: int | None = None
     """BE's MB percent now (None: no MBA)."""
+    hp_samples: tuple[float, ...] = ()
+    """HP's llc_occupancy read earlier in the interval, oldest first
+    (``hp_occupancy`` is the last reading)."""
 
 
 class Decision(NamedTuple):
@@ -228,9 +236,7 @@ class _Level:
         return reading <= self.low / (1 - NOISE) * (1 + NOISE) and \
             reading >= self.high / (1 + NOISE) * (1 - NOISE)
 
-    def add(self, reading: float, rate: float | None = None) -> None:
-        if rate is not None:
-            self.rate_low = min(self.rate_low, rate)
+    def add(self, reading: float) -> None:
         self.count += 1
         self.low = min(self.low, reading)
         self.high = max(self.high, reading)
@@ -324,20 +330,26 @@ class Policy:
         st.quiet += 1
         st.short_at = None      # this level's calm readings judge from now
         lv = st.level
-        if not lv.fits(occ):
-            # The demand changed: a new level, with its own decision.  (No
-            # logging here: the libvirt hook imports this module, and
-            # logging imported early bypasses its bridge, see manager._Log.)
-            lv = st.level = _Level()
-            st.floor = 0
-        lv.add(occ, s.hp_rate)
+        for reading in s.hp_samples + (occ,):
+            if not lv.fits(reading):
+                # The demand changed: a new level, with its own decisions.
+                # (No logging here: the libvirt hook imports this module,
+                # and logging imported early bypasses its bridge, see
+                # manager._Log.)
+                lv = st.level = _Level()
+                st.floor = 0
+            lv.add(reading)
+        if s.hp_rate is not None:
+            lv.rate_low = min(lv.rate_low, s.hp_rate)
         self._learn_calm(st)
         lift = self._lift(st, s)
-        # One shrink decision per level, after HOLD readings (one right
-        # after a pinned grow: the footprint shows whole at once).  Every
-        # reading is at least (1 - NOISE) of the footprint, so the smallest
-        # one bounds it safely; later readings of the same level never
-        # trim again (a late trim would only follow a lucky low reading).
+        # One shrink decision per level, at the end of the interval in
+        # which it has HOLD readings (the first one, with the agent's
+        # SAMPLES readings per interval; one reading right after a pinned
+        # grow: the footprint shows whole at once).  Every reading is at
+        # least (1 - NOISE) of the footprint, so the smallest one bounds it
+        # safely; later readings of the same level never trim again (a
+        # late trim would only follow a lucky low reading).
         hold = 1 if st.grown else HOLD
         if lv.decided or lv.count < hold:
             return self._mb_only(domain, s, lift) if lift else None

@@ -6,6 +6,14 @@ decide with these functions.
 """
 
 
+def ways_holding(kib: int, way_bytes: int) -> int:
+    """Ways that hold at least ``kib`` KiB, ways of ``way_bytes`` each.
+
+    How a request by size (``rdt:l3_kib``) becomes ways on a node.
+    """
+    return -(-kib * 1024 // way_bytes)
+
+
 def free_ways(l3_ways: int, system_ways: int, used_ways: int) -> int:
     """Ways of one domain still free for VMs (never negative)."""
     return max(0, l3_ways - system_ways - used_ways)

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import Kernel, is_valid
-from ovs_rdt.core.layout import held
-from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
+from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group, held
 from ovs_rdt.core.model import Platform
 from ovs_rdt.exceptions import AllocationError
 from ovs_rdt import GROUP_PREFIX

@@ -609,7 +609,7 @@ class Resctrl:
             if mode == SHAREABLE:
                 new |= val
         new |= (used ^ prof.cbm_mask) & prof.cbm_mask
-        if not new or prof.sparse_masks:
+        if not new:     # cbm_ensure_valid(): one run, sparse masks or not
             return new
         first = (new & -new).bit_length() - 1
         zero = first

@@ -1,26 +1,32 @@
 """What a VM or OvS asks for: L3 ways, a shared pool, a bandwidth cap.
 
-One request, three fields, each written its own way on each surface:
+One request, five fields, each written its own way on each surface:
 
 * ``l3_ways``: ``<rdt:l3 ways>`` in a domain's annotation, the flavor extra
   spec ``rdt:l3_ways``, ``other_config:rdt-pmd-l3-ways`` in OvS;
+* ``l3_kib``: ``<rdt:l3 kib>``, ``rdt:l3_kib`` (VMs only: a VM moves between
+  nodes whose ways differ in size, OvS's PMD threads do not);
 * ``pool``: ``<rdt:pool name>``, ``rdt:pool``, ``rdt-pmd-pool``;
 * ``mb_percent``: ``<rdt:mb percent>``, ``rdt:mb_percent``,
   ``rdt-pmd-mb-percent``;
 * ``mb_mbps``: ``<rdt:mb mbps>``, ``rdt:mb_mbps``, ``rdt-pmd-mb-mbps``.
 
-``l3_ways`` is a whole number from 1 to :data:`MAX_WAYS`, ``pool`` a pool
-name (:mod:`~ovs_rdt.inputs.names`), ``mb_percent`` a percentage,
-``mb_mbps`` a bandwidth in MiB/s (a whole number from 1).  ``l3_ways`` (a
-dedicated CLOS) and ``pool`` exclude each other, so do the two caps, and a
-cap only goes with ``l3_ways`` (a pool's cap is its ``[pool:NAME]
-mb_percent`` or ``mb_mbps``).  On a node, a pool must be configured, the
-ways must fit the L3 cache and a cap needs memory bandwidth allocation
-taking its kind of value: percentages on Intel MBA, MiB/s where resctrl is
-mounted with ``mba_MBps`` and on AMD (:func:`check_host`, :func:`check_mb`).
+``l3_ways`` is a whole number from 1 to :data:`MAX_WAYS`, ``l3_kib`` a
+size in KiB (a whole number from 1), ``pool`` a pool name
+(:mod:`~ovs_rdt.inputs.names`), ``mb_percent`` a percentage, ``mb_mbps`` a
+bandwidth in MiB/s (a whole number from 1).  ``l3_ways`` and ``l3_kib``
+both ask for a dedicated CLOS, by way count or by size: they exclude each
+other and ``pool``; so do the two caps, and a cap only goes with a
+dedicated CLOS (a pool's cap is its ``[pool:NAME] mb_percent`` or
+``mb_mbps``).  On a node, a pool must be configured, the ways must fit the
+L3 cache (a size becomes the fewest ways holding it there,
+:func:`l3_ways_on`) and a cap needs memory bandwidth allocation taking its
+kind of value: percentages on Intel MBA, MiB/s where resctrl is mounted
+with ``mba_MBps`` and on AMD (:func:`check_host`, :func:`check_mb`).
 """
 from __future__ import annotations
 
+from ovs_rdt.core.ways import ways_holding
 from ovs_rdt.exceptions import InvalidValue, refuse
 from ovs_rdt.inputs import integers, names
 from ovs_rdt import MAX_WAYS
@@ -30,11 +36,14 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     from typing import Collection, Mapping
 
 L3_WAYS = 'l3_ways'
+L3_KIB = 'l3_kib'
 POOL = 'pool'
 MB_PERCENT = 'mb_percent'
 MB_MBPS = 'mb_mbps'
 #: The fields, in the order they are checked.
-FIELDS = (L3_WAYS, POOL, MB_PERCENT, MB_MBPS)
+FIELDS = (L3_WAYS, L3_KIB, POOL, MB_PERCENT, MB_MBPS)
+#: The two ways of asking for a dedicated CLOS: by way count, by size.
+L3_FIELDS = (L3_WAYS, L3_KIB)
 #: The two kinds of memory bandwidth cap.
 MB_FIELDS = (MB_PERCENT, MB_MBPS)
 
@@ -44,25 +53,33 @@ EXTRA_SPECS = {EXTRA_SPEC_PREFIX + field: field for field in FIELDS}
 
 
 class CacheRequest:
-    """A valid request; at most one of ``l3_ways`` and ``pool`` is set.
+    """A valid request; at most one of ``l3_ways``, ``l3_kib`` and ``pool``
+    is set.
 
     ``labels`` maps a field to how the surface names it and ``source``
     says where the request came from, for messages.
     """
 
-    __slots__ = ('l3_ways', 'pool', 'mb_percent', 'mb_mbps', 'labels',
-                 'source')
+    __slots__ = ('l3_ways', 'l3_kib', 'pool', 'mb_percent', 'mb_mbps',
+                 'labels', 'source')
 
     def __init__(self, l3_ways: int | None = None, pool: str | None = None,
                  mb_percent: int | None = None,
                  labels: dict[str, str] | None = None,
-                 source: str = '', mb_mbps: int | None = None) -> None:
+                 source: str = '', mb_mbps: int | None = None,
+                 l3_kib: int | None = None) -> None:
         self.l3_ways = l3_ways
+        self.l3_kib = l3_kib
         self.pool = pool
         self.mb_percent = mb_percent
         self.mb_mbps = mb_mbps
         self.labels = labels or {}
         self.source = source
+
+    @property
+    def dedicated(self) -> bool:
+        """Whether it asks for a dedicated CLOS (by ways or by size)."""
+        return self.l3_ways is not None or self.l3_kib is not None
 
     def label(self, field: str) -> str:
         return self.labels.get(field, field)
@@ -71,6 +88,8 @@ class CacheRequest:
         """``2 L3 ways, memory bandwidth 50% (from SOURCE)``."""
         if self.pool is not None:
             what = 'pool %s' % self.pool
+        elif self.l3_kib is not None:
+            what = '%d KiB of L3' % self.l3_kib
         else:
             what = '%d L3 ways' % (self.l3_ways or 0)
         if self.mb_percent is not None:
@@ -80,7 +99,8 @@ class CacheRequest:
         return '%s (from %s)' % (what, self.source) if self.source else what
 
     def _key(self) -> tuple:
-        return (self.l3_ways, self.pool, self.mb_percent, self.mb_mbps)
+        return (self.l3_ways, self.pool, self.mb_percent, self.mb_mbps,
+                self.l3_kib)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CacheRequest) and self._key() == other._key()
@@ -90,7 +110,7 @@ class CacheRequest:
 
     def __repr__(self) -> str:
         return ('CacheRequest(l3_ways=%r, pool=%r, mb_percent=%r, '
-                'mb_mbps=%r)' % self._key())
+                'mb_mbps=%r, l3_kib=%r)' % self._key())
 
 
 def ways(raw: str, field: str) -> int:
@@ -98,9 +118,14 @@ def ways(raw: str, field: str) -> int:
     return integers.parse(raw, field, 1, MAX_WAYS)
 
 
+def kib(raw: str, field: str) -> int:
+    """An L3 size in KiB: a whole number from 1 to :data:`integers.MAX`."""
+    return integers.parse(raw, field, 1, integers.MAX)
+
+
 #: field -> its rule, ``rule(raw, label) -> value``.
-RULES = {L3_WAYS: ways, POOL: names.pool_name, MB_PERCENT: integers.percent,
-         MB_MBPS: integers.mbps}
+RULES = {L3_WAYS: ways, L3_KIB: kib, POOL: names.pool_name,
+         MB_PERCENT: integers.percent, MB_MBPS: integers.mbps}
 
 
 def parse(raw: Mapping[str, str], labels: Mapping[str, str],
@@ -128,10 +153,15 @@ def check_one_cap(pct: int | None, mbps: int | None, pct_label: str,
 
 
 def check_combination(req: CacheRequest) -> None:
-    l3, pool, pct, mbps = (req.label(field) for field in FIELDS)
-    if req.l3_ways is not None and req.pool is not None:
-        raise InvalidValue('%s and %s exclude each other: ask for a dedicated '
-                           'CLOS or a shared pool, not both' % (l3, pool))
+    l3, size, pool, pct, mbps = (req.label(field) for field in FIELDS)
+    if req.l3_ways is not None and req.l3_kib is not None:
+        raise InvalidValue('%s and %s exclude each other: ask for a number '
+                           'of ways or for a size, not both' % (l3, size))
+    for field, label in ((L3_WAYS, l3), (L3_KIB, size)):
+        if getattr(req, field) is not None and req.pool is not None:
+            raise InvalidValue('%s and %s exclude each other: ask for a '
+                               'dedicated CLOS or a shared pool, not both'
+                               % (label, pool))
     check_one_cap(req.mb_percent, req.mb_mbps, pct, mbps)
     for field, mb in ((MB_PERCENT, pct), (MB_MBPS, mbps)):
         if getattr(req, field) is None:
@@ -140,7 +170,7 @@ def check_combination(req: CacheRequest) -> None:
             raise InvalidValue('%s cannot go with %s: a pool\'s memory '
                                'bandwidth cap is its [pool:%s] %s'
                                % (mb, pool, req.pool, field))
-        if req.l3_ways is None:
+        if not req.dedicated:
             raise InvalidValue('%s needs %s too: a memory bandwidth cap '
                                'applies to a dedicated CLOS' % (mb, l3))
 
@@ -213,6 +243,31 @@ def check_host(req: CacheRequest, pools: Collection[str] | None,
         if value is not None:
             check_mb(field, value, req.label(field), mb_min, mb_field,
                      mb_kind, {f: req.label(f) for f in MB_FIELDS})
+
+
+def l3_ways_on(req: CacheRequest, cbm_len: int, way_bytes: int) -> int:
+    """The ways ``req`` (a dedicated CLOS) takes on a cache domain of
+    ``cbm_len`` ways of ``way_bytes`` bytes each (0: size unknown).
+
+    ``l3_ways`` as it is; ``l3_kib`` the fewest ways that hold that much,
+    so a VM asking by size keeps at least that cache on every node, whatever
+    its way size (:func:`ovs_rdt.core.ways.ways_holding`).
+    """
+    if req.l3_kib is None:
+        if req.l3_ways is None:
+            raise AssertionError('l3_ways_on() needs a dedicated-CLOS request')
+        return req.l3_ways
+    label, value = req.label(L3_KIB), str(req.l3_kib)
+    if way_bytes <= 0:
+        raise refuse(label, value, 'cannot be met on this host: the size of '
+                     'its L3 cache is unknown (no cache/index3/size in sysfs)')
+    ways = ways_holding(req.l3_kib, way_bytes)
+    if ways > cbm_len:
+        raise refuse(label, value, 'is more than this host\'s L3 cache: %d '
+                     'ways of %d KiB (%d KiB)' % (
+                         cbm_len, way_bytes // 1024,
+                         cbm_len * way_bytes // 1024))
+    return ways
 
 
 def check_mb(field: str, value: int, label: str, mb_min: int | None,

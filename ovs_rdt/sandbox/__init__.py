@@ -1,7 +1,9 @@
 """Real parts started privately: the emulator, OvS, libvirtd, KVM guests.
 
 Used by ``ovs-rdt demo``; every start records what it did so that
-:meth:`Sandbox.teardown` leaves the machine as it found it.
+:meth:`Sandbox.teardown` leaves the machine as it found it.  The tests and
+benchmarks use the parts directly, and :class:`Node` for two nodes side by
+side that guests migrate between.
 """
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ from typing import Any, Sequence
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.sandbox.emulator import MountedEmulator
 from ovs_rdt.sandbox.libvirtd import PrivateLibvirtd, QEMU_USER
+from ovs_rdt.sandbox.node import Node
 from ovs_rdt.sandbox.ovs import PrivateOvs
 from ovs_rdt.sandbox.wait import SandboxError, run, stop_pid, wait_for
 
-__all__ = ['MountedEmulator', 'PrivateLibvirtd', 'PrivateOvs', 'Sandbox',
-           'SandboxError', 'kvm_problem', 'run', 'stop_pid', 'wait_for']
+__all__ = ['MountedEmulator', 'Node', 'PrivateLibvirtd', 'PrivateOvs',
+           'Sandbox', 'SandboxError', 'kvm_problem', 'run', 'stop_pid',
+           'wait_for']
 
 LOG = logging.getLogger(__name__)
 

@@ -106,6 +106,8 @@ class MountedEmulator:
         """Unmount and end the daemon; the problems met (never raises)."""
         problems = []
         unmounted = not mounted(self.root)     # e.g. a test sent SIGTERM
+        if not unmounted:
+            close_own_fds_below(self.root)
         for _ in range(0 if unmounted else 100):
             if subprocess.run(['fusermount3', '-u', self.root],
                               capture_output=True,
@@ -126,6 +128,36 @@ class MountedEmulator:
             problems.append('emulator daemon %d did not exit after unmount'
                             % self.pid)
         return problems
+
+
+def close_own_fds_below(root: str) -> None:
+    """Close this process's file descriptors on files below ``root``.
+
+    The resctrl layer reads with ``os.open``/``os.read`` (the hook's start
+    costs fewer system calls so); an interrupt (Ctrl-C, the SIGTERM the
+    demo turns into one) that lands just as ``os.open`` returns leaves
+    that descriptor open, since it never reached the ``try`` that closes
+    it.  A process that tears its own emulator down after such an
+    interrupt (the demo) would keep the mount busy: unmounting fails.
+    Only descriptors below the mount are closed: no Python file object
+    owns one (the layer keeps none open between calls).
+    """
+    prefix = root.rstrip('/') + '/'
+    fd_dir = '/proc/self/fd'
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return
+    for name in names:
+        try:
+            target = os.readlink(os.path.join(fd_dir, name))
+        except OSError:
+            continue          # closed meanwhile (listdir's own descriptor)
+        if target == root or target.startswith(prefix):
+            try:
+                os.close(int(name))
+            except OSError:
+                pass
 
 
 def copy_tree(src: str, dst: str) -> None:

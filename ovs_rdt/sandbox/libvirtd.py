@@ -12,7 +12,12 @@ only a cache.  Mounts made on the host later under a *shared* directory
 (:func:`make_shared`) propagate into the namespace: that is how an emulator
 mounted after libvirtd started reaches the hooks.
 
-Clients reach it at :attr:`uri`; its hooks see the usual paths
+Two of them side by side are two nodes of a migration
+(:mod:`ovs_rdt.sandbox.node`): each gets its own ``host_uuid`` (libvirt
+refuses to migrate between daemons that share one) and host name (a UTS
+namespace), and reaches the other at its :attr:`peer_uri`.
+
+Clients reach it at :attr:`uri` (read-only: :attr:`ro_uri`); its hooks see the usual paths
 (``/etc/libvirt/hooks/qemu.d``, ``/run/libvirt/qemu/<name>.pid``), which the
 host sees as :attr:`hooks_dir` and :attr:`qemu_run_dir`.  :meth:`stop`
 works from the files below ``workdir`` alone, so another process (``ovs-rdt
@@ -28,7 +33,8 @@ import shlex
 import shutil
 import signal
 import subprocess
-from typing import Sequence
+import sys
+from typing import Mapping, Sequence
 
 from ovs_rdt import procfs
 from ovs_rdt.sandbox.wait import SandboxError, pid_alive, stop_pid, wait_for
@@ -46,6 +52,28 @@ RUNTIME_DIRS = ('/run/libvirt',)
 START_TIMEOUT = 180.0
 QEMU_USER = 'libvirt-qemu'
 PR_SET_PDEATHSIG = 1
+#: libvirtd runs below a child subreaper that reaps at once.  QEMU is
+#: double-forked: without it, its zombie waits for PID 1 to reap it, and
+#: libvirt counts a guest stopped only once its pid is gone.  systemd does
+#: this at once; a container's init may take seconds (1.1-1.5 s measured
+#: here), which would show in every "guest died -> group removed" time.
+#: SIGTERM/SIGHUP/SIGINT are passed on to libvirtd; it exits with it.
+REAPER = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(sig, lambda n, _f: os.kill(pid, n))
+while True:
+    try:
+        got, status = os.waitpid(-1, 0)
+    except ChildProcessError:
+        sys.exit(0)
+    if got == pid:
+        sys.exit(os.waitstatus_to_exitcode(status) & 0xff)
+"""
 
 
 def make_shared(path: str) -> None:
@@ -77,12 +105,21 @@ class PrivateLibvirtd:
 
     def __init__(self, workdir: str,
                  binds: Sequence[tuple[str, str]] = (),
-                 setup: Sequence[str] = ()) -> None:
+                 setup: Sequence[str] = (),
+                 host_uuid: str | None = None,
+                 hostname: str | None = None) -> None:
         self.workdir = workdir
         #: (source, target) bind mounts made inside the namespace.
         self.binds = list(binds)
         #: Extra shell lines run inside the namespace before the daemons.
         self.setup = list(setup)
+        #: ``host_uuid`` of its libvirtd.conf (None: the host's, from
+        #: SMBIOS).  libvirt refuses a migration between two daemons that
+        #: share one: each node of a migration needs its own.
+        self.host_uuid = host_uuid
+        #: A UTS namespace of its own with this host name (None: the
+        #: host's namespace and name).
+        self.hostname = hostname
         self.proc: subprocess.Popen | None = None
 
     # -- where things are ---------------------------------------------------
@@ -92,6 +129,21 @@ class PrivateLibvirtd:
     @property
     def uri(self) -> str:
         return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock')
+
+    @property
+    def ro_uri(self) -> str:
+        """Its read-only socket (what ovs-rdt-agent, status and top open)."""
+        return 'qemu:///system?socket=' + self.path('run', 'libvirt-sock-ro')
+
+    @property
+    def peer_uri(self) -> str:
+        """How another libvirtd reaches it (a migration's destination).
+
+        ``qemu+unix``: the remote driver over this daemon's socket (a bare
+        ``qemu:///`` opened inside a libvirtd is that daemon itself).
+        """
+        return 'qemu+unix:///system?socket=' + self.path('run',
+                                                         'libvirt-sock')
 
     @property
     def hooks_dir(self) -> str:
@@ -146,6 +198,9 @@ class PrivateLibvirtd:
                 shutil.copytree(src, dst, dirs_exist_ok=True)
             else:
                 shutil.copy2(src, dst)
+        if self.host_uuid is not None:
+            set_conf(os.path.join(etc, 'libvirtd.conf'),
+                     {'host_uuid': '"%s"' % self.host_uuid})
         for sub in ('qemu', 'hooks/qemu.d', 'secrets'):
             os.makedirs(os.path.join(etc, sub), exist_ok=True)
         os.chmod(os.path.join(etc, 'hooks'), 0o755)
@@ -166,6 +221,8 @@ class PrivateLibvirtd:
         # FUSE mount that is not below our own directory.
         keep = shlex.quote(os.path.dirname(os.path.abspath(self.workdir)))
         lines = ['set -e', 'mount --make-rslave /',
+                 *(['hostname %s' % shlex.quote(self.hostname)]
+                   if self.hostname else []),
                  "awk '$3 ~ /^fuse/ {print $2}' /proc/self/mounts | "
                  'while read -r m; do case "$m" in %s/*) ;; '
                  '*) umount -l "$m" 2>/dev/null || true ;; esac; done'
@@ -182,7 +239,9 @@ class PrivateLibvirtd:
         pidfile = shlex.quote(self.virtlogd_pidfile)
         lines.append('kill -0 "$(cat %s 2>/dev/null)" 2>/dev/null || '
                      'virtlogd -d -p %s' % (pidfile, pidfile))
-        lines.append('exec libvirtd -p %s' % shlex.quote(self.pidfile))
+        lines.append('exec %s -I -S -c %s libvirtd -p %s' % (
+            shlex.quote(sys.executable), shlex.quote(REAPER),
+            shlex.quote(self.pidfile)))
         return '\n'.join(lines) + '\n'
 
     def start(self, timeout: float = START_TIMEOUT,
@@ -196,7 +255,8 @@ class PrivateLibvirtd:
         log = open(self.log_file, 'ab')
         try:
             self.proc = subprocess.Popen(
-                ['unshare', '--mount', '--propagation', 'slave', '--',
+                ['unshare', '--mount', '--propagation', 'slave',
+                 *(['--uts'] if self.hostname else []), '--',
                  'sh', '-c', self.script()],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True,
@@ -297,6 +357,24 @@ class PrivateLibvirtd:
         if not problems:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return problems
+
+
+def set_conf(path: str, values: Mapping[str, str]) -> None:
+    """Set ``key = value`` lines of a libvirt conf file (others kept).
+
+    A key set already is replaced, so that each is there once; a missing
+    file is created.
+    """
+    try:
+        with open(path, encoding='utf-8') as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    keep = [line for line in lines
+            if line.split('=', 1)[0].strip() not in values]
+    keep += ['%s = %s' % item for item in values.items()]
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write('\n'.join(keep) + '\n')
 
 
 def _read_pid(path: str) -> int | None:

@@ -16,6 +16,8 @@ pytest_plugins = [
     'tests.functional.fixtures.emulator',
     'tests.functional.fixtures.ovs',
     'tests.functional.fixtures.libvirt',
+    'tests.functional.fixtures.artifacts',
+    'tests.functional.fixtures.migration',
 ]
 
 

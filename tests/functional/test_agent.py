@@ -1,6 +1,7 @@
 """ovs-rdt-agent against a real ovsdb-server + ovs-vswitchd (dummy-pmd ports,
 real PMD threads) and the mounted resctrl emulator (xeon-gold-6230: 11-bit
-CBM, CPUs 0 and 1 on cache domain 0)."""
+CBM, CPUs 0 and 1 on cache domain 0).
+"""
 from __future__ import annotations
 
 import os
@@ -283,3 +284,39 @@ def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
         for child in (proc, starting):
             child.kill()
             child.wait()
+
+
+def test_agent_beside_a_group_another_tool_just_made(
+        ovs, emulated_resctrl, rdt_agent) -> None:
+    """Issue 27: a bare ``mkdir`` (the kernel's default mask: every
+    shareable way, ovs-rdt's noisy pool's included) while a VM's group is
+    left behind.  The agent starts (it applies the pools), reports ok, and
+    its reconciliation frees the dead VM's group; the other tool's group
+    is never touched.
+    """
+    from ovs_rdt.conf import Settings
+    from ovs_rdt.core.model import Request, vm_group
+    from ovs_rdt.manager import CacheManager
+    pools = {'hp': {'l3_ways': '7', 'isolated': 'true'},
+             'noisy': {'l3_ways': '1', 'isolated': 'false'}}
+    rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
+    mgr = CacheManager(rc, Settings.defaults(
+        allocation={'system_min_ways': 2},
+        pools={'hp': {'l3_ways': 7, 'isolated': True},
+               'noisy': {'l3_ways': 1, 'isolated': False}}))
+    mgr.apply()
+    dead = vm_group(str(uuid.uuid4()))
+    mgr.allocate(Request(dead, ways={0: 1, 1: 1}))
+    os.mkdir(rc.path('handmade'))
+    theirs = rc.group('handmade')
+    assert {d: m.value for d, m in theirs.l3.items()} == {0: 0x3, 1: 0x3}
+    rdt_agent(pools=pools, reconcile_interval=1,
+              patches={'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '1'})
+    wait_status(ovs, 'ok: no rdt-* keys set')
+    wait_for(lambda: not exists(rc, dead), timeout=TIMEOUT,
+             what='the dead VM group removed')
+    assert {d: m.value for d, m in rc.group(ROOT).l3.items()} == \
+        {0: 0x7, 1: 0x7}
+    assert rc.group('handmade').l3 == theirs.l3
+    assert rc.group(HP).mode == 'exclusive'
+    os.rmdir(rc.path('handmade'))

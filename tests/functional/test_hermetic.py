@@ -14,6 +14,8 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 from tests.functional.fixtures import host
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -46,19 +48,44 @@ def test_fails_half_way(libvirt_testbed):
     finally:
         emu.cleanUp()
 '''
+#: Two nodes, a migration under way (the window a bandwidth cap keeps
+#: open), then SIGTERM.
+MIGRATING = '''
+import threading
+
+from tests.functional.fixtures.migration import wait_for
+
+
+def test_killed_mid_migration(two_nodes):
+    a, b = two_nodes.a, two_nodes.b
+    two_nodes.reset()
+    guest = a.define('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">'
+                     '<rdt:l3 ways="2"/></rdt:rdt>')
+    a.start(guest)
+    threading.Thread(target=two_nodes.migrate, args=(guest, a),
+                     kwargs={'extra': ('--bandwidth', '1'), 'check': False},
+                     daemon=True).start()
+    wait_for(lambda: guest.group in b.groups() and b.tasks(guest.group), 120)
+    print('MARK a=%s b=%s qa=%s qb=%s' % (a.libvirtd.pid(), b.libvirtd.pid(),
+                                          a.pid(guest), b.pid(guest)),
+          flush=True)
+    time.sleep(300)     # until the outer test sends SIGTERM
+'''
 PLUGINS = '''
 pytest_plugins = ['tests.functional.fixtures.signals',
                   'tests.functional.fixtures.emulator',
-                  'tests.functional.fixtures.libvirt']
+                  'tests.functional.fixtures.libvirt',
+                  'tests.functional.fixtures.migration']
 '''
 
 
 def _inner(tmp_path,  # type: ignore[no-untyped-def]
+           body: str = FAILING,
            **env_extra: str) -> tuple[list[str], dict[str, str]]:
     """The inner run's command line and environment."""
     (tmp_path / 'conftest.py').write_text(PLUGINS)
     (tmp_path / 'test_inner.py').write_text(
-        'import os\nimport time\n' + FAILING)
+        'import os\nimport time\n' + body)
     env = dict(os.environ, PYTHONPATH=REPO, OVS_RDT_TEST_RUN_ID=RUN_ID,
                **env_extra)
     return ([sys.executable, '-m', 'pytest', '-x', '-s', '-q',
@@ -86,12 +113,15 @@ def test_failed_libvirt_test_leaves_the_host_clean(
     host.assert_unchanged(before, MARKERS)
 
 
+@pytest.mark.parametrize('body', [FAILING, MIGRATING],
+                         ids=['one-node', 'two-nodes-mid-migration'])
 def test_a_libvirt_test_killed_with_sigterm_leaves_the_host_clean(
-        tmp_path) -> None:  # type: ignore[no-untyped-def]
+        tmp_path, body: str) -> None:  # type: ignore[no-untyped-def]
     # A CI timeout: SIGTERM while the guest runs and the emulator is
-    # mounted.  Without tests.functional.fixtures.signals no finaliser
-    # ran: the emulator, its FUSE mount and the scratch tmpfs stayed.
-    cmd, env = _inner(tmp_path, HERMETIC_WAIT='1')
+    # mounted (or, with two nodes, while a guest migrates between them).
+    # Without tests.functional.fixtures.signals no finaliser ran: the
+    # emulator, its FUSE mount and the scratch tmpfs stayed.
+    cmd, env = _inner(tmp_path, body, HERMETIC_WAIT='1')
     before = host.snapshot(MARKERS)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env,

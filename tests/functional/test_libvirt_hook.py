@@ -20,6 +20,7 @@ from ovs_rdt.core.model import ROOT
 from ovs_rdt.manager import CacheManager
 from ovs_rdt import procfs
 from ovs_rdt.resctrl import Resctrl
+from tests.functional.fixtures.emulator import below_testbed
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed, wait_for
 
@@ -87,12 +88,8 @@ class Env:
 @pytest.fixture(scope='module')
 def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
     # Below the shared mount base: the mount reaches libvirtd's namespace.
-    emu = EmulatorFixture(PROFILE, rootdir=libvirt_testbed.mount_base)
-    emu.setUp()
-    try:
+    with below_testbed(libvirt_testbed, PROFILE) as emu:
         yield emu
-    finally:
-        emu.cleanUp()
 
 
 @pytest.fixture
@@ -237,7 +234,7 @@ BAD = [
      '(configured: noisy; see [allocation] pools)'),
     ('<rdt:l3 ways="2" size="3"/>',
      '<rdt:l3 size="3">: unknown attribute "size" (<rdt:l3> takes only '
-     '"ways")'),
+     '"ways" or "kib")'),
 ]
 
 

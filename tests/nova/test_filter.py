@@ -296,6 +296,28 @@ def test_nova_conf_fallback_key_by_key(rdt_conf: Any) -> None:
     assert passes(host(meta=None), request(**{'rdt:pool': 'hp'})) == ['h1']
 
 
+def test_a_size_is_counted_in_the_clouds_smallest_ways(
+        rdt_conf: Any, debug_log: pytest.LogCaptureFixture) -> None:
+    """rdt:l3_kib, by [ovs_rdt] rdt_l3_way_kib (the smallest way, here a
+    Xeon Gold 6230's 2560 KiB): 7680 KiB hold 3 ways, 7681 KiB 4.
+    """
+    sized = instance(**{'rdt:l3_kib': '7680'})         # 3 of the 9 free
+    assert passes(host(instances=(sized,)),
+                  request(**{'rdt:l3_kib': '15360'})) == []
+    assert debug_log.messages[-1].endswith(
+        'fails RDT cache requirements: flavor rdt:l3_kib=15360: rdt:l3_kib '
+        'cannot be counted: [ovs_rdt] rdt_l3_way_kib (the KiB of the '
+        'smallest L3 way of the cloud) is not set')
+    rdt_conf(rdt_l3_way_kib=2560)
+    sized = instance(**{'rdt:l3_kib': '7680'})
+    assert passes(host(instances=(sized,)),
+                  request(**{'rdt:l3_kib': '15360'})) == ['h1']     # 6
+    assert passes(host(instances=(sized,)),
+                  request(**{'rdt:l3_kib': '15361'})) == []         # 7
+    assert passes(host(instances=(sized,)),
+                  request(**{'rdt:l3_ways': '6'})) == ['h1']
+
+
 def test_several_aggregates_take_the_tightest_values() -> None:
     target = host()
     target.aggregates.append(objects.Aggregate(

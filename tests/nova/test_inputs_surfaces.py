@@ -8,6 +8,8 @@ filter's alone.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nova.api.validation.extra_specs import validators
@@ -16,8 +18,8 @@ from nova import exception
 from tests.inputs_table import ONE_VALUE_ROWS, POOLS, ROWS, Row
 from tests.nova.test_filter import host, passes, request
 
-FIELDS = {f: 'rdt:' + f for f in ('l3_ways', 'pool', 'mb_percent',
-                                  'mb_mbps')}
+FIELDS = {f: 'rdt:' + f for f in ('l3_ways', 'l3_kib', 'pool',
+                                  'mb_percent', 'mb_mbps')}
 #: A host every valid request fits: 64 ways, the table's pools.
 ROOMY = {'rdt_l3_ways': '64', 'rdt_system_ways': '0', 'rdt_closids': '16',
          'rdt_reserved_closids': '1', 'rdt_pools': ','.join(POOLS)}
@@ -35,8 +37,10 @@ def test_the_api_validators(row: Row) -> None:
 
 
 @pytest.mark.parametrize('row', ROWS, ids=repr)
-def test_the_scheduler_filter(row: Row,
-                              debug_log: pytest.LogCaptureFixture) -> None:
+def test_the_scheduler_filter(row: Row, debug_log: pytest.LogCaptureFixture,
+                              rdt_conf: Any) -> None:
+    # Ways so large that every size of the table is one way.
+    rdt_conf(rdt_l3_way_kib=999999999)
     extra = {FIELDS[f]: v for f, v in row.values.items()}
     spec = request(**extra)
     if row.ok:
@@ -54,6 +58,6 @@ def test_unknown_keys_refused_alike() -> None:
     with pytest.raises(exception.ValidationError) as err:
         validators.validate('rdt:l3_way', '3')
     assert str(err.value) == ('rdt:l3_way: unknown ovs-rdt key (known: '
-                              'rdt:l3_ways, rdt:pool, rdt:mb_percent, '
-                              'rdt:mb_mbps)')
+                              'rdt:l3_ways, rdt:l3_kib, rdt:pool, '
+                              'rdt:mb_percent, rdt:mb_mbps)')
     assert passes(host(meta=ROOMY), request(**{'rdt:l3_way': '3'})) == []

@@ -15,7 +15,8 @@ def test_list_opts() -> None:
     assert group.name == 'ovs_rdt'
     assert [o.name for o in options] == [
         'rdt_l3_ways', 'rdt_system_ways', 'rdt_closids',
-        'rdt_reserved_closids', 'rdt_pools', 'rdt_numa_l3']
+        'rdt_reserved_closids', 'rdt_pools', 'rdt_l3_way_kib',
+        'rdt_numa_l3']
     assert all(o.help for o in options)
 
 

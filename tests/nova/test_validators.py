@@ -44,7 +44,7 @@ def test_accepted(name: str, value: str) -> None:
     ('rdt:l3_ways', '65', "rdt:l3_ways: '65' must be from 1 to 64"),
     ('rdt:pool', 'two words', "rdt:pool: 'two words' is not a pool name"),
     ('rdt:pools', 'noisy', 'rdt:pools: unknown ovs-rdt key (known: '
-     'rdt:l3_ways, rdt:pool, rdt:mb_percent, rdt:mb_mbps)'),
+     'rdt:l3_ways, rdt:l3_kib, rdt:pool, rdt:mb_percent, rdt:mb_mbps)'),
 ])
 def test_refused(name: str, value: str, message: str) -> None:
     with pytest.raises(exception.ValidationError) as err:

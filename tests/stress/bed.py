@@ -83,6 +83,7 @@ class Node:
                      % (self.ovs.connection, self.ovs.vswitchd_pidfile)
                      ) + extra
         libvirt.setdefault('qemu_run_dir', self.tb.libvirtd.qemu_run_dir)
+        libvirt.setdefault('uri', self.tb.libvirtd.ro_uri)
         self.tb.configure(self.emu.root, self.emu.sysfs,
                           pools={POOL: POOL_WAYS},
                           system_min_ways=SYSTEM_MIN_WAYS, extra=extra,

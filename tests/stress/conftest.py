@@ -55,9 +55,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def node(libvirt_testbed: Any) -> Iterator[Any]:
     """A node with guests' hook, emulator, OvS (PMD knob set) and agent.
 
-    The agent's reconciliation runs every second and removes an orphaned
-    VM group after one second (ORPHAN_GRACE) so that repairs are seen
-    within a test.
+    The agent reads the testbed's libvirtd (``[libvirt] uri``, read-only):
+    an orphaned VM group goes as libvirt reports its domain stopped; its
+    reconciliation also runs every second, and while libvirt does not
+    answer removes an orphaned VM group after one second (ORPHAN_GRACE),
+    so that repairs are seen within a test.
     """
     from tests.stress import bed     # after the fixture plugins
 

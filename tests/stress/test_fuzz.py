@@ -247,6 +247,7 @@ def test_extra_specs(extra: dict[str, str], strict: bool) -> None:
     ok, spec = outcome(request.from_extra_specs, extra, '', strict)
     if ok and spec is not None:
         assert not (spec.l3_ways and spec.pool)
+        assert not (spec.l3_kib and (spec.pool or spec.l3_ways))
         assert spec.pool is None or re.fullmatch(r'[A-Za-z0-9][A-Za-z0-9_.-]*',
                                                  spec.pool), spec.pool
 

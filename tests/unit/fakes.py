@@ -71,12 +71,41 @@ class FakeKernelTree(Resctrl):
             with open(self.path(name, 'mba_MBps_event'), 'w') as fh:
                 fh.write('mbm_local_bytes\n')
 
+    def _resize_root(self, schemata):
+        """The root's ``size`` follows its L3 masks, as the kernel's does
+        (the platform's cache size is read from the two).
+        """
+        def l3(text):
+            for line in text.splitlines():
+                if line.strip().startswith('L3:'):
+                    return {int(d): v for d, v in (
+                        item.split('=') for item in
+                        line.split(':', 1)[1].strip().split(';'))}
+            return {}
+        try:
+            with open(self.path('', 'size')) as fh:
+                sizes = {d: int(v) for d, v in l3(fh.read()).items()}
+            with open(self.path('', 'schemata')) as fh:
+                old = {d: int(m, 16).bit_count()
+                       for d, m in l3(fh.read()).items()}
+            new = {d: int(m, 16).bit_count()
+                   for d, m in l3(schemata).items()}
+        except (OSError, ValueError):
+            return
+        out = {d: sizes[d] // old[d] * new.get(d, old[d])
+               for d in sizes if old.get(d) and new.get(d, 1)}
+        with open(self.path('', 'size'), 'w') as fh:
+            fh.write('L3:%s\n' % ';'.join(
+                '%d=%d' % kv for kv in sorted(out.items())))
+
     def rmdir(self, name):
         for fname in os.listdir(self.path(name)):
             os.unlink(self.path(name, fname))
         super().rmdir(name)
 
     def write(self, path, value):
+        if path == self.path('', 'schemata'):
+            self._resize_root(value)
         if os.path.basename(path) != 'tasks':
             # One atomic replace, like the kernel's: readers that do not
             # hold the lock (Resctrl.platform) never see a half-written file.

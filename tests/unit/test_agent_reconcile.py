@@ -8,6 +8,7 @@ import pytest
 
 from ovs_rdt.agent.pmd import PmdThread, Scan
 from ovs_rdt.agent.reconcile import NodeReconciler, PmdPlacer
+from ovs_rdt.agent.service import log_own_groups
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, MBInfo, Platform, Request
@@ -270,12 +271,10 @@ class Clock:
 
 
 def reconciler(mgr: FakeManager, tmp_path: Any, grace: float = 0.0,
-               clock: Any = None) -> NodeReconciler:
-    run_dir = tmp_path / 'libvirt'
-    run_dir.mkdir(exist_ok=True)
+               clock: Any = None, domains: Any = None) -> NodeReconciler:
     proc = tmp_path / 'proc'
     proc.mkdir(exist_ok=True)
-    return NodeReconciler(mgr, str(proc), str(run_dir), grace=grace,
+    return NodeReconciler(mgr, str(proc), domains, grace=grace,
                           clock=clock or Clock())
 
 
@@ -286,7 +285,7 @@ def test_reconciler_removes_orphans_after_two_passes(mgr, tmp_path) -> None:
     for uuid, tasks in ((live, set()), (dead, set()), (busy, {55})):
         mgr.resctrl.members['ovsrdt-vm-' + uuid] = set(tasks)
     node = reconciler(mgr, tmp_path)
-    assert sorted(node.log_own_groups()) == sorted(
+    assert sorted(log_own_groups(mgr)) == sorted(
         [HP] + ['ovsrdt-vm-' + u for u in (live, dead, busy)])
     assert node.reconcile() == []          # first sighting: a suspect
     assert node.reconcile() == ['ovsrdt-vm-' + dead]
@@ -344,14 +343,68 @@ def test_qemu_found_by_uuid_whatever_its_name(mgr, tmp_path) -> None:
     assert node.reconcile() == ['ovsrdt-vm-' + others[2]]
 
 
-def test_libvirt_status_file_keeps_group(mgr, tmp_path) -> None:
-    node = reconciler(mgr, tmp_path)
-    (tmp_path / 'libvirt' / 'vm1.xml').write_text(
-        "<domstatus state='running' pid='99'>\n  <domain type='kvm' id='1'>"
-        "\n    <name>vm1</name>\n    <uuid>%s</uuid>\n" % UUID.upper())
+def test_libvirt_answers_at_once(mgr, tmp_path) -> None:
+    """With libvirt's list of running domains: no grace, no /proc scan."""
+    running, gone, busy = (UUID, UUID.replace('8a', '9b'),
+                           UUID.replace('8a', '7c'))
+    for uuid, tasks in ((running, set()), (gone, set()), (busy, {55})):
+        mgr.resctrl.members['ovsrdt-vm-' + uuid] = set(tasks)
+    asked = []
+
+    def domains() -> set[str]:
+        asked.append(1)
+        return {running}
+
+    node = reconciler(mgr, tmp_path, grace=600, domains=domains)
+    (tmp_path / 'proc' / 'notanumber').mkdir()
+    assert node.reconcile() == ['ovsrdt-vm-' + gone]   # the first pass
+    assert len(asked) == 2          # listed, then asked again just before
+    assert 'ovsrdt-vm-' + running in mgr.resctrl.members
+    # A domain libvirt no longer runs whose group still holds a task (its
+    # QEMU not reaped yet): pending, removed once empty.
+    assert node.pending == ['ovsrdt-vm-' + busy]
+    mgr.resctrl.members['ovsrdt-vm-' + busy] = set()
+    assert node.reconcile() == ['ovsrdt-vm-' + busy]
+    assert node.pending == []
+
+
+def test_without_libvirt_proc_and_grace_decide(mgr, tmp_path) -> None:
+    """libvirt away (None): the grace of before, from the first pass
+    without it; a running QEMU's group is kept.
+    """
+    clock = Clock()
+    answer: list[Any] = [None]
     mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
-    node.reconcile()
+    node = reconciler(mgr, tmp_path, grace=600, clock=clock,
+                      domains=lambda: answer[0])
     assert node.reconcile() == []
+    clock.now += 600
+    fake_qemu(str(tmp_path / 'proc'), 10, UUID)
+    assert node.reconcile() == []
+    # libvirt back: it runs the domain (its QEMU too): kept.
+    answer[0] = {UUID}
+    assert node.reconcile() == []
+    assert 'ovsrdt-vm-' + UUID in mgr.resctrl.members
+
+
+def test_no_status_file_is_read(mgr, tmp_path, monkeypatch) -> None:
+    """libvirt's private files (/run/libvirt/qemu/*.xml) are no interface:
+    nothing of the agent opens them any more.
+    """
+    import builtins
+    opened: list[str] = []
+    real = builtins.open
+
+    def spy(path: Any, *args: Any, **kw: Any) -> Any:
+        opened.append(str(path))
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(builtins, 'open', spy)
+    mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
+    node = reconciler(mgr, tmp_path)
+    node.reconcile()
+    node.reconcile()
+    assert not [p for p in opened if p.endswith('.xml')]
 
 
 def test_only_vm_groups_named_by_uuid_are_removed(mgr, tmp_path) -> None:
@@ -487,19 +540,8 @@ def test_failed_removal_is_counted(mgr, tmp_path) -> None:
     mgr.release = refuse
     mgr.resctrl.members['ovsrdt-vm-' + UUID] = set()
     counters = Counters()
-    node = NodeReconciler(mgr, str(tmp_path), str(tmp_path), grace=0,
-                          clock=Clock(), counters=counters)
+    node = NodeReconciler(mgr, str(tmp_path), grace=0, clock=Clock(),
+                          counters=counters)
     node.reconcile()
     assert node.reconcile() == []
     assert counters.snapshot('errors') == {(('source', 'reconcile'),): 1.0}
-
-
-def test_libvirt_status_files_name_domains(tmp_path) -> None:
-    from ovs_rdt.agent.reconcile import libvirt_domains
-    (tmp_path / 'vm1.xml').write_text(
-        "<domstatus><domain type='kvm'><name>vm1</name><uuid>%s</uuid>"
-        "</domain></domstatus>" % UUID.upper())
-    (tmp_path / 'notes.txt').write_text('<uuid>%s</uuid>' % UUID)
-    assert libvirt_domains(str(tmp_path)) == {UUID: 'vm1'}
-    assert libvirt_domains(str(tmp_path / 'missing')) == {}
-    assert libvirt_domains(None) == {}

@@ -1,7 +1,10 @@
 """Other tools' groups (libvirt <cachetune>) and the default group."""
+import pytest
+
 from ovs_rdt.core.allocator import mirrors_default, plan
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import Group, Platform, Request
+from ovs_rdt.exceptions import InsufficientWays
 
 W = 11
 LIBVIRT = 'qemu-1-guest-vcpus_0-1'
@@ -103,3 +106,92 @@ def test_released_ways_go_back_to_the_default_group():
               Group('ovsrdt-pool-hp', masks(0x780, 0x780))]
     result = plan(gold(), groups, [], 2)
     assert result.l3[''] == masks(0x7ff, 0x7ff)
+
+
+# -- a group another tool has just made (or made and never wrote) -------------
+HP = 'ovsrdt-pool-hp'
+NOISY = 'ovsrdt-pool-noisy'
+VM = 'ovsrdt-vm-00000000-0000-0000-0000-000000000001'
+
+
+def pools():
+    """The issue's layout: hp 7 isolated ways, noisy 1 shared way."""
+    return [Request(HP, ways={0: 7, 1: 7}, exclusive=True),
+            Request(NOISY, ways={0: 1, 1: 1}, exclusive=False)]
+
+
+def mkdir(groups, name):
+    """A group as the kernel's mkdir makes it (__init_one_rdt_domain)."""
+    from ovs_rdt.core.kernel import new_group_mask
+    return Group(name, {d: CBM(new_group_mask(gold(), d, [
+        (g.mode, g.l3[d].value) for g in groups]), W) for d in (0, 1)})
+
+
+def applied():
+    return [Group('', masks(0x007, 0x007)),
+            Group(HP, masks(0x7f0, 0x7f0), mode='exclusive'),
+            Group(NOISY, masks(0x008, 0x008))]
+
+
+def test_the_kernel_gives_a_new_group_every_shareable_way():
+    # ovs-rdt's own noisy pool included: what the issue saw
+    assert mkdir(applied(), 'COS1').l3 == masks(0x00f, 0x00f)
+
+
+def test_reapply_after_a_bare_mkdir_changes_nothing():
+    groups = applied()
+    groups.append(mkdir(groups, 'COS1'))
+    result = plan(gold(), groups, pools(), 2)
+    assert result.steps == []
+    assert result.l3[''] == masks(0x007, 0x007)
+    assert result.l3[HP] == masks(0x7f0, 0x7f0)
+    assert result.l3[NOISY] == masks(0x008, 0x008)
+    assert result.modes[HP] == 'exclusive'
+
+
+def test_release_after_a_bare_mkdir_frees_the_vm():
+    groups = [Group('', masks(0x003, 0x003)),
+              Group(HP, masks(0x7f0, 0x7f0), mode='exclusive'),
+              Group(NOISY, masks(0x008, 0x008)),
+              Group(VM, masks(0x004, 0x004), mode='exclusive')]
+    groups.append(mkdir(groups, 'handmade'))
+    assert groups[-1].l3 == masks(0x003, 0x003)
+    result = plan(gold(), groups, pools(), 2)
+    assert result.remove == [VM]
+    # the VM's way goes back to the default group, handmade untouched
+    assert result.l3[''] == masks(0x007, 0x007)
+    assert all(s.group != 'handmade' for s in result.steps)
+    # and the next plan (the ways moved under handmade) keeps it so
+    after = [Group('', result.l3['']), groups[1], groups[2], groups[4]]
+    assert plan(gold(), after, pools(), 2).steps == []
+
+
+def test_ways_a_fresh_group_covers_wait_for_its_tool():
+    groups = applied()
+    groups.append(mkdir(groups, 'COS1'))
+    vm = Request(VM, ways={0: 1, 1: 1})
+    with pytest.raises(InsufficientWays) as err:
+        plan(gold(), groups, pools() + [vm], 2)
+    text = str(err.value)
+    assert 'COS1 (f, the mask mkdir gave it: not written yet)' in text
+    assert 'come free when that tool writes its own masks' in text
+    # once it wrote its own mask (one way the default group had), the
+    # other ways are free again; its way stays where it was
+    groups[-1] = Group('COS1', masks(0x001, 0x001))
+    result = plan(gold(), groups, pools() + [vm], 2)
+    for dom in (0, 1):
+        assert not result.l3[VM][dom].overlaps(CBM(0x001, W))
+        assert result.l3[VM][dom].count == 1
+    assert result.modes[VM] == 'exclusive'
+
+
+def test_ways_another_tool_took_are_never_given_away():
+    # COS1 took a way nobody had (the default group had freed it)
+    groups = [Group('', masks(0x003, 0x003)),
+              Group(HP, masks(0x7f0, 0x7f0), mode='exclusive'),
+              Group(NOISY, masks(0x008, 0x008)),
+              Group('COS1', masks(0x004, 0x004))]
+    result = plan(gold(), groups, pools(), 2)
+    assert result.l3[''] == masks(0x003, 0x003)
+    with pytest.raises(InsufficientWays, match=r'COS1 \(4\)'):
+        plan(gold(), groups, pools() + [Request(VM, ways={0: 1, 1: 1})], 2)

@@ -35,8 +35,11 @@ def test_too_narrow_a_cbm_is_one_clear_error() -> None:
 def test_config_names_the_scaled_masks() -> None:
     text = demo.CONFIG.format(workdir='/w', root='/r', sysfs='/s',
                               connection='unix:/c', metrics='127.0.0.1:1',
-                              vswitchd_pidfile='/p', **demo.table4_masks(16))
+                              vswitchd_pidfile='/p',
+                              libvirt_uri='qemu:///system?socket=/l',
+                              **demo.table4_masks(16))
     assert 'l3_cbm = fe00\n' in text and 'l3_cbm = 40\n' in text
+    assert 'uri = qemu:///system?socket=/l\n' in text
     assert 'system_l3_cbm = 180\n' in text
 
 

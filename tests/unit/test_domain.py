@@ -120,9 +120,9 @@ def test_foreign_metadata_ignored():
      '(configured: hp, noisy; see [allocation] pools)'),
     ('<rdt:l3 ways="3" size="2"/>',
      '<rdt:l3 size="2">: unknown attribute "size" (<rdt:l3> takes only '
-     '"ways")'),
+     '"ways" or "kib")'),
     ('<rdt:l3 rdt:ways="2"/>', 'unknown attribute "rdt:ways"'),
-    ('<rdt:l3/>', '<rdt:l3>: the "ways" attribute is required'),
+    ('<rdt:l3/>', '<rdt:l3>: the "ways" or "kib" attribute is required'),
     ('<rdt:l2 ways="3"/>', '<rdt:l2>: unknown element in the '
      'urn:ovs-rdt:libvirt:1 annotation'),
     ('<other xmlns="urn:x"/>', '<{urn:x}other>: unknown element'),
@@ -310,8 +310,8 @@ def test_annotation_wins_over_extra_specs():
     ({'rdt:l3_ways': ' 3'}, "rdt:l3_ways: ' 3' is not a whole number"),
     ({'rdt:l3_ways': '0'}, "rdt:l3_ways: '0' must be from 1 to 64"),
     ({'rdt:l3ways': '3'}, 'flavor m1.nfv extra spec rdt:l3ways: unknown '
-     'ovs-rdt key (known: rdt:l3_ways, rdt:pool, rdt:mb_percent, '
-     'rdt:mb_mbps)'),
+     'ovs-rdt key (known: rdt:l3_ways, rdt:l3_kib, rdt:pool, '
+     'rdt:mb_percent, rdt:mb_mbps)'),
     ({'rdt:l3_ways': '3', 'rdt:pool': 'hp'}, 'exclude each other'),
     ({'rdt:pool': 'nope'}, "flavor m1.nfv extra spec rdt:pool: 'nope' names "
      'no pool configured'),

@@ -274,6 +274,50 @@ def test_initial_schemata_is_first_free_run(host: FakeHost) -> None:
     assert read(rc, 'info/L3/bit_usage') == '0=SSSEEEESSSS;1=SSSEEEESSSS\n'
 
 
+def test_initial_schemata_is_one_run_with_sparse_masks_too(
+        host: FakeHost) -> None:
+    """cbm_ensure_valid() cuts the default to its lowest run on every
+    platform: the kernel does not look at arch_has_sparse_bitmasks there.
+    """
+    rc = make(host, sparse_masks='1')
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:0=f0;1=f0\n')
+    write(rc, 'schemata', 'L3:0=70f;1=70f\n')
+    write(rc, 'a/mode', 'exclusive\n')
+    rc.mkdir('/b', 0o755, Caller())
+    assert read(rc, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
+
+
+def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
+    """The emulator (written from fs/resctrl) and ovs-rdt's own model of
+    mkdir (core.kernel.new_group_mask) agree, sparse or not.
+    """
+    from ovs_rdt.core.kernel import new_group_mask
+    from ovs_rdt.core.model import Platform
+    for sparse in ('0', '1'):
+        rc = make(host, sparse_masks=sparse)
+        plat = Platform(11, 16, (0, 1), shareable_bits=GOLD.shareable_bits,
+                        sparse_masks=sparse == '1')
+        layout = [('a', '0=7f0;1=7f0', 'exclusive'), ('b', '0=8;1=8', ''),
+                  ('c', '0=4;1=4', 'exclusive')]
+        write(rc, 'schemata', 'L3:0=3;1=3\n')
+        others = [('shareable', {0: 0x3, 1: 0x3})]
+        for name, line, mode in layout:
+            rc.mkdir('/' + name, 0o755, Caller())
+            write(rc, name + '/schemata', 'L3:%s\n' % line)
+            if mode:
+                write(rc, name + '/mode', mode + '\n')
+            others.append((mode or 'shareable', {
+                int(d): int(m, 16) for d, m in
+                (item.split('=') for item in line.split(';'))}))
+            rc.mkdir('/new', 0o755, Caller())
+            got = read(rc, 'new/schemata').split('L3:')[1].strip()
+            want = ';'.join('%d=%x' % (d, new_group_mask(
+                plat, d, [(m, v[d]) for m, v in others])) for d in (0, 1))
+            assert got == want, (sparse, name)
+            rc.rmdir('/new')
+
+
 def test_no_space(host: FakeHost) -> None:
     rc = make(host)
     write(rc, 'schemata', 'L3:0=400;1=400\n')

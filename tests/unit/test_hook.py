@@ -185,8 +185,23 @@ def test_prepare_is_idempotent_and_resizes(node):
     assert isolated(node, GROUP, 1)
 
 
+def test_prepare_by_size_takes_the_ways_that_hold_it(node):
+    """<rdt:l3 kib>: the fewest of this node's ways (2560 KiB) holding it."""
+    assert node.run(xml(rdt('<rdt:l3 kib="7680"/>'))) == 0
+    assert isolated(node, GROUP, 3)
+    assert 'reserved 7680 KiB of L3 (from the <rdt:rdt> annotation): group ' \
+        '%s L3:0=' % GROUP in node.log.read_text()
+    assert node.run(xml(rdt('<rdt:l3 kib="7681"/>'))) == 0
+    assert isolated(node, GROUP, 4)
+
+
 @pytest.mark.parametrize('body, message', [
     ('<rdt:l3 ways="0"/>', "<rdt:l3 ways>: '0' must be from 1 to 64"),
+    ('<rdt:l3 kib="28161"/>', "<rdt:l3 kib>: '28161' is more than this "
+     "host's L3 cache: 11 ways of 2560 KiB (28160 KiB)"),
+    ('<rdt:l3 kib="20481"/>', 'needs 9 ways on cache domain 0, but only 7'),
+    ('<rdt:l3 ways="2" kib="5120"/>', '<rdt:l3 ways> and <rdt:l3 kib> '
+     'exclude each other: ask for a number of ways or for a size, not both'),
     ('<rdt:l3 ways="abc"/>', "<rdt:l3 ways>: 'abc' is not a whole number"),
     ('<rdt:l3 ways="1"/><rdt:pool name="noisy"/>', 'exclude each other'),
     ('<rdt:pool name="bogus"/>', "<rdt:pool name>: 'bogus' names no pool "
@@ -610,7 +625,8 @@ def test_core_warnings_reach_the_log_not_stderr(tmp_path):
 
 def test_allocating_and_releasing_import_nothing_heavy(tmp_path):
     """prepare and release, the hook's slow events, import no typing, re
-    or the dynamic policy (8 ms at every VM start) while it is off.
+    or the dynamic policy (8 ms at every VM start) while it is off; nor
+    libvirt-python or the agent (a hook must not call libvirtd back).
     """
     root, sysfs = tmp_path / 'resctrl', tmp_path / 'cpu'
     make_tree(str(root), sysfs=str(sysfs))
@@ -632,8 +648,8 @@ def test_allocating_and_releasing_import_nothing_heavy(tmp_path):
         % (str(config), xml_text),
         '    assert rc == 0, (op, rc)',
         'print(sorted(m for m in sys.modules if m.split(".")[0] in ('
-        '"typing", "re", "logging", "configparser") '
-        'or m == "ovs_rdt.core.policy"))',
+        '"typing", "re", "logging", "configparser", "libvirt") '
+        'or m == "ovs_rdt.core.policy" or m.startswith("ovs_rdt.agent")))',
         'print(sorted(n for n in __import__("os").listdir(%r) '
         'if n.startswith("ovsrdt-")))' % str(root)])
     out = subprocess.run([sys.executable, '-I', '-S', '-c', code],

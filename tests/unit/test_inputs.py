@@ -206,7 +206,7 @@ def test_valid_requests(extra: dict, expected: CacheRequest) -> None:
      "rdt:mb_percent: '101' must be from 1 to 100"),
     ({'rdt:pool': '../etc'}, "rdt:pool: '../etc' is not a pool name"),
     ({'rdt:l3_way': '3'}, 'rdt:l3_way: unknown ovs-rdt key (known: '
-                          'rdt:l3_ways, rdt:pool, rdt:mb_percent, '
+                          'rdt:l3_ways, rdt:l3_kib, rdt:pool, rdt:mb_percent, '
                           'rdt:mb_mbps)'),
     # Several faults: the unknown key, then the fields in order.
     ({'rdt:pool': '-', 'rdt:l3_ways': 'x'}, "rdt:l3_ways: 'x'"),
@@ -230,6 +230,25 @@ def test_lenient_ignores_unknown_keys_only() -> None:
     with pytest.raises(InvalidValue):
         request.from_extra_specs({'rdt:l3_ways': 'x', 'rdt:x': 'y'},
                                  strict=False)
+
+
+def test_a_size_in_ways_of_the_host() -> None:
+    """l3_kib: the fewest ways of the host's size that hold it."""
+    labels = {'l3_kib': 'K'}
+    req = request.parse({'l3_kib': '7680'}, labels)
+    assert request.l3_ways_on(req, 11, 2560 * 1024) == 3     # Gold 6230
+    assert request.l3_ways_on(req, 20, 3072 * 1024) == 3     # E7-8890 v4
+    assert request.l3_ways_on(req, 12, 1024 * 1024) == 8     # D-1540
+    assert request.l3_ways_on(request.parse({'l3_kib': '6145'}, labels), 20,
+                              3072 * 1024) == 3
+    assert request.l3_ways_on(request.parse({'l3_ways': '5'}, labels), 11,
+                              0) == 5
+    assert refused(request.l3_ways_on, req, 6, 1024 * 1024) == \
+        "K: '7680' is more than this host's L3 cache: 6 ways of 1024 KiB " \
+        '(6144 KiB)'
+    assert refused(request.l3_ways_on, req, 11, 0) == \
+        "K: '7680' cannot be met on this host: the size of its L3 cache is " \
+        'unknown (no cache/index3/size in sysfs)'
 
 
 def test_the_host_checks() -> None:

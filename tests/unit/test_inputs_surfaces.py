@@ -47,12 +47,18 @@ def flavor(extra_specs: str = '') -> str:
 
 def parsed(spec: object) -> tuple:
     return (getattr(spec, 'l3_ways'), getattr(spec, 'pool'),
-            getattr(spec, 'mb_percent'), getattr(spec, 'mb_mbps'))
+            getattr(spec, 'mb_percent'), getattr(spec, 'mb_mbps'),
+            getattr(spec, 'l3_kib'))
 
 
-# -- the surfaces: values -> (l3_ways, pool, mb_percent, mb_mbps) or an error
-ELEMENTS = {'l3_ways': ('l3', 'ways'), 'pool': ('pool', 'name'),
-            'mb_percent': ('mb', 'percent'), 'mb_mbps': ('mb', 'mbps')}
+# -- the surfaces: values -> (l3_ways, pool, mb_percent, mb_mbps, l3_kib) or
+# an error
+ELEMENTS = {'l3_ways': ('l3', 'ways'), 'l3_kib': ('l3', 'kib'),
+            'pool': ('pool', 'name'), 'mb_percent': ('mb', 'percent'),
+            'mb_mbps': ('mb', 'mbps')}
+#: The fields of a VM's request (extra specs, [flavors]): OvS's and the
+#: pools' and the size.
+VM_FIELDS = ('l3_ways', 'l3_kib', 'pool', 'mb_percent', 'mb_mbps')
 
 
 def annotation(values: dict[str, str]) -> tuple:
@@ -94,7 +100,7 @@ def ovs_knobs(values: dict[str, str]) -> tuple:
     placement = knobs.parse({KNOBS[f]: v for f, v in values.items()}, POOLS,
                             mb_field=field)
     return (placement.ways, placement.pool, placement.mb_percent,
-            placement.mb_mbps)
+            placement.mb_mbps, None)
 
 
 class ConfigFile:
@@ -129,18 +135,19 @@ class ConfigFile:
             fh.write(text)
         pool = conf.load(self.path).pools[name]
         if 'pool' in values:
-            return (None, name, None, None)
-        return (pool.l3_ways, None, pool.mb_percent, pool.mb_mbps)
+            return (None, name, None, None, None)
+        return (pool.l3_ways, None, pool.mb_percent, pool.mb_mbps, None)
 
 
 Surface = Callable[[dict[str, str]], tuple]
 SURFACES: dict[str, tuple[dict[str, str], type[Exception]]] = {
-    'annotation': ({'l3_ways': '<rdt:l3 ways>', 'pool': '<rdt:pool name>',
+    'annotation': ({'l3_ways': '<rdt:l3 ways>', 'l3_kib': '<rdt:l3 kib>',
+                    'pool': '<rdt:pool name>',
                     'mb_percent': '<rdt:mb percent>',
                     'mb_mbps': '<rdt:mb mbps>'}, InvalidValue),
     'extra_specs': ({f: 'flavor m1.nfv extra spec rdt:' + f
-                     for f in KNOBS}, InvalidValue),
-    'flavors_section': ({f: '[flavors] m1.nfv rdt:' + f for f in KNOBS},
+                     for f in VM_FIELDS}, InvalidValue),
+    'flavors_section': ({f: '[flavors] m1.nfv rdt:' + f for f in VM_FIELDS},
                         ConfigError),
     'ovs_knobs': ({f: 'other_config:' + k for f, k in KNOBS.items()},
                   InvalidValue),
@@ -152,6 +159,8 @@ SURFACES: dict[str, tuple[dict[str, str], type[Exception]]] = {
 
 
 def applies(name: str, row: Row) -> bool:
+    if 'l3_kib' in row.values and name in ('ovs_knobs', 'config_file'):
+        return False      # a size is a VM's request only
     if name == 'flavors_section':
         # KEY=VALUE items separated by "," or ";", trimmed.
         return not any(c.isspace() or c in ',;=' for v in row.values.values()

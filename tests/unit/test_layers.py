@@ -88,3 +88,17 @@ def test_the_filters_state_imports_neither_nova_nor_the_adapter() -> None:
         found = mods[os.path.join('nova_plugin', name)]
         assert not {m for m in found if m.split('.')[0] in ('nova', 'oslo_log')
                     or m == 'nova_plugin.adapter'}, (name, found)
+
+
+def test_libvirt_python_is_imported_by_one_agent_module_only() -> None:
+    """ovs_rdt.agent.virt holds every libvirt API call; the hook (which must
+    never call libvirtd back), pure logic and the rest import neither it
+    nor libvirt-python.
+    """
+    allowed = os.path.join('ovs_rdt', 'agent', 'virt.py')
+    for package in ('ovs_rdt', 'libvirt_hooks', 'nova_plugin'):
+        for path, mods in imports(package).items():
+            found = {m for m in mods if m.split('.')[0] == 'libvirt'}
+            assert path == allowed or not found, (path, found)
+    for path, mods in imports('libvirt_hooks').items():
+        assert not {m for m in mods if m.startswith('ovs_rdt.agent')}, path

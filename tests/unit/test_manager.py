@@ -100,3 +100,25 @@ def test_unconfigured_pool_kept_by_allocate_removed_by_apply(rc):
     mgr.apply()
     assert 'ovsrdt-pool-old' not in rc.group_names()
     assert 'ovsrdt-vm-a' in rc.group_names()
+
+
+def test_release_frees_the_group_when_the_rest_no_longer_fits(rc):
+    """Freeing never fails for want of room: the pools grew in the
+    configuration past what fits, and a VM stops before any apply.
+    """
+    mgr = CacheManager(rc, table4(hp={'l3_ways': 7, 'isolated': True}))
+    mgr.apply()
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))
+    hp = masks(rc, 'ovsrdt-pool-hp')
+    grown = CacheManager(rc, table4(hp={'l3_ways': 10, 'isolated': True}))
+    with pytest.raises(InsufficientWays):
+        grown.preview(remove='ovsrdt-vm-a')
+    plan = grown.release('ovsrdt-vm-a')
+    assert 'ovsrdt-vm-a' not in rc.group_names()
+    assert [tuple(s) for s in plan.steps] == [('rmdir', 'ovsrdt-vm-a', '')]
+    assert 'ovsrdt-pool-hp needs 10 ways' in plan.unplaced
+    assert masks(rc, 'ovsrdt-pool-hp') == hp
+    # an allocation is still refused as a whole, changing nothing
+    with pytest.raises(InsufficientWays):
+        grown.allocate(Request('ovsrdt-vm-b', ways={0: 1}))
+    assert 'ovsrdt-vm-b' not in rc.group_names()

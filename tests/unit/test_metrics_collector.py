@@ -5,6 +5,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import subprocess
+import sys
+from typing import Any
 import urllib.error
 import urllib.request
 
@@ -59,12 +62,9 @@ def tree(tmp_path):
     add_group(root, VM, '0=1;1=1', (), {
         0: {'llc_occupancy': 64, 'mbm_total_bytes': 0}})
     add_group(root, 'COS3', '0=2;1=2')
-    run_dir = tmp_path / 'libvirt'
-    run_dir.mkdir()
-    (run_dir / 'vm1.xml').write_text('<domstatus><domain><name>vm1</name>'
-                                     '<uuid>%s</uuid></domain></domstatus>'
-                                     % UUID)
-    return root, str(run_dir)
+    # What the agent's libvirt connection knows (None: not connected).
+    libvirt: dict[str, Any] = {'names': {UUID: 'vm1'}}
+    return root, libvirt
 
 
 class Clock:
@@ -75,11 +75,11 @@ class Clock:
 
 
 def collector(tree, pmds=None, counters=None):
-    root, run_dir = tree
+    root, libvirt = tree
     rc = Resctrl(root, '/nonexistent', lock_timeout=0)
     counters = counters or Counters()
     return ResctrlCollector(rc, counters, Labeller(
-        run_dir, lambda: dict(pmds or {})), clock=Clock())
+        lambda: libvirt['names'], lambda: dict(pmds or {})), clock=Clock())
 
 
 def scrape(coll):
@@ -152,18 +152,36 @@ def test_unavailable_reads_are_skipped_not_zero(tree):
 
 
 def test_vm_label_is_kept_while_the_group_lives(tree):
-    root, run_dir = tree
+    root, libvirt = tree
     coll = collector(tree)
     occ = 'ovs_rdt_llc_occupancy_bytes'
-    assert value(scrape(coll), occ, occ, group=VM, domain='0', vm='vm1',
-                 uuid=UUID)
-    os.unlink(os.path.join(run_dir, 'vm1.xml'))        # the VM stopped
+    got = scrape(coll)
+    assert value(got, occ, occ, group=VM, domain='0', vm='vm1', uuid=UUID)
+    assert value(got, 'ovs_rdt_libvirt_connected',
+                 'ovs_rdt_libvirt_connected') == ('gauge', 1.0)
+    libvirt['names'] = {}                               # the VM stopped
     put(root, VM + '/tasks', '%d\n' % os.getpid())      # tasks changed
     assert value(scrape(coll), occ, occ, group=VM, domain='0', vm='vm1',
                  uuid=UUID)
     # Re-created (a new directory): looked up again, no name now.
     recreate(root, VM, '0=1;1=1', (), {0: {'llc_occupancy': 0}})
     assert value(scrape(coll), occ, occ, group=VM, domain='0', uuid=UUID)
+    # libvirt away: named from its QEMU's command line, and said so.
+    libvirt['names'] = None
+    qemu = subprocess.Popen(
+        ['qemu-system-x86_64', '-c', 'import time; time.sleep(30)',
+         '-name', 'guest=vm1-proc,debug-threads=on', '-uuid', UUID],
+        executable=sys.executable)
+    try:
+        recreate(root, VM, '0=1;1=1', (qemu.pid,), {0: {'llc_occupancy': 0}})
+        got = scrape(coll)
+    finally:
+        qemu.kill()
+        qemu.wait()
+    assert value(got, occ, occ, group=VM, domain='0', vm='vm1-proc',
+                 uuid=UUID)
+    assert value(got, 'ovs_rdt_libvirt_connected',
+                 'ovs_rdt_libvirt_connected') == ('gauge', 0.0)
 
 
 def test_recreated_group_gets_a_created_timestamp(tree):
@@ -203,11 +221,10 @@ def test_lock_held_serves_counters_and_counts_the_error(tree, caplog):
 
 
 def test_endpoint_serves_moves_and_stops(tree):
-    root, run_dir = tree
+    root, _ = tree
     counters = Counters()
     ep = Endpoint(counters)
     settings = Settings.defaults(resctrl={'root': root},
-                                 libvirt={'qemu_run_dir': run_dir},
                                  metrics={'listen': '127.0.0.1:0'})
     # Port 0 is refused by the option, but not here: find a free port.
     import socket

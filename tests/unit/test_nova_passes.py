@@ -28,6 +28,19 @@ def test_of_request() -> None:
     assert bad.error == "flavor gold: rdt:l3_ways: 'x' is not a whole number"
 
 
+def test_a_size_counts_as_the_smallest_ways_that_hold_it() -> None:
+    """rdt:l3_kib: ceil(kib / [ovs_rdt] rdt_l3_way_kib) ways on any host."""
+    size = passes.Pass.of_request({'rdt:l3_kib': '7680'}, 'f', 0, 2560)
+    assert (size.request, size.error) == (Holding(3), None)
+    assert passes.Pass.of_request({'rdt:l3_kib': '7681'}, 'f', 0,
+                                  2560).request == Holding(4)
+    unset = passes.Pass.of_request({'rdt:l3_kib': '7680'}, 'gold', 0)
+    assert unset.request is None
+    assert unset.error == (
+        'flavor gold: rdt:l3_kib cannot be counted: [ovs_rdt] rdt_l3_way_kib '
+        '(the KiB of the smallest L3 way of the cloud) is not set')
+
+
 def test_new_placements_counts_rises_only() -> None:
     p = passes.Pass(Holding(1))
     assert p.new_placements('a', 5) == 0      # first look: the baseline

@@ -146,6 +146,24 @@ def test_invalid_specs_count_as_nothing_with_one_warning(
         Holding(2, frozenset({0}))
 
 
+def test_a_size_is_counted_with_the_clouds_smallest_way(
+        nova: FakeAdapter, caplog: pytest.LogCaptureFixture) -> None:
+    way_kib: list[int | None] = [3072]
+    usage = instance_usage.InstanceUsage(nova, lambda: way_kib[0])
+    sized = Flavor('sized', **{'rdt:l3_kib': '7680'})
+    assert usage.holding(Inst('1', sized)) == Holding(3)
+    assert usage.holding(Inst('2', sized, frozenset({1}))) == \
+        Holding(3, frozenset({1}))
+    way_kib[0] = None      # unset: counted as nothing, with a warning
+    caplog.set_level(logging.WARNING, logger='nova_plugin')
+    assert usage.holding(Inst('3', sized)) is None
+    assert caplog.messages == [
+        'Instance 3 counted as holding no cache ways: its flavor sized has '
+        'invalid extra specs: rdt:l3_kib cannot be counted: [ovs_rdt] '
+        'rdt_l3_way_kib (the KiB of the smallest L3 way of the cloud) is not '
+        'set']
+
+
 def test_stubs_are_loaded_in_one_query_and_reused_per_host(
         nova: FakeAdapter, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]

@@ -375,3 +375,71 @@ def test_rising_misses_at_max_still_cap_best_effort() -> None:
     assert m.be_mb == 50
     m.step(12.0)                              # misses rise: cap again
     assert m.be_mb == 30
+
+
+class SampledModel(Model):
+    """The agent's way: SAMPLES occupancy readings per interval."""
+
+    def step(self, ways_needed: float, drops: int | None = None) -> int:
+        demand = ways_needed * WAY
+        occ = min(demand, self.hp * WAY)
+        readings = tuple(occ * self.jitter() for _ in range(pol.SAMPLES))
+        sample = pol.Sample(self.hp, WAY, readings[-1],
+                            (self.background + (demand - occ) * 50)
+                            * self.jitter(), None, drops, self.be_mb,
+                            hp_samples=readings[:-1])
+        for dec in self.policy.decide({0: sample}):
+            self.decisions.append(dec)
+            self.hp = dec.hp_after
+        return self.hp
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_sampled_levels_shrink_in_their_first_interval(seed: int) -> None:
+    """Ten readings an interval: a step down is settled by the end of its
+    own interval (one reading per interval waits for the second), never
+    below the need, and no later reading trims again.
+    """
+    m = SampledModel(seed=seed)
+    trace = [m.step(4.4) for _ in range(10)] + \
+        [m.step(2.5) for _ in range(10)]
+    assert trace[0] == 5 and trace[1:10] == [5] * 9, trace
+    assert trace[10:] == [3] * 10, trace
+    assert [d.reason for d in m.decisions] == ['fits', 'fits']
+
+
+def test_sampled_readings_reach_the_need_where_one_reading_cannot() -> None:
+    """6.6 ways right after a grow: one reading allows 7 ways only when it
+    comes out at most 6.3 (a quarter of the time); the smallest of ten
+    nearly always does.  A footprint exactly at a way boundary (3.0) keeps
+    its way of margin: no reading can prove that 3 ways hold it.
+    """
+    def final(model: Model, level: float) -> int:
+        for _ in range(6):
+            model.step(2.5)
+        model.step(5.5)                 # learns k on the way
+        for _ in range(6):
+            model.step(5.5)
+        for _ in range(6):
+            model.step(2.5)
+        return [model.step(level) for _ in range(8)][-1]
+
+    one = [final(Model(seed=s), 6.6) for s in range(40)]
+    ten = [final(SampledModel(seed=s), 6.6) for s in range(40)]
+    assert min(one + ten) >= 7                      # never short
+    assert one.count(7) < 20 and ten.count(7) >= 36, (one, ten)
+    for seed in range(10):
+        m = SampledModel(seed=seed)
+        for _ in range(5):
+            m.step(4.4)
+        assert [m.step(3.0) for _ in range(5)] == [4] * 5
+
+
+@pytest.mark.parametrize('footprint', [2.5, 4.4, 4.8])
+def test_sampled_steady_load_never_flaps(footprint) -> None:
+    for seed in range(3):
+        m = SampledModel(seed=seed, background=50 * WAY)
+        for _ in range(500):
+            m.step(footprint)
+        assert len(m.decisions) == 1, [d.describe() for d in m.decisions]
+        assert need(footprint) <= m.hp <= need(footprint * 1.1 / 0.9)

@@ -65,3 +65,74 @@ def test_reload_waits_for_the_decision_in_flight(tmp_path, monkeypatch
     assert loop.bounds is None
     # and no decision after it
     assert agent_policy.PolicyLoop._tick(loop, None) == []
+
+
+class _Lock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _Group:
+    def __init__(self, name: str) -> None:
+        self.name, self.mb = name, {}
+
+
+class _Platform:
+    domains = (0, 1)
+    mb = None
+    mbm_assign_mode = None
+
+    @staticmethod
+    def way_bytes(dom: int) -> int:
+        return 1 << 20
+
+
+class _Resctrl:
+    """HP's llc_occupancy goes up by 1 MiB at every read."""
+
+    def __init__(self) -> None:
+        self.occ = 0
+
+    def platform(self) -> _Platform:
+        return _Platform()
+
+    def lock(self, exclusive: bool = True) -> _Lock:
+        return _Lock()
+
+    def groups(self) -> list[_Group]:
+        return [_Group(''), _Group('ovsrdt-pool-hp'),
+                _Group('ovsrdt-pool-noisy')]
+
+    def read_mon(self, name: str) -> dict[int, dict[str, int]]:
+        if name == 'ovsrdt-pool-hp':
+            self.occ += 1 << 20
+        return {d: {'llc_occupancy': self.occ, 'mbm_total_bytes': 0}
+                for d in (0, 1)}
+
+
+class _Manager:
+    def __init__(self) -> None:
+        self.resctrl = _Resctrl()
+
+    def held_ways(self, group: Any, root: Any) -> dict[int, int]:
+        return {0: 8, 1: 8}
+
+
+def test_reader_hands_the_interval_s_occupancy_readings_over() -> None:
+    reader = agent_policy.Reader(_Manager())
+    reader.sample(BOUNDS)
+    reader.sample(BOUNDS)
+    out = reader.read(BOUNDS, None, frozenset(), now=1.0)
+    mib = 1 << 20
+    assert out[0].hp_samples == (1.0 * mib, 2.0 * mib)
+    assert out[0].hp_occupancy == 3.0 * mib      # read() takes the last
+    assert out[1].hp_samples == (1.0 * mib, 2.0 * mib)
+    # Each reading counts in one interval only; a decision drops the
+    # readings taken under the split before it.
+    assert reader.read(BOUNDS, None, frozenset(), now=2.0)[0].hp_samples == ()
+    reader.sample(BOUNDS)
+    reader.rebase(BOUNDS, now=3.0)
+    assert reader.read(BOUNDS, None, frozenset(), now=4.0)[0].hp_samples == ()

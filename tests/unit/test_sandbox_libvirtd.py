@@ -45,3 +45,25 @@ def test_a_missing_package_directory_is_an_error(host, tmp_path) -> None:
     with pytest.raises(SandboxError, match='apt-get install libvirt-daemon-system'):
         sandbox.prepare()
     assert not os.path.exists(host['lib'])
+
+
+def test_a_node_of_a_migration_has_its_own_host_uuid_and_name(
+        host, tmp_path) -> None:
+    """libvirt refuses to migrate between daemons with one host_uuid."""
+    with open(os.path.join(host['etc'], 'libvirtd.conf'), 'w') as fh:
+        fh.write('# host config\nhost_uuid = "00000000-0000-0000-0000-0000'
+                 '00000001"\nlog_level = 3\n')
+    sandbox = libvirtd.PrivateLibvirtd(
+        str(tmp_path / 'work'), host_uuid='5b6f3c1e-0d1a-4c43-9d0e-'
+        '2f4b7a9c8e11', hostname='node-b')
+    sandbox.prepare()
+    with open(sandbox.path('etc', 'libvirtd.conf')) as fh:
+        lines = fh.read().splitlines()
+    assert lines == ['# host config', 'log_level = 3', 'host_uuid = '
+                     '"5b6f3c1e-0d1a-4c43-9d0e-2f4b7a9c8e11"']
+    assert 'hostname node-b' in sandbox.script().splitlines()
+    assert sandbox.peer_uri == 'qemu+unix:///system?socket=' + \
+        sandbox.path('run', 'libvirt-sock')
+    # the host's own file is untouched
+    with open(os.path.join(host['etc'], 'libvirtd.conf')) as fh:
+        assert '00000001' in fh.read()

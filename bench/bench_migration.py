@@ -1,0 +1,159 @@
+"""One live migration between two nodes, with and without the hook.
+
+Two nodes side by side (``ovs_rdt.sandbox.node``: node ``a`` an emulated
+Xeon Gold 6230, node ``b`` an E7-8890 v4, each a private libvirtd with its
+own host UUID), a KVM guest of 64 MiB without a disk asking for
+``<rdt:l3 ways="3"/>``.  A round starts the guest on ``a``, times ``virsh
+migrate --live --p2p`` (what Nova asks for) to ``b`` and back, and destroys
+it; the rounds alternate between the hook installed on both nodes and no
+hook at all (libvirtd reloaded in between), so the machine's drift hits both
+alike.  Prints the p50 wall time of a migration, the ratio (target
+<= 1.1x), and how long the hook's events of one migration took in all
+(its own ``handled in`` log lines: destination ``migrate``, ``prepare``,
+``started``; source ``stopped``, ``release``), with the ratio that time
+alone gives (on a shared 2-core machine the wall times are noisy).
+
+Needs root, /dev/kvm (or OVS_RDT_TCG=1), libvirt and FUSE.
+
+    python3 bench/bench_migration.py [--rounds 6]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
+sys.path.insert(0, REPO)
+
+from libvirt_hooks import install  # noqa: E402
+from ovs_rdt.sandbox.node import Node, migrate  # noqa: E402
+from ovs_rdt.sandbox.wait import wait_for  # noqa: E402
+
+VIRT_TYPE = 'qemu' if os.environ.get('OVS_RDT_TCG') == '1' else 'kvm'
+NAME = 'ovsrdt-bench-mig'
+CONFIG = ('[DEFAULT]\nlog_file = %s\ndebug = true\n'
+          '[allocation]\nsystem_min_ways = 2\n')
+HANDLED = re.compile(r"domain '%s' (\w+ \w+): handled in ([0-9.]+) ms"
+                     % NAME)
+
+
+def guest_xml() -> str:
+    return ("<domain type='%s'><name>%s</name><uuid>%s</uuid><metadata>"
+            '<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1"><rdt:l3 ways="3"/>'
+            "</rdt:rdt></metadata><memory unit='MiB'>64</memory>"
+            "<vcpu>2</vcpu><os><type arch='x86_64' machine='pc'>hvm</type>"
+            "</os><devices><emulator>/usr/bin/qemu-system-x86_64</emulator>"
+            "</devices></domain>" % (VIRT_TYPE, NAME, uuid.uuid4()))
+
+
+def set_hook(nodes: list[Node], on: bool) -> None:
+    for node in nodes:
+        if on:
+            install.install(node.hook, node.config_file)
+        else:
+            install.uninstall(node.hook)
+        node.libvirtd.reload()      # libvirtd looks for hooks again
+    for node in nodes:
+        wait_for(lambda: node.libvirtd.virsh('version', check=False)
+                 .returncode == 0, 60, 'libvirtd after SIGHUP')
+
+
+def hook_ms(node: Node) -> dict[str, float]:
+    """Event -> ms the hook took, from its log since the last call."""
+    log = os.path.join(node.workdir, 'hook.log')
+    try:
+        with open(log, encoding='utf-8') as fh:
+            text = fh.read()
+        os.unlink(log)
+    except FileNotFoundError:
+        return {}
+    out: dict[str, float] = {}
+    for event, ms in HANDLED.findall(text):
+        out[event] = out.get(event, 0.0) + float(ms)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--rounds', type=int, default=6,
+                        help='rounds per setting (each: there and back)')
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print('bench_migration: needs root (private libvirtds)')
+        return 1
+    work = tempfile.mkdtemp(prefix='ovsrdt-bench-mig-', dir='/dev/shm'
+                            if os.path.isdir('/dev/shm') else None)
+    os.chmod(work, 0o755)
+    a = Node(os.path.join(work, 'a'), 'a', 'xeon-gold-6230')
+    b = Node(os.path.join(work, 'b'), 'b', 'xeon-e7-8890-v4')
+    nodes = [a, b]
+    times: dict[bool, list[float]] = {True: [], False: []}
+    events: dict[str, list[float]] = {}
+    problems: list[str] = []
+    try:
+        for node in nodes:
+            os.makedirs(node.workdir)
+            node.start(CONFIG % os.path.join(node.workdir, 'hook.log'),
+                       die_with_parent=True)
+        xml = os.path.join(work, 'guest.xml')
+        with open(xml, 'w', encoding='utf-8') as fh:
+            fh.write(guest_xml())
+        a.libvirtd.virsh('define', xml)
+        hooked = True
+        for _ in range(2 * args.rounds):
+            a.libvirtd.virsh('start', NAME)
+            for node in nodes:
+                hook_ms(node)
+            for src, dst in ((a, b), (b, a)):
+                start = time.perf_counter()
+                res = migrate(src.libvirtd, dst.libvirtd, NAME)
+                times[hooked].append(time.perf_counter() - start)
+                if res.returncode != 0:
+                    raise SystemExit('migration %s -> %s failed: %s' % (
+                        src.name, dst.name, res.stderr.strip()))
+                if hooked:
+                    spent = {'%s %s' % (n.name, e): ms for n in (dst, src)
+                             for e, ms in hook_ms(n).items()}
+                    events.setdefault('total', []).append(sum(spent.values()))
+            a.libvirtd.virsh('destroy', NAME)
+            hooked = not hooked
+            set_hook(nodes, hooked)
+    finally:
+        for node in nodes:
+            problems += node.stop()
+        if not problems:
+            shutil.rmtree(work, ignore_errors=True)
+    without, with_hook = (statistics.median(times[k]) * 1000
+                          for k in (False, True))
+    print('live migration of a 64 MiB %s guest, a (Gold 6230) <-> b '
+          '(E7-8890 v4), %d migrations each' % (VIRT_TYPE.upper(),
+                                                len(times[True])))
+    print('  %-26s %8.0f ms p50 (min %.0f, max %.0f)' % (
+        'without the hook', without, min(times[False]) * 1000,
+        max(times[False]) * 1000))
+    print('  %-26s %8.0f ms p50 (min %.0f, max %.0f)' % (
+        'with the hook', with_hook, min(times[True]) * 1000,
+        max(times[True]) * 1000))
+    print('  %-26s %8.2fx (target <= 1.10x; of the fastest: %.2fx)' % (
+        'ratio', with_hook / without, min(times[True]) / min(times[False])))
+    spent = statistics.median(events['total'])
+    print('  %-26s %8.0f ms p50 (destination migrate+prepare+started, '
+          'source stopped+release)' % ('the hook\'s own time', spent))
+    print('  %-26s %8.2fx ((without + the hook\'s own time) / without: the '
+          'same, less the machine\'s noise)' % ('ratio by the hook\'s time',
+                                                (without + spent) / without))
+    if problems:
+        print('teardown problems: %s' % '; '.join(problems))
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Build every release artifact of ovs-rdt with one command.
+
+    python3 tools/build.py [--outdir dist] [--release 0.1.0] [--no-deb]
+
+From the source tree (the default): ``python -m build`` makes the sdist
+(pbr lists the files git tracks) and the wheel from that sdist; the sdist,
+unpacked, is then the Debian source package: ``dpkg-buildpackage -us -uc``
+(debhelper, dh-python/pybuild) builds ``ovs-rdt_<version>_all.deb``, and
+``lintian`` checks the source and binary packages (a warning or an error
+fails the build; what lintian says is kept in ``lintian.txt``).
+
+``--release V``: a released version, from its commit in releases.txt (no
+tag needed): ``git archive`` of that commit, PBR_VERSION=V, the wheel and
+the .deb (with this tree's debian/ where the release had none; not
+lintian-checked again: the upgrade tests install it).
+
+The Python version is pbr's (setup.py); Debian's is the same with ``~``
+before a pre-release (0.2.0.dev3 -> 0.2.0~dev3, older than 0.2.0).  A
+build of a version the changelog has no entry for gets a snapshot entry
+(in the build's copy; the tree is not changed).  Needs the Debian packages
+of bindep.txt's "build" profile and ``build`` in the Python environment
+running this script (test-requirements.txt).
+"""
+from __future__ import annotations
+
+import argparse
+import email.utils
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Debian's tools run with Debian's python3, whatever PATH says (pyenv).
+DEB_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
+ENTRY = re.compile(r'^ovs-rdt \(([^)]+)\) ')
+
+
+class BuildError(Exception):
+    pass
+
+
+def run(*cmd: str, cwd: str = REPO, env: dict | None = None,
+        log: str | None = None) -> str:
+    """Run ``cmd``; BuildError with the end of its output if it fails."""
+    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True,
+                         text=True)
+    out = res.stdout + res.stderr
+    if log:
+        with open(log, 'a', encoding='utf-8') as fh:
+            fh.write('$ %s\n%s\n' % (' '.join(cmd), out))
+    if res.returncode != 0:
+        tail = '\n'.join(out.strip().splitlines()[-15:])
+        raise BuildError('%s failed (exit %d):\n%s'
+                         % (' '.join(cmd[:3]), res.returncode, tail))
+    return res.stdout
+
+
+def tree_version() -> str:
+    """pbr's version of the source tree (setup.py; see its docstring)."""
+    out = run(sys.executable, 'setup.py', '-q', '--version',
+              env=dict(os.environ, SKIP_GENERATE_AUTHORS='1',
+                       SKIP_WRITE_GIT_CHANGELOG='1'))
+    return out.strip().splitlines()[-1]
+
+
+def debian_version(version: str) -> str:
+    from pbr.version import SemanticVersion
+    return SemanticVersion.from_pip_string(version).debian_string()
+
+
+def version_key(version: str) -> object:
+    from pbr.version import SemanticVersion
+    return SemanticVersion.from_pip_string(version.replace('~', '.'))
+
+
+def write_changelog(src: str, version: str, note: str) -> None:
+    """debian/changelog of ``src`` for ``version``: the entries up to it,
+    and a snapshot entry on top if it has none of its own.
+    """
+    path = os.path.join(src, 'debian', 'changelog')
+    with open(path, encoding='utf-8') as fh:
+        text = fh.read()
+    entries = re.split(r'\n(?=ovs-rdt \()', text.strip('\n'))
+    deb = debian_version(version)
+    kept = [e for e in entries
+            if version_key(ENTRY.match(e).group(1)) <= version_key(deb)]
+    if not kept or ENTRY.match(kept[0]).group(1) != deb:
+        maint = re.search(r'^ -- (.*?>)', text, re.M).group(1)
+        kept.insert(0, 'ovs-rdt (%s) UNRELEASED; urgency=medium\n\n'
+                    '  * %s\n\n -- %s  %s' % (deb, note, maint,
+                                              email.utils.formatdate()))
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write('\n\n'.join(kept) + '\n')
+
+
+def python_artifacts(src: str, outdir: str, version: str, log: str,
+                     sdist: bool) -> list[str]:
+    env = dict(os.environ, PBR_VERSION=version, SKIP_GENERATE_AUTHORS='1',
+               SKIP_WRITE_GIT_CHANGELOG='1')
+    args = [sys.executable, '-m', 'build', '--no-isolation', '--outdir',
+            outdir]
+    if not sdist:
+        args.append('--wheel')
+    run(*args, src, cwd=src, env=env, log=log)
+    # setuptools before 69.3 names the sdist ovs-rdt-V.tar.gz.
+    made = [p for pattern in ('ovs_rdt-%s[.-]*', 'ovs-rdt-%s.tar.gz')
+            for p in glob.glob(os.path.join(outdir, pattern % version))]
+    if not made:
+        raise BuildError('python -m build made no ovs_rdt-%s files' % version)
+    return sorted(made)
+
+
+def deb_artifacts(src: str, outdir: str, version: str, log: str,
+                  lint: bool = True) -> list[str]:
+    env = {'PATH': DEB_PATH, 'LC_ALL': 'C.UTF-8', 'HOME': os.environ.get(
+        'HOME', '/root'), 'DEB_BUILD_OPTIONS': 'nocheck'}
+    run('dpkg-buildpackage', '-us', '-uc', cwd=src,
+        env=env, log=log)
+    parent = os.path.dirname(src)
+    deb = debian_version(version)
+    made = []
+    for path in glob.glob(os.path.join(parent, 'ovs-rdt_%s*' % deb)):
+        dest = os.path.join(outdir, os.path.basename(path))
+        shutil.move(path, dest)
+        made.append(dest)
+    changes = [p for p in made if p.endswith('.changes')]
+    if not changes:
+        raise BuildError('dpkg-buildpackage made no .changes file')
+    if not lint:
+        return sorted(made)
+    report = os.path.join(outdir, 'ovs-rdt_%s.lintian.txt' % deb)
+    res = subprocess.run(['lintian', '--display-info', '--fail-on',
+                          'error,warning', changes[0]], env=env,
+                         capture_output=True, text=True)
+    with open(report, 'w', encoding='utf-8') as fh:
+        fh.write(res.stdout + res.stderr)
+    if res.returncode != 0:
+        raise BuildError('lintian found errors or warnings (%s):\n%s'
+                         % (report, (res.stdout + res.stderr).strip()))
+    return sorted(made) + [report]
+
+
+def from_tree(outdir: str, work: str, log: str, deb: bool) -> list[str]:
+    version = tree_version()
+    made = python_artifacts(REPO, outdir, version, log, sdist=True)
+    if not deb:
+        return made
+    sdist = [p for p in made if p.endswith('.tar.gz')][0]
+    unpacked = os.path.join(work, 'sdist')
+    with tarfile.open(sdist) as tar:
+        tar.extractall(unpacked)
+    top, = os.listdir(unpacked)
+    src = os.path.join(work, 'ovs-rdt-%s' % debian_version(version))
+    os.rename(os.path.join(unpacked, top), src)
+    head = run('git', 'rev-parse', '--short', 'HEAD').strip()
+    write_changelog(src, version, 'Snapshot of %s.' % head)
+    return made + deb_artifacts(src, outdir, version, log)
+
+
+def from_release(version: str, outdir: str, work: str, log: str,
+                 deb: bool) -> list[str]:
+    sys.path.insert(0, REPO)
+    from setup import releases          # the one reader of releases.txt
+    commits = dict(releases())
+    if version not in commits:
+        raise BuildError('releases.txt has no release %s (it has %s)'
+                         % (version, ', '.join(commits)))
+    src = os.path.join(work, 'ovs-rdt-%s' % debian_version(version))
+    os.makedirs(src)
+    archive = subprocess.run(['git', 'archive', '--format=tar',
+                              commits[version]], cwd=REPO,
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise BuildError('git archive %s: %s (a shallow clone lacks the '
+                         'commit of release %s)' % (
+                             commits[version], archive.stderr.decode().strip(),
+                             version))
+    subprocess.run(['tar', '-x', '-C', src], input=archive.stdout,
+                   check=True)
+    made = python_artifacts(src, outdir, version, log, sdist=False)
+    if not deb:
+        return made
+    # Packaging written after the release: this tree's debian/ and the
+    # release notes (which cover every release).
+    for name in ('debian', 'RELEASENOTES.md'):
+        if not os.path.exists(os.path.join(src, name)):
+            copy = shutil.copytree if name == 'debian' else shutil.copy2
+            copy(os.path.join(REPO, name), os.path.join(src, name))
+    write_changelog(src, version, 'Release %s.' % version)
+    for junk in ('build', 'ovs_rdt.egg-info'):
+        shutil.rmtree(os.path.join(src, junk), ignore_errors=True)
+    # Built to upgrade from, not to ship: lintian checks the tree's package.
+    return made + deb_artifacts(src, outdir, version, log, lint=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--outdir', default=os.path.join(REPO, 'dist'),
+                        help='where the artifacts go (default: dist/)')
+    parser.add_argument('--release', metavar='VERSION',
+                        help='build a release of releases.txt from its '
+                        'commit instead of the tree')
+    parser.add_argument('--no-deb', action='store_true',
+                        help='the sdist and wheel only')
+    args = parser.parse_args(argv)
+    outdir = os.path.abspath(args.outdir)
+    os.makedirs(outdir, exist_ok=True)
+    log = os.path.join(outdir, 'build.log')
+    start = time.monotonic()
+    work = tempfile.mkdtemp(prefix='ovs-rdt-build-')
+    try:
+        if args.release:
+            made = from_release(args.release, outdir, work, log,
+                                not args.no_deb)
+        else:
+            made = from_tree(outdir, work, log, not args.no_deb)
+    except BuildError as exc:
+        print('tools/build.py: %s\n(log: %s)' % (exc, log), file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for path in made:
+        print(path)
+    print('built in %.1f s' % (time.monotonic() - start), file=sys.stderr)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -17,12 +17,21 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable
 
+from oslo_utils import timeutils
+
+from nova.compute import vm_states
 import nova.conf
+from nova import context as nova_context
+from nova.db.main import api as main_db
+from nova.db.main import models as main_models
 from nova import objects
 from nova.objects import base as obj_base
+from nova.scheduler.client import report
 from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 from nova.virt import hardware
+
+from nova_plugin import ledger
 
 #: The configuration nova-scheduler reads (``[ovs_rdt]`` is registered here).
 CONF = nova.conf.CONF
@@ -33,6 +42,7 @@ _FLAVOR = obj_base.get_attrname('flavor')
 _NUMA = obj_base.get_attrname('numa_topology')
 _EXTRA_SPECS = obj_base.get_attrname('extra_specs')
 _NAME = obj_base.get_attrname('name')
+_ID = obj_base.get_attrname('id')
 _DOMAINS = '_ovs_rdt_domains'     # cached (numa_topology, ids) on a HostState
 
 
@@ -143,6 +153,24 @@ def numa_fit(host_state: Any, spec_obj: Any) -> frozenset[int] | None:
         else None
 
 
+def request_num_instances(spec_obj: Any) -> int:
+    """``RequestSpec.num_instances``: instances of a multi-create request
+    (for a move, what the instance was created with: at least 1).
+    """
+    if spec_obj.obj_attr_is_set('num_instances'):
+        return max(1, spec_obj.num_instances or 1)
+    return 1
+
+
+def request_context(spec_obj: Any) -> Any | None:
+    """The RequestContext a RequestSpec came with (``_context``).
+
+    ``SchedulerManager.select_destinations`` gets the RequestSpec with the
+    request's context; one made without (unit tests) has None.
+    """
+    return spec_obj._context
+
+
 def request_key(spec_obj: Any) -> Any:
     """What identifies one request across the instances of a multi-create.
 
@@ -240,6 +268,18 @@ def host_key(host_state: Any) -> tuple[str, str]:
     return host_state.host, host_state.nodename
 
 
+def host_cell(host_state: Any) -> str | None:
+    """``HostState.cell_uuid``: the uuid of the host's CellMapping."""
+    return host_state.cell_uuid
+
+
+def host_provider(host_state: Any) -> str:
+    """``HostState.uuid``: the compute node's uuid, which is its resource
+    provider's in Placement (``ResourceTracker._update_to_placement``).
+    """
+    return host_state.uuid
+
+
 def host_instances(host_state: Any) -> dict[str, Any]:
     """``HostState.instances``: instance uuid -> Instance (or bare stub)."""
     return host_state.instances
@@ -309,3 +349,154 @@ def cache(obj: Any, slot: str, value: Any) -> None:
     lives as long as the object does.
     """
     setattr(obj, slot, value)
+
+
+# -- the cell databases (nova_plugin.ledger reads them) ----------------------------
+#: Instance fields the ledger reads: ``flavor`` loads ``old_flavor`` and
+#: ``new_flavor`` too (``Instance._flavor_from_db``).
+_LEDGER_ATTRS = ['flavor', 'numa_topology', 'migration_context']
+#: ``migration_get_in_progress_by_host_and_node``'s statuses of a finished
+#: move (nova/db/main/api.py): any other is in progress for the resource
+#: tracker.
+_MIGRATION_DONE = frozenset(('confirmed', 'reverted', 'error', 'failed',
+                             'completed', 'cancelled', 'done'))
+
+
+def utcnow() -> Any:
+    """Now, as a naive UTC datetime (``oslo_utils.timeutils.utcnow``)."""
+    return timeutils.utcnow()
+
+
+_CELL_MAPPINGS: dict[str, Any] = {}
+
+
+def cell_context(context: Any, cell_uuid: str) -> Any:
+    """An admin copy of ``context`` targeted at a cell's database.
+
+    ``objects.CellMapping.get_by_uuid`` (cached per uuid) and
+    ``nova.context.set_target_cell`` on ``context.elevated()`` (a copy).
+    """
+    cctxt = context.elevated()
+    mapping = _CELL_MAPPINGS.get(cell_uuid)
+    if mapping is None:
+        mapping = objects.CellMapping.get_by_uuid(cctxt, cell_uuid)
+        if len(_CELL_MAPPINGS) > 1000:
+            _CELL_MAPPINGS.clear()
+        _CELL_MAPPINGS[cell_uuid] = mapping
+    nova_context.set_target_cell(cctxt, mapping)
+    return cctxt
+
+
+@main_db.pick_context_manager_reader
+def _changed_rows(cctxt: Any, since: Any) -> list:
+    model = main_models.Instance
+    return cctxt.session.query(
+        model.uuid, model.updated_at, model.created_at, model.deleted,
+    ).filter(model.updated_at >= since).all()
+
+
+def changed_instances(cctxt: Any, since: Any) -> list[tuple[str, Any]]:
+    """``(uuid, (changed, deleted))`` of the instances updated since
+    ``since``, deleted ones included: :func:`instance_state`'s ``changed``
+    and ``deleted`` without loading the instances.
+
+    The query ``InstanceList.get_by_filters(cctxt, {'changes-since':
+    since})`` makes (``instances.updated_at >= since``, indexed; without a
+    ``deleted`` filter, deleted rows too), of four columns, through
+    ``nova.db.main.api.pick_context_manager_reader`` (the context's cell
+    database).  Deleting an instance does not change ``updated_at``
+    (``soft_delete``), but the compute saves it as ``deleted`` just
+    before (``ComputeManager._delete_instance``).
+    """
+    since = timeutils.normalize_time(since)
+    return [(uuid, (_naive(updated or created), bool(deleted)))
+            for uuid, updated, created, deleted in _changed_rows(cctxt, since)]
+
+
+def instances_by_uuid(cctxt: Any, uuids: Iterable[str]) -> list:
+    """These instances (deleted ones included), as :func:`changed_instances`."""
+    return objects.InstanceList.get_by_filters(
+        cctxt, {'uuid': list(uuids)}, expected_attrs=_LEDGER_ATTRS).objects
+
+
+def changed_migrations(cctxt: Any, since: Any) -> list:
+    """Migrations updated since ``since``
+    (``objects.MigrationList.get_by_filters`` with ``changes-since``).
+    """
+    return objects.MigrationList.get_by_filters(
+        cctxt, {'changes-since': since}).objects
+
+
+def host_migrations(cctxt: Any, host: tuple[str, str]) -> list:
+    """The moves in progress to or from a host's node, whatever their age:
+    ``objects.MigrationList.get_in_progress_by_host_and_node``, what the
+    compute's resource tracker counts.
+    """
+    return objects.MigrationList.get_in_progress_by_host_and_node(
+        cctxt, host[0], host[1]).objects
+
+
+def _naive(when: Any) -> Any:
+    """A database timestamp as a naive UTC datetime, as :func:`utcnow`."""
+    return None if when is None else timeutils.normalize_time(when)
+
+
+def _cells_of(numa: Any) -> frozenset[int] | None:
+    return None if numa is None or not numa.cells else \
+        frozenset(c.id for c in numa.cells)
+
+
+def instance_state(inst: Any) -> ledger.InstanceState:
+    """What the ledger needs of an Instance loaded with its flavors, NUMA
+    topology and migration context.
+
+    Gone: ``deleted``, or ``vm_states.allow_resource_removal(vm_state,
+    task_state)`` (deleted, shelved offloaded: what the resource tracker
+    stops counting).  Host: ``(host, node)``.  The old and new NUMA cells
+    of a move are the ``MigrationContext``'s ``old_numa_topology`` and
+    ``new_numa_topology`` (the destination's claim writes them); without
+    a migration context, the instance's own cells.
+    """
+    cells = _cells_of(inst.numa_topology)
+    mctx = inst.migration_context
+    old_cells = cells if mctx is None else _cells_of(mctx.old_numa_topology)
+    new_cells = cells if mctx is None else _cells_of(mctx.new_numa_topology)
+    flavor = inst.flavor
+    return ledger.InstanceState(
+        uuid=inst.uuid, changed=_naive(inst.updated_at or inst.created_at),
+        gone=bool(inst.deleted) or vm_states.allow_resource_removal(
+            vm_state=inst.vm_state, task_state=inst.task_state),
+        deleted=bool(inst.deleted),
+        host=(inst.host, inst.node) if inst.host else None,
+        flavor=flavor, flavor_id=getattr(flavor, _ID, None),
+        cells=cells, old_flavor=inst.old_flavor, old_cells=old_cells,
+        new_flavor=inst.new_flavor, new_cells=new_cells)
+
+
+def migration_state(mig: Any) -> ledger.MigrationState:
+    """What the ledger needs of a Migration: in progress unless its status
+    is one :data:`_MIGRATION_DONE` lists (or it is deleted).
+    """
+    return ledger.MigrationState(
+        id=mig.id, instance_uuid=mig.instance_uuid,
+        changed=_naive(mig.updated_at or mig.created_at),
+        in_progress=not mig.deleted and mig.status not in _MIGRATION_DONE,
+        source=(mig.source_compute, mig.source_node)
+        if mig.source_compute else None,
+        dest=(mig.dest_compute, mig.dest_node) if mig.dest_compute else None,
+        old_flavor_id=mig.old_instance_type_id,
+        new_flavor_id=mig.new_instance_type_id)
+
+
+def allocation_providers(context: Any, uuid: str) -> list[str]:
+    """The resource providers Placement has allocations of consumer
+    ``uuid`` on (``GET /allocations/{uuid}``), through the scheduler's
+    Placement client (``report.report_client_singleton()``,
+    ``get_allocs_for_consumer``; raises what it raises).  The scheduler
+    claims an instance's resources on its chosen host before
+    ``select_destinations`` answers (``SchedulerManager._schedule``,
+    ``utils.claim_resources``).
+    """
+    client = report.report_client_singleton()
+    return list(client.get_allocs_for_consumer(context, uuid)
+                .get('allocations', {}))

@@ -14,6 +14,7 @@ is checked on the cells Nova's NUMA fit will give it
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, Iterable
 
 from oslo_log import log as logging
@@ -41,6 +42,14 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         self._passes = passes.Passes()
         self._usage = instance_usage.InstanceUsage(
             adapter, lambda: CONF.ovs_rdt.rdt_l3_way_kib)
+        self._read_failed_at = -60.0
+
+    @property
+    def ledger(self) -> Any:
+        """Where the filter counts instances that changed
+        (:class:`nova_plugin.ledger.Ledger`).
+        """
+        return self._usage.ledger
 
     def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
         index = self.take_index()
@@ -52,7 +61,13 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             return []
         if rdt_pass.request is None and rdt_pass.error is None:
             return hosts
-        return [h for h in hosts if self._passes_host(h, spec_obj, rdt_pass)]
+        self._read(hosts, spec_obj, rdt_pass)
+        passed = [h for h in hosts
+                  if self._passes_host(h, spec_obj, rdt_pass)]
+        uuid = adapter.request_instance_uuid(spec_obj)
+        if uuid and rdt_pass.seq:
+            self._usage.ledger.passed(uuid, passed)
+        return passed
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
         """Whether the host has the cache the request needs; never raises."""
@@ -61,6 +76,7 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             return False
         if rdt_pass.request is None and rdt_pass.error is None:
             return True
+        self._read([host_state], spec_obj, rdt_pass)
         return self._passes_host(host_state, spec_obj, rdt_pass)
 
     def _start(self, spec_obj: Any, index: int | None) -> passes.Pass | None:
@@ -71,13 +87,68 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
                 functools.partial(_new_pass, spec_obj))
             rdt_pass.defaults = aggregates.defaults(CONF.ovs_rdt)
             rdt_pass.numa_l3 = CONF.ovs_rdt[aggregates.NUMA_L3]
-            rdt_pass.add_instance(adapter.request_instance_uuid(spec_obj))
+            uuid = adapter.request_instance_uuid(spec_obj)
+            rdt_pass.add_instance(uuid)
+            if uuid and rdt_pass.request is not None and \
+                    adapter.request_context(spec_obj) is not None:
+                seq = self._usage.ledger.expect(
+                    uuid, rdt_pass.request, spec_obj,
+                    adapter.request_num_instances(spec_obj))
+                rdt_pass.seq = rdt_pass.seq or seq
         except Exception:
             LOG.warning('RDTCacheFilter cannot read the request %(spec)s, '
                         'failing every host', {'spec': spec_obj},
                         exc_info=True)
             return None
         return rdt_pass
+
+    def _read(self, hosts: list, spec_obj: Any,
+              rdt_pass: passes.Pass) -> None:
+        """Let the ledger read what changed in the hosts' cells, once per
+        pass and cell, and look up the instances other requests placed; a
+        failure is noted on the pass (the hosts fail) and warned about
+        once a minute.  Never raises.
+        """
+        context = adapter.request_context(spec_obj)
+        if context is None:
+            return
+        ledger = self._usage.ledger
+        by_cell: dict[Any, list] = {}
+        providers = {}
+        for host_state in hosts:
+            key = adapter.host_key(host_state)
+            by_cell.setdefault(adapter.host_cell(host_state), []).append(key)
+            providers[adapter.host_provider(host_state)] = key
+        for cell, keys in by_cell.items():
+            if cell in rdt_pass.read:
+                continue
+            rdt_pass.read[cell] = self._try(
+                'the instance changes of its cell could not be read',
+                ledger.refresh, context, cell, keys)
+        if not rdt_pass.settled:
+            rdt_pass.settled = True
+            why = self._try('the instances other requests placed could not '
+                            'be looked up in Placement', ledger.settle,
+                            context, providers, rdt_pass.uuids, rdt_pass.seq)
+            if why is not None:
+                for cell in by_cell:
+                    rdt_pass.read[cell] = rdt_pass.read[cell] or why
+
+    def _try(self, why: str, call: Any, *args: Any) -> str | None:
+        """``call(*args)``; ``why`` when it raised (warned about once a
+        minute).
+        """
+        try:
+            call(*args)
+        except Exception as exc:
+            now = time.monotonic()
+            if now - self._read_failed_at >= 60.0:
+                self._read_failed_at = now
+                LOG.warning('RDTCacheFilter: %(why)s (hosts fail RDT '
+                            'requests meanwhile): %(error)s',
+                            {'why': why, 'error': exc})
+            return why
+        return None
 
     def _passes_host(self, host_state: Any, spec_obj: Any,
                      rdt_pass: passes.Pass) -> bool:
@@ -98,6 +169,10 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         """Why the host cannot take the request; None: it can."""
         if rdt_pass.error is not None:
             return rdt_pass.error
+        unread = rdt_pass.read and \
+            rdt_pass.read.get(adapter.host_cell(host_state))
+        if unread:
+            return unread
         raw = adapter.aggregate_metadata(host_state, aggregates.METADATA)
         cap = aggregates.host_capacity(raw, rdt_pass.defaults)
         if cap is None:
@@ -116,8 +191,8 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         if new:
             rdt_pass.place(host, new, adapter.placed_cells(spec_obj)
                            if request.ways else None)
-        usage = rdt_pass.host_usage(usage, host, instances,
-                                    self._usage.holding)
+        usage = rdt_pass.host_usage(usage, host, functools.partial(
+            self._usage.holdings_on, host, instances))
         domains, nodes = aggregates.domains_and_nodes(
             numa_l3, adapter.host_domains(host_state), usage)
         if request.ways and rdt_pass.cells:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nova_plugin import usage
 from ovs_rdt.core import capacity
@@ -36,7 +36,8 @@ class Pass:
     """One request's scheduling pass (all its instances)."""
 
     __slots__ = ('request', 'cells', 'error', 'defaults', 'numa_l3',
-                 'uuids', 'seen', 'placed', 'warned')
+                 'uuids', 'seen', 'placed', 'warned', 'read', 'settled',
+                 'seq')
 
     def __init__(self, request: capacity.Holding | None = None,
                  cells: int = 0, error: str | None = None) -> None:
@@ -58,6 +59,13 @@ class Pass:
         """Host key -> what this pass's instances placed there hold."""
         self.warned = False
         """Whether an unexpected error of this pass was warned about."""
+        self.read: dict[Any, str | None] = {}
+        """Cell -> None once the ledger read its changes for this pass, or
+        why it could not."""
+        self.settled: bool = False
+        """Whether the ledger looked up the expected instances for it."""
+        self.seq = 0
+        """Its number among the requests the ledger expects (0: none)."""
 
     @classmethod
     def of_request(cls, extra_specs: Mapping[str, str], flavor_name: str,
@@ -111,27 +119,24 @@ class Pass:
         self.placed[host] = [*self.placed.get(host, ()), *[holding] * new]
 
     def host_usage(self, usage: capacity.Usage, host: Any,
-                   instances: Mapping[str, Any],
-                   holding: Callable[[Any], capacity.Holding | None]
+                   own: Callable[[str], Iterable[capacity.Holding]]
                    ) -> capacity.Usage:
         """``usage`` of the host's instances, as this request sees it.
 
         Plus what this pass placed on ``host``; minus what this request's
-        own instances already there hold (a moved instance's old
-        allocation goes away).  ``holding``: what an instance holds.  A
+        own instances hold there (a moved instance's old allocation goes
+        away): ``own(uuid)`` says what (nothing when it is not there).  A
         copy when it differs; ``usage`` itself is never changed.
         """
-        own = [instances[u] for u in self.uuids if u in instances]
+        held = [h for uuid in self.uuids for h in own(uuid)]
         placed: Sequence[capacity.Holding] = self.placed.get(host, ())
-        if not own and not placed:
+        if not held and not placed:
             return usage
         usage = usage.copy()
-        for inst in own:
-            held = holding(inst)
-            if held is not None:
-                usage.add(held, -1)
-        for held in placed:
-            usage.add(held)
+        for holding in held:
+            usage.add(holding, -1)
+        for holding in placed:
+            usage.add(holding)
         return usage
 
 

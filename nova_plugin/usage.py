@@ -3,10 +3,18 @@
 Per instance: its flavor's ``rdt:`` specs and NUMA cells, parsed once
 per Instance object (kept on it).  Per host: their sum on its L3 domains
 (the host's NUMA node to L3 map), kept on the HostState while it holds
-the same Instance objects and map.  Bare instance stubs
-(computes that do not report their instances, see ``[filter_scheduler]
-track_instance_changes``) are loaded from the database in one query per
-host, and what was loaded is reused on that host for LOADED_TTL seconds.
+the same Instance objects and map and the ledger has not changed.  Bare
+instance stubs (computes that do not report their instances, see
+``[filter_scheduler] track_instance_changes``) are loaded from the
+database in one query per host, and what was loaded is reused on that
+host for LOADED_TTL seconds.
+
+Instances the :class:`~nova_plugin.ledger.Ledger` has seen change in the
+database are counted where it places them, not where the scheduler's view
+(``HostState.instances``) has them (it lags and errs around moves; see
+:mod:`nova_plugin.ledger`); the others as the view has them.  So a holding
+loaded for a stub is only reused for an instance that has not changed
+since the ledger started.
 
 Nova-free: every Nova object is read through the adapter it is given
 (:mod:`nova_plugin.adapter`; unit tests give a fake).
@@ -17,6 +25,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from nova_plugin import ledger as instance_ledger
 from ovs_rdt.core import capacity
 from ovs_rdt.core import topology
 from ovs_rdt.core.ways import ways_holding
@@ -25,7 +34,8 @@ from ovs_rdt.inputs import request
 
 LOG = logging.getLogger(__name__)
 #: Seconds a holding loaded from the database for a bare instance stub is
-#: reused on the same host (only a resize in place changes it there).
+#: reused on the same host (an instance that changed meanwhile is the
+#: ledger's, which does not reuse it).
 LOADED_TTL = 60.0
 #: Seconds between two warnings about failed loads.
 WARN_INTERVAL = 60.0
@@ -50,6 +60,7 @@ class InstanceUsage:
         self._usage_slot = nova.private_slot('usage')  # on a HostState
         self._loaded: dict[tuple, tuple[float, capacity.Holding | None]] = {}
         self._load_failed_at = -WARN_INTERVAL
+        self.ledger = instance_ledger.Ledger(nova, self._holding_of)
 
     def of_host(self, host_state: Any, instances: dict,
                 numa_l3: topology.NumaL3 | None = None
@@ -66,14 +77,22 @@ class InstanceUsage:
         the host.
         """
         nova = self._nova
+        ledger = self.ledger
         current = tuple(instances.values())
+        version = ledger.version
         cached = nova.cached(host_state, self._usage_slot)
         if cached is not None and nova.same_instances(cached[0], current) \
-                and cached[1].numa_l3 is numa_l3:
+                and cached[1].numa_l3 is numa_l3 and cached[2] == version:
             return cached[1]
+        host = nova.host_key(host_state)
         usage = capacity.Usage(numa_l3)
+        for held_list in ledger.on_host(host).values():
+            for held in held_list:
+                usage.add(held)
         stubs = []
         for inst in current:
+            if ledger.tracks(inst.uuid):
+                continue
             held = nova.cached(inst, self._holding_slot, _UNSET)
             if held is _UNSET:
                 if nova.is_loadable_stub(inst):
@@ -83,14 +102,26 @@ class InstanceUsage:
             if held is not None:
                 usage.add(held)
         if stubs:
-            if not self._load(stubs, nova.host_key(host_state)):
+            if not self._load(stubs, host):
                 return None
             for inst in stubs:
                 held = nova.cached(inst, self._holding_slot)
                 if held is not None:
                     usage.add(held)
-        nova.cache(host_state, self._usage_slot, (current, usage))
+        nova.cache(host_state, self._usage_slot, (current, usage, version))
         return usage
+
+    def holdings_on(self, host: tuple, instances: dict,
+                    uuid: str) -> list[capacity.Holding]:
+        """What instance ``uuid`` holds on ``host`` (``instances``: the
+        host's view), as :meth:`of_host` counted it.
+        """
+        held_there = self.ledger.on_host(host).get(uuid)
+        if held_there is not None or self.ledger.tracks(uuid):
+            return list(held_there or ())
+        inst = instances.get(uuid)
+        held = None if inst is None else self.holding(inst)
+        return [] if held is None else [held]
 
     def holding(self, inst: Any) -> capacity.Holding | None:
         """What an instance holds, parsed once per Instance object."""

@@ -5,9 +5,11 @@
 #   real parts:  functional (real OvS, libvirt/KVM, the FUSE emulator,
 #                packages, Prometheus, pqos), then stress-quick (the stress
 #                suite on its CI budget; the long run is tox -e stress);
-#   python only: py3 (unit), pep8 (flake8/hacking + mypy), nova (the Nova
-#                plugin inside the real nova package, and inside Nova's own
-#                functional framework with the real scheduler and Placement).
+#   python only: py3 (unit), pep8 (flake8/hacking + mypy), nova-functional
+#                (the Nova plugin inside the real nova package, tests/nova,
+#                then inside Nova's own functional framework with the real
+#                scheduler and Placement, tests/nova_functional: one
+#                virtualenv for both).
 # The real-parts lane prints as it goes; the other lane's output follows it.
 # TOXENVS=a,b runs those environments one after the other instead.
 set -euo pipefail
@@ -19,7 +21,7 @@ if [ -n "${TOXENVS:-}" ]; then
 fi
 
 REAL=functional,stress-quick
-PY=py3,pep8,nova
+PY=py3,pep8,nova-functional
 log=$(mktemp /tmp/ovs-rdt-tests-XXXXXX.log)
 began=$(date +%s)
 # Its own tox work dir: two tox runs must not build the package in the

@@ -33,10 +33,13 @@ UUIDS = ['00000000-0000-4000-9000-%012d' % i for i in range(1, 20)]
 CELL = '00000000-0000-4000-a000-000000000001'
 
 
-def flavor(**extra: str) -> objects.Flavor:
-    return objects.Flavor(name='f', flavorid='f', memory_mb=64, vcpus=1,
+def flavor(id: int | None = None, **extra: str) -> objects.Flavor:
+    made = objects.Flavor(name='f', flavorid='f', memory_mb=64, vcpus=1,
                           root_gb=0, ephemeral_gb=0, swap=0,
                           extra_specs=dict(extra))
+    if id is not None:
+        made.id = id
+    return made
 
 
 def cells(*ids: int, memory: int = 64) -> objects.InstanceNUMATopology:
@@ -369,3 +372,203 @@ def test_conf() -> None:
 
     assert adapter.CONF is nova.conf.CONF
     assert 'filter_scheduler' in adapter.CONF
+
+
+# -- the cell databases and Placement (nova_plugin.ledger) ------------------------
+def test_request_context() -> None:
+    ctxt = nova_context.get_admin_context()
+    assert adapter.request_context(objects.RequestSpec(ctxt)) is ctxt
+    assert adapter.request_context(spec()) is None
+    # what select_destinations is handed over RPC carries the context
+    prims = spec().obj_to_primitive()
+    assert adapter.request_context(
+        objects.RequestSpec.obj_from_primitive(prims, ctxt)) is ctxt
+
+
+def test_request_num_instances() -> None:
+    assert adapter.request_num_instances(spec()) == 1
+    many = spec()
+    many.num_instances = 3
+    assert adapter.request_num_instances(many) == 3
+    assert adapter.request_num_instances(objects.RequestSpec()) == 1
+
+
+def test_host_cell() -> None:
+    assert adapter.host_cell(host_state()) == CELL
+
+
+def test_host_provider() -> None:
+    """HostState.uuid is the compute node's, which is its provider's."""
+    state = host_state()
+    node = objects.ComputeNode(uuid=UUIDS[11], updated_at=None)
+    with mock.patch.object(state, '_update_from_compute_node') as update:
+        state.update(compute=node)
+    update.assert_called_once_with(node)
+    state.uuid = node.uuid     # what _update_from_compute_node sets
+    assert adapter.host_provider(state) == UUIDS[11]
+    src = inspect.getsource(host_manager.HostState._update_from_compute_node)
+    assert 'self.uuid = compute.uuid' in src
+
+
+def test_utcnow() -> None:
+    import datetime
+
+    now = adapter.utcnow()
+    assert now.tzinfo is None
+    assert abs(now - datetime.datetime.utcnow()).total_seconds() < 5
+
+
+def test_cell_context() -> None:
+    ctxt = nova_context.get_admin_context()
+    mapping = objects.CellMapping(uuid=UUIDS[12], name='cell1',
+                                  database_connection='sqlite://',
+                                  transport_url='fake://')
+    with mock.patch.object(objects.CellMapping, 'get_by_uuid',
+                           return_value=mapping) as get:
+        cctxt = adapter.cell_context(ctxt, UUIDS[12])
+        again = adapter.cell_context(ctxt, UUIDS[12])
+    get.assert_called_once_with(mock.ANY, UUIDS[12])
+    assert cctxt is not ctxt and again is not cctxt
+    assert cctxt.cell_uuid == UUIDS[12] and cctxt.is_admin
+    assert getattr(ctxt, 'cell_uuid', None) is None     # not changed
+
+
+def _instance(database: Any, uuid: str, **kw: Any) -> objects.Instance:
+    values = dict(host='h1', node='n1', compute_id=1, project_id='p',
+                  user_id='u', flavor=flavor(id=1, **{'rdt:l3_ways': '3'}),
+                  old_flavor=None, new_flavor=None, numa_topology=cells(1),
+                  vm_state='active')
+    values.update(kw)
+    inst = objects.Instance(database, uuid=uuid, **values)
+    inst.create()
+    return inst
+
+
+def test_changed_instances(database: nova_context.RequestContext) -> None:
+    before = adapter.utcnow()
+    old = _instance(database, UUIDS[13])
+    new = _instance(database, UUIDS[14])
+    new.task_state = 'resize_prep'
+    new.save()                       # updated_at set
+    gone = _instance(database, UUIDS[15])
+    gone.vm_state = 'deleted'
+    gone.save()
+    gone.destroy()                   # soft delete: updated_at kept
+    seen = dict(adapter.changed_instances(database, before))
+    assert old.uuid not in seen      # never updated: updated_at is NULL
+    changed, deleted = seen[new.uuid]
+    assert changed.tzinfo is None and changed >= before.replace(
+        microsecond=0) and deleted is False
+    loaded = objects.Instance.get_by_uuid(database, new.uuid)
+    assert seen[new.uuid] == (loaded.updated_at.replace(tzinfo=None), False)
+    assert seen[gone.uuid][1] is True
+    assert adapter.changed_instances(database, adapter.utcnow()
+                                     .replace(year=2999)) == []
+
+
+def test_instances_by_uuid(database: nova_context.RequestContext) -> None:
+    kept = _instance(database, UUIDS[16])
+    gone = _instance(database, UUIDS[17])
+    gone.destroy()
+    found = {i.uuid: i for i in adapter.instances_by_uuid(
+        database, [kept.uuid, gone.uuid])}
+    assert set(found) == {kept.uuid, gone.uuid}      # deleted too
+    assert found[gone.uuid].deleted
+    with no_lazy_load(objects.Instance):
+        for inst in found.values():
+            adapter.instance_state(inst)
+
+
+def test_instance_state(database: nova_context.RequestContext) -> None:
+    inst = _instance(database, UUIDS[18], old_flavor=flavor(),
+                     new_flavor=flavor(**{'rdt:l3_ways': '5'}))
+    inst.migration_context = objects.MigrationContext(
+        instance_uuid=inst.uuid, migration_id=7,
+        old_numa_topology=cells(0), new_numa_topology=cells(1))
+    state = adapter.instance_state(inst)
+    assert state.uuid == inst.uuid and state.host == ('h1', 'n1')
+    assert state.changed == inst.created_at.replace(tzinfo=None)
+    assert not state.gone and not state.deleted
+    assert state.flavor.extra_specs == {'rdt:l3_ways': '3'}
+    assert state.flavor_id == inst.flavor.id
+    assert (state.cells, state.old_cells, state.new_cells) == (
+        frozenset({1}), frozenset({0}), frozenset({1}))
+    assert state.new_flavor.extra_specs == {'rdt:l3_ways': '5'}
+    inst.vm_state = 'shelved_offloaded'
+    assert adapter.instance_state(inst).gone
+    inst.vm_state, inst.host = 'active', None
+    assert adapter.instance_state(inst).host is None
+
+
+def _migration(database: Any, status: str, **kw: Any) -> objects.Migration:
+    values = dict(source_compute='h1', source_node='n1', dest_compute='h2',
+                  dest_node='n2', dest_compute_id=2, instance_uuid=UUIDS[13],
+                  migration_type='resize', old_instance_type_id=1,
+                  new_instance_type_id=2)
+    values.update(kw)
+    mig = objects.Migration(database, status=status, **values)
+    mig.create()
+    return mig
+
+
+STATUSES = ('accepted', 'pre-migrating', 'migrating', 'post-migrating',
+            'finished', 'running', 'preparing', 'queued', 'confirming',
+            'reverting', 'confirmed', 'reverted', 'error', 'failed',
+            'completed', 'cancelled', 'done')
+
+
+def test_migration_state(database: nova_context.RequestContext) -> None:
+    """In progress exactly where the resource tracker's query says so."""
+    made = {status: _migration(database, status, source_compute='ms',
+                               source_node='ms')
+            for status in STATUSES}
+    tracked = {m.id for m in objects.MigrationList
+               .get_in_progress_by_host_and_node(database, 'ms', 'ms')}
+    for status, mig in made.items():
+        state = adapter.migration_state(mig)
+        assert state.in_progress == (mig.id in tracked), status
+    state = adapter.migration_state(made['finished'])
+    assert (state.id, state.instance_uuid) == (made['finished'].id,
+                                               UUIDS[13])
+    assert (state.source, state.dest) == (('ms', 'ms'), ('h2', 'n2'))
+    assert (state.old_flavor_id, state.new_flavor_id) == (1, 2)
+    unscheduled = _migration(database, 'pre-migrating', dest_compute=None,
+                             dest_node=None, dest_compute_id=None)
+    assert adapter.migration_state(unscheduled).dest is None
+
+
+def test_changed_migrations(database: nova_context.RequestContext) -> None:
+    before = adapter.utcnow()
+    mig = _migration(database, 'pre-migrating', source_compute='cm')
+    assert [m.id for m in adapter.changed_migrations(database, before)] == []
+    mig.status = 'migrating'
+    mig.save()
+    assert mig.id in [m.id for m in adapter.changed_migrations(database,
+                                                               before)]
+
+
+def test_host_migrations(database: nova_context.RequestContext) -> None:
+    old = _migration(database, 'finished', source_compute='hm',
+                     source_node='hmn')
+    _migration(database, 'confirmed', source_compute='hm',
+               source_node='hmn')
+    assert [m.id for m in adapter.host_migrations(
+        database, ('hm', 'hmn'))] == [old.id]
+
+
+def test_allocation_providers() -> None:
+    from nova.scheduler.client import report
+
+    params = inspect.signature(
+        report.SchedulerReportClient.get_allocs_for_consumer).parameters
+    assert list(params) == ['self', 'context', 'consumer']
+    client = mock.Mock()
+    client.get_allocs_for_consumer.return_value = {
+        'allocations': {UUIDS[1]: {'resources': {'VCPU': 1}}},
+        'consumer_generation': 1}
+    with mock.patch.object(report, 'report_client_singleton',
+                           return_value=client):
+        assert adapter.allocation_providers('ctx', UUIDS[2]) == [UUIDS[1]]
+        client.get_allocs_for_consumer.return_value = {}
+        assert adapter.allocation_providers('ctx', UUIDS[2]) == []
+    client.get_allocs_for_consumer.assert_called_with('ctx', UUIDS[2])

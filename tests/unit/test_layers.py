@@ -80,10 +80,11 @@ def test_nova_is_imported_by_the_adapter_and_the_validators_only() -> None:
 def test_the_filters_state_imports_neither_nova_nor_the_adapter() -> None:
     """What the filter keeps is given the adapter, not importing it.
 
-    nova_plugin.passes, .usage and .aggregates: unit-tested without Nova.
+    nova_plugin.passes, .usage, .ledger and .aggregates: unit-tested
+    without Nova.
     """
     mods = imports('nova_plugin')
-    for name in ('passes.py', 'usage.py', 'aggregates.py'):
+    for name in ('passes.py', 'usage.py', 'ledger.py', 'aggregates.py'):
         found = mods[os.path.join('nova_plugin', name)]
         assert not {m for m in found if m.split('.')[0] in ('nova', 'oslo_log')
                     or m == 'nova_plugin.adapter'}, (name, found)

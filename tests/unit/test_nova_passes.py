@@ -56,11 +56,11 @@ def test_placed_instances_hold_what_the_request_asks_on_their_cells() -> None:
     p.place('a', 2, frozenset({1}))
     p.place('a', 1, None)
     base = usage(Holding(1))
-    seen = p.host_usage(base, 'a', {}, lambda inst: None)
+    seen = p.host_usage(base, 'a', lambda uuid: ())
     assert (seen.used_ways(0), seen.used_ways(1)) == (1 + 3, 1 + 3 + 3 + 3)
     assert seen.dedicated == 1 + 3
     assert (base.used_ways(0), base.dedicated) == (1, 1)   # not changed
-    assert p.host_usage(base, 'b', {}, lambda inst: None) is base
+    assert p.host_usage(base, 'b', lambda uuid: ()) is base
     pool = passes.Pass(Holding(0, None, 'hp'))
     pool.place('a', 2, frozenset({1}))      # pools hold no ways: no cells
     assert pool.placed['a'] == [Holding(0, None, 'hp')] * 2
@@ -73,11 +73,21 @@ def test_own_instances_do_not_count_against_themselves() -> None:
     p.add_instance(None)
     assert p.uuids == {'moved'}
     instances = {'moved': mine, 'other': other}
-    seen = p.host_usage(usage(mine, other), 'a', instances, lambda i: i)
+    asked = []
+
+    def own(uuid: str) -> list[Holding]:
+        asked.append(uuid)
+        return [instances[uuid]]
+    seen = p.host_usage(usage(mine, other), 'a', own)
     assert (seen.used_ways(0), seen.dedicated) == (2, 1)
-    # an instance of the request whose holding is unknown: nothing taken off
-    seen = p.host_usage(usage(mine, other), 'a', instances, lambda i: None)
+    assert asked == ['moved']     # only the request's own instances
+    # an instance of the request holding nothing there: nothing taken off
+    seen = p.host_usage(usage(mine, other), 'a', lambda uuid: ())
     assert seen.used_ways(0) == 6
+    # resized in place, pending confirmation: both of its holdings go
+    seen = p.host_usage(usage(mine, other, Holding(3)), 'a',
+                        lambda uuid: [mine, Holding(3)])
+    assert (seen.used_ways(0), seen.dedicated) == (2, 1)
 
 
 class Spec:
@@ -111,6 +121,6 @@ def test_placed_cells_are_held_on_the_hosts_l3_domains() -> None:
     p = passes.Pass(Holding(3))
     p.place('a', 1, frozenset({0, 1}))
     p.place('a', 1, frozenset({2}))
-    seen = p.host_usage(Usage(snc3), 'a', {}, lambda inst: None)
+    seen = p.host_usage(Usage(snc3), 'a', lambda uuid: ())
     assert seen.numa_l3 is snc3
     assert (seen.used_ways(0), seen.used_ways(1), seen.dedicated) == (3, 3, 2)

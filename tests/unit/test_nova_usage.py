@@ -5,6 +5,7 @@ The fake reads plain objects the way nova_plugin.adapter reads Nova's
 """
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -64,6 +65,10 @@ class FakeAdapter:
     @staticmethod
     def host_key(host: Host) -> tuple[str, str]:
         return host.host, host.nodename
+
+    @staticmethod
+    def utcnow() -> datetime.datetime:
+        return datetime.datetime(2025, 1, 1)
 
     @staticmethod
     def is_loadable_stub(inst: Inst) -> bool:

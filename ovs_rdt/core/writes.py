@@ -316,7 +316,9 @@ def shrinking_first(pending: list[str], sim: Kernel,
                 continue
             other_now = sim.l3.get(other, {})
             for dom, mask in wanted:
-                now = CBM(other_now.get(dom, 0), mask.width)
+                if not other_now.get(dom, 0) & mask.value:
+                    continue            # (no overlap: no mask objects)
+                now = CBM(other_now[dom], mask.width)
                 root_now = root.get(dom)
                 root_mask = None if root_now is None else \
                     CBM(root_now, mask.width)

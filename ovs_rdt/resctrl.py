@@ -27,6 +27,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     from typing import Any, Iterable
 
+#: What :meth:`Resctrl.read` asks for at a time.
+_READ_SIZE = 65536
+
 _NAME_CHARS = frozenset('abcdefghijklmnopqrstuvwxyz'
                         'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:')
 
@@ -233,15 +236,23 @@ class Resctrl:
         round trip to a FUSE mount; the hook reads ~50 files per event.)
         The files are ASCII; UTF-8 is the codec Python starts with (an
         "ascii" one costs the hook an import at every VM start).
+
+        A read that returns less than it asked for has the whole file: every
+        resctrl (and sysfs) file is one kernfs ``seq_show`` record, which
+        ``seq_read_iter`` hands out whole up to the reader's size, and the
+        emulator's ``direct_io`` reads return what is left up to the size.
+        Only a full read is followed by another (a ``tasks`` list longer
+        than the buffer); a read for end of file after every short one would
+        be one more FUSE round trip per file, ~50 per event.
         """
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return ''
+            chunk = os.read(fd, _READ_SIZE)
+            if len(chunk) < _READ_SIZE:
+                return chunk.decode('utf-8')
             chunks = [chunk]
-            while chunk:        # seq_file hands out a page at a time
-                chunk = os.read(fd, 65536)
+            while chunk:
+                chunk = os.read(fd, _READ_SIZE)
                 chunks.append(chunk)
         finally:
             os.close(fd)

@@ -86,6 +86,33 @@ def test_read_returns_the_whole_file(tmp_path) -> None:
     assert Resctrl.read(rc, path) == text
     open(path, 'w').close()
     assert Resctrl.read(rc, path) == ''
+    with open(path, 'w') as fh:
+        fh.write('x' * 65536)                           # one full read
+    assert Resctrl.read(rc, path) == 'x' * 65536
+
+
+def test_a_short_read_is_the_whole_file(tmp_path, monkeypatch) -> None:
+    """kernfs hands a resctrl file out whole up to the reader's size: a
+    read for end of file after it would be one more FUSE round trip per
+    file on the emulator.  A full read is followed by more.
+    """
+    rc = tree(tmp_path)
+    calls = []
+    real = os.read
+
+    def counting(fd: int, size: int) -> bytes:
+        calls.append(size)
+        return real(fd, size)
+
+    monkeypatch.setattr(os, 'read', counting)
+    assert rc.read(os.path.join(rc.root, 'schemata')).startswith('L3:')
+    assert len(calls) == 1
+    path = str(tmp_path / 'full')
+    with open(path, 'w') as fh:
+        fh.write('1\n' * 40000)
+    del calls[:]
+    assert Resctrl.read(rc, path) == '1\n' * 40000
+    assert len(calls) == 3                  # 64 KiB, the rest, end of file
 
 
 def test_the_mount_state_is_named(tmp_path) -> None:

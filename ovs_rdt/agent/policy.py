@@ -22,7 +22,9 @@ from typing import Any, Callable
 
 from ovs_rdt.agent.lock import RUN_DIR, run_path
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
+from ovs_rdt.core import mbm
 from ovs_rdt.core import policy as pol
+from ovs_rdt import procfs, sampling
 from ovs_rdt.exceptions import RDTError
 
 LOG = logging.getLogger(__name__)
@@ -42,15 +44,18 @@ def state_path(root: str, state_dir: str = STATE_DIR) -> str:
     return run_path(root, 'policy-{tag}.json', state_dir)
 
 
-def read_state(root: str, state_dir: str = STATE_DIR) -> dict | None:
-    """The published policy state, if an agent runs the policy for root."""
+def read_state(root: str, state_dir: str = STATE_DIR,
+               proc: str = procfs.PROC) -> dict | None:
+    """The published policy state, if an agent runs the policy for root
+    (its writer is alive: :func:`ovs_rdt.procfs.alive`).
+    """
     try:
         with open(state_path(root, state_dir), encoding='utf-8') as fh:
             state = json.load(fh)
     except (OSError, ValueError):
         return None
     pid = state.get('pid')
-    if not isinstance(pid, int) or not os.path.exists('/proc/%d' % pid):
+    if not isinstance(pid, int) or not procfs.alive(pid, proc):
         return None
     return state
 
@@ -66,8 +71,8 @@ class Reader:
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
-        self._last: dict[str, dict[int, int]] = {}
-        self._stamp: float | None = None
+        #: MBM_EVENT rates between two reads (core.mbm: resets are None)
+        self._rates = mbm.Rates()
         self._drops: int | None = None
         #: domain -> HP's llc_occupancy read since the last read()
         self._samples: dict[int, list[float]] = {}
@@ -110,14 +115,12 @@ class Reader:
         The policy bounds a footprint by the smallest of its readings: a
         few spread over the interval bound it more tightly than one.
         """
-        rc = self.manager.resctrl
         hp = pool_group(bounds.high_priority)
-        with rc.lock(exclusive=False):
-            mon = rc.read_mon(hp)
-        for dom, values in mon.items():
-            occ = values.get('llc_occupancy')
-            if occ is not None:
-                self._samples.setdefault(dom, []).append(float(occ))
+        for grp in sampling.sample(self.manager.resctrl, (hp,), masks=False):
+            for dom, values in grp.mon.items():
+                occ = values.get('llc_occupancy')
+                if occ is not None:
+                    self._samples.setdefault(dom, []).append(float(occ))
 
     def read(self, bounds: pol.Bounds, drops_total: int | None,
              drop_domains: frozenset[int],
@@ -129,11 +132,10 @@ class Reader:
         self.assign_counters((hp, be))
         with rc.lock(exclusive=False):
             groups = {g.name: g for g in rc.groups()}
-            mon = {name: rc.read_mon(name) for name in (hp, be)
-                   if name in groups}
+            counted = sampling.sample(rc, (hp, be), masks=False)
+        mon = {grp.name: grp.mon for grp in counted}
         now = time.monotonic() if now is None else now
-        seconds = None if self._stamp is None else now - self._stamp
-        self._stamp = now
+        rates = self._rates.observe(now, *_counters(counted))
         drops = None
         if drops_total is not None:
             if self._drops is not None and drops_total >= self._drops:
@@ -143,7 +145,6 @@ class Reader:
             self._drops = None
         samples, self._samples = self._samples, {}
         if hp not in groups or be not in groups:
-            self._last = {}
             return {}
         root = groups['']
         hp_ways = self.manager.held_ways(groups[hp], root)
@@ -155,15 +156,12 @@ class Reader:
             out[dom] = pol.Sample(
                 hp_ways=hp_ways[dom], way_bytes=platform.way_bytes(dom),
                 hp_occupancy=None if occ is None else float(occ),
-                hp_rate=self._rate(hp, dom, mon, seconds),
-                be_rate=self._rate(be, dom, mon, seconds),
+                hp_rate=rates.get((hp, dom, MBM_EVENT)),
+                be_rate=rates.get((be, dom, MBM_EVENT)),
                 drops=drops if dom in drop_domains else None,
                 be_mb=groups[be].mb.get(dom) if platform.mb else None,
                 hp_samples=tuple(samples.get(dom, ())) if occ is not None
                 else ())
-        self._last = {name: {d: v.get(MBM_EVENT, -1)
-                             for d, v in per.items()}
-                      for name, per in mon.items()}
         return out
 
     def rebase(self, bounds: pol.Bounds, now: float | None = None) -> None:
@@ -172,26 +170,25 @@ class Reader:
         After a decision the next interval measures only traffic under the
         new split.
         """
-        rc = self.manager.resctrl
         names = (pool_group(bounds.high_priority),
                  pool_group(bounds.best_effort))
-        with rc.lock(exclusive=False):
-            mon = {name: rc.read_mon(name) for name in names}
-        self._stamp = time.monotonic() if now is None else now
-        self._last = {name: {d: v.get(MBM_EVENT, -1)
-                             for d, v in per.items()}
-                      for name, per in mon.items()}
+        counted = sampling.sample(self.manager.resctrl, names, masks=False)
+        self._rates.rebase(time.monotonic() if now is None else now,
+                           *_counters(counted))
         self._samples = {}      # read under the split before
 
-    def _rate(self, name: str, dom: int, mon: dict, seconds: float | None
-              ) -> float | None:
-        value = mon.get(name, {}).get(dom, {}).get(MBM_EVENT)
-        before = self._last.get(name, {}).get(dom)
-        if value is None or before is None or before < 0 or not seconds:
-            return None
-        if value < before:      # the group was re-created: a reset
-            return None
-        return (value - before) / seconds
+
+def _counters(groups: list[sampling.GroupSample]
+              ) -> tuple[dict[str, int | None], dict[mbm.Key, int]]:
+    """The groups' directory identities and MBM_EVENT counters, as
+    :class:`ovs_rdt.core.mbm.Rates` takes them (a re-created group is a
+    reset even when its new counter already passed the old value).
+    """
+    idents: dict[str, int | None] = {g.name: g.ident for g in groups}
+    values = {(g.name, dom, MBM_EVENT): per[MBM_EVENT]
+              for g in groups for dom, per in g.mon.items()
+              if MBM_EVENT in per}
+    return idents, values
 
 
 class PolicyLoop:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from ovs_rdt.core.ways import ways_for_bytes
 from ovs_rdt.exceptions import ConfigError
 
 #: Occupancy at or above this share of the allocation: "pinned" (the
@@ -276,6 +277,13 @@ class _Domain:
         self.last: Decision | None = None
 
 
+def _ways_holding(nbytes: float, way_bytes: int) -> int:
+    """The ways that hold an estimated footprint of ``nbytes`` (counters
+    count whole bytes: the estimate is rounded to one first).
+    """
+    return ways_for_bytes(round(nbytes), way_bytes)
+
+
 def _mib(nbytes: float) -> str:
     return '%.1f MiB' % (nbytes / 1048576.0)
 
@@ -305,7 +313,7 @@ class Policy:
         st.tick += 1
         b = self.bounds
         cur = s.hp_ways
-        way = float(s.way_bytes or 1)
+        way = s.way_bytes or 1
         occ, rate = s.hp_occupancy, s.hp_rate or 0.0
         drops = bool(s.drops)
         dropped = s.drops or 0
@@ -356,7 +364,7 @@ class Policy:
         lv.decided = True
         st.grown = False
         need = lv.bound
-        target = self.clamp(max(math.ceil(need / way - 1e-9), st.floor))
+        target = self.clamp(max(_ways_holding(need, way), st.floor))
         if target >= cur:
             return self._mb_only(domain, s, lift) if lift else None
         return self._ways(domain, s, target, 'shrink', 'fits',
@@ -368,7 +376,7 @@ class Policy:
         """Evidence of shortage: grow at once (or cap BE at hp_max)."""
         b = self.bounds
         cur = s.hp_ways
-        way = float(s.way_bytes or 1)
+        way = s.way_bytes or 1
         st.level = _Level()
         st.quiet = 0
         st.short_ways = cur
@@ -382,7 +390,7 @@ class Policy:
             st.probe = (held, rate, cur)
         if missing and st.k:
             need = held + rate / st.k * (1 + 3 * NOISE)
-            target = math.ceil(need / way - 1e-9)
+            target = _ways_holding(need, way)
             how = 'needs ~%s (%s held + %s/s misses / k %.1f/s + margin)' % (
                 _mib(need), _mib(held), _mib(rate), st.k)
         elif missing:

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.lock import RUN_DIR, run_path
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import mbm
@@ -207,7 +208,8 @@ class PolicyLoop:
         self.policy: pol.Policy | None = None
         self.manager: Any = None
         self.reader: Reader | None = None
-        self.error: str | None = None
+        #: The failure in force (logged once while it lasts), shown by status.
+        self.failure = LastingError(LOG)
         self._cond = threading.Condition()
         #: Held for a whole tick, and by :meth:`prepare`: a SIGHUP waits
         #: for a decision in flight, so none lands after the pools came
@@ -301,9 +303,7 @@ class PolicyLoop:
 
     def _fail(self, text: str) -> None:
         self.counters.inc('errors', source='policy')
-        if text != self.error:
-            LOG.error('policy: %s (retrying every interval)', text)
-            self.error = text
+        self.failure.fail(text, 'policy: %s (retrying every interval)', text)
         self._publish()
 
     def tick(self, now: float | None = None) -> list[pol.Decision]:
@@ -345,9 +345,7 @@ class PolicyLoop:
                 LOG.info('policy decision: %s', dec.describe())
                 self.counters.inc('policy_decisions', domain=dec.domain,
                                   direction=dec.direction, reason=dec.reason)
-        if self.error is not None:
-            LOG.info('policy: working again')
-            self.error = None
+        self.failure.recover('policy: working again')
         for dec in decisions:
             samples[dec.domain] = samples[dec.domain]._replace(
                 hp_ways=dec.hp_after, be_mb=dec.mb_after
@@ -366,7 +364,7 @@ class PolicyLoop:
             'best_effort': bounds.best_effort,
             'hp_min_ways': bounds.hp_min, 'hp_max_ways': bounds.hp_max,
             'be_min_ways': bounds.be_min, 'budget': bounds.budget,
-            'interval': bounds.interval, 'error': self.error,
+            'interval': bounds.interval, 'error': self.failure.text,
             'mba': self.policy is not None and self.policy.mba is not None,
             'uncounted': sorted(
                 '%s:%d' % key for key in

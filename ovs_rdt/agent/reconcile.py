@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import knobs as knobs_mod
+from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.pmd import Scan
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Platform, Request, pool_group
@@ -56,10 +57,10 @@ class PmdPlacer:
         self.good: knobs_mod.Placement | None = None
         #: Why the keys as they are now cannot be applied (kept until they
         #: change or a forced re-scan applies them).
-        self.error: str | None = None
+        self.rejected = LastingError(LOG)
         #: Why the last attempt to keep the good placement failed (cleared
         #: as soon as one succeeds).
-        self._transient: str | None = None
+        self.keeping = LastingError(LOG)
         self.status = ''
         self._pid: int | None = None
         self._raw: dict[str, str] | None = None
@@ -100,7 +101,9 @@ class PmdPlacer:
             else:
                 if want != self.good:
                     LOG.info('placement now: %s', want.describe())
-                self.good, self.error, self._transient = want, None, None
+                self.good = want
+                self.rejected.recover()
+                self.keeping.recover()
                 return self._ok(want, scan)
         if self.good is None:
             return self.status
@@ -109,11 +112,9 @@ class PmdPlacer:
         except RDTError as exc:
             self._fail(exc, new=False)
             return self.status
-        if self._transient is not None:
-            LOG.info('ovs-vswitchd threads placed again')
-            self._transient = None
-        if self.error:
-            self.status = 'error: ' + self.error
+        self.keeping.recover('ovs-vswitchd threads placed again')
+        if self.rejected.text:
+            self.status = 'error: ' + self.rejected.text
             return self.status
         return self._ok(self.good, scan)
 
@@ -121,13 +122,12 @@ class PmdPlacer:
         """``new``: the keys cannot be applied; else keeping them failed."""
         self.counters.inc('errors', source='placement')
         text = str(exc)
-        if text != (self.error if new else self._transient):
-            LOG.error('%s%s', text, '; keeping the previous placement %r'
-                      % (self.good,) if new and self.good else '')
         if new:
-            self.error = text
+            self.rejected.fail(text, '%s%s', text,
+                               '; keeping the previous placement %r'
+                               % (self.good,) if self.good else '')
         else:
-            self._transient = text
+            self.keeping.fail(text)
         self._placed = self._applied = None
         self.status = 'error: ' + text
 
@@ -343,7 +343,8 @@ class NodeReconciler:
         self.clock = clock
         #: group -> when it was first seen orphaned (continuously since).
         self._suspects: dict[str, float] = {}
-        self._blind_logged = False
+        #: It cannot see every task (a nested PID namespace): said once.
+        self._blind = LastingError(LOG, logging.WARNING)
         #: Groups of domains libvirt no longer runs that still held tasks
         #: at the last pass (a QEMU not reaped yet): worth another look soon.
         self.pending: list[str] = []
@@ -372,14 +373,13 @@ class NodeReconciler:
         """One pass; returns the groups removed."""
         self.pending = []
         if not sees_all_tasks(self.proc):
-            if not self._blind_logged:
-                LOG.warning('not removing VM groups: this agent runs in a '
-                            'nested PID namespace, it cannot see every '
-                            'QEMU nor every task (run it with the host\'s '
-                            'PID namespace)')
-                self._blind_logged = True
+            self._blind.fail('nested PID namespace', 'not removing VM '
+                             'groups: this agent runs in a nested PID '
+                             'namespace, it cannot see every QEMU nor every '
+                             'task (run it with the host\'s PID namespace)')
             self._suspects.clear()
             return []
+        self._blind.recover()
         vms = [name for name in self.manager.resctrl.group_names()
                if name.startswith(VM_PREFIX) and vm_uuid(name)]
         if not vms:

@@ -33,6 +33,7 @@ from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
 from ovs_rdt.agent.guests import GuestWatch
+from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.reconcile import PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.core.model import pool_group
@@ -82,9 +83,9 @@ class Agent:
         self._woken = -1e9
         self._pools_ok = False
         self._scan_key: tuple | None = None
-        #: source ('placement', 'pools', 'reconcile') -> the error logged
-        #: last: each is logged once while it lasts, whatever the others do.
-        self._errors: dict[str, str] = {}
+        #: source ('placement', 'pools') -> its error in force: each is
+        #: logged once while it lasts, whatever the others do.
+        self._errors: dict[str, LastingError] = {}
         self.ovsdb: Any = None
         self.watch: Any = None
 
@@ -175,9 +176,9 @@ class Agent:
         except Exception as exc:  # never let a bug end the agent
             status = 'error: internal error: %s' % exc
             self.counters.inc('errors', source='placement')
-            if self._errors.get('placement') != status:
-                LOG.exception('unexpected error placing ovs-vswitchd threads')
-                self._errors['placement'] = status
+            self._error('placement').fail(
+                status, 'unexpected error placing ovs-vswitchd threads',
+                exc_info=True)
         else:
             if status and status.startswith('ok'):
                 self._recovered('placement', status)
@@ -216,13 +217,13 @@ class Agent:
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""
         self.counters.inc('errors', source=source)
-        if text != self._errors.get(source):
-            LOG.error('%s (retrying)', text)
-            self._errors[source] = text
+        self._error(source).fail(text, '%s (retrying)', text)
 
     def _recovered(self, source: str, text: str) -> None:
-        if self._errors.pop(source, None) is not None:
-            LOG.info('recovered: %s', text)
+        self._error(source).recover('recovered: %s', text)
+
+    def _error(self, source: str) -> LastingError:
+        return self._errors.setdefault(source, LastingError(LOG))
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> int:

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.lock import RUN_DIR, run_path
+from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
+from ovs_rdt import atomicfile
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import mbm
 from ovs_rdt.core import policy as pol
@@ -46,19 +48,22 @@ def state_path(root: str, state_dir: str = STATE_DIR) -> str:
 
 
 def read_state(root: str, state_dir: str = STATE_DIR,
-               proc: str = procfs.PROC) -> dict | None:
+               proc: str = procfs.PROC) -> PolicyState | None:
     """The published policy state, if an agent runs the policy for root
     (its writer is alive: :func:`ovs_rdt.procfs.alive`).
+
+    PolicyStateError (one line) for a state this release cannot read.
     """
+    path = state_path(root, state_dir)
     try:
-        with open(state_path(root, state_dir), encoding='utf-8') as fh:
-            state = json.load(fh)
+        with open(path, encoding='utf-8') as fh:
+            data = json.load(fh)
     except (OSError, ValueError):
-        return None
-    pid = state.get('pid')
+        return None     # none, or being replaced by a dead agent's
+    pid = data.get('pid') if isinstance(data, dict) else None
     if not isinstance(pid, int) or not procfs.alive(pid, proc):
         return None
-    return state
+    return PolicyState.from_dict(data, path)
 
 
 def drops_of(stats: dict[str, tuple[str, dict[str, int]]]) -> int:
@@ -358,33 +363,35 @@ class PolicyLoop:
         bounds, path = self.bounds, self._path
         if bounds is None or path is None:
             return
-        state: dict[str, Any] = {
-            'pid': os.getpid(), 'time': time.time(),
-            'high_priority': bounds.high_priority,
-            'best_effort': bounds.best_effort,
-            'hp_min_ways': bounds.hp_min, 'hp_max_ways': bounds.hp_max,
-            'be_min_ways': bounds.be_min, 'budget': bounds.budget,
-            'interval': bounds.interval, 'error': self.failure.text,
-            'mba': self.policy is not None and self.policy.mba is not None,
-            'uncounted': sorted(
-                '%s:%d' % key for key in
-                (self.reader.uncounted if self.reader is not None else {})),
-            'domains': {}}
-        memory = self.policy.state() if self.policy is not None else {}
+        memory = self.policy.domains if self.policy is not None else {}
+        domains = {}
         for dom, sample in sorted((samples or {}).items()):
-            state['domains'][str(dom)] = {
-                'hp_ways': sample.hp_ways,
-                'be_ways': bounds.budget - sample.hp_ways,
-                'be_mb': sample.be_mb,
-                'hp_occupancy': sample.hp_occupancy,
-                'hp_rate': sample.hp_rate, 'be_rate': sample.be_rate,
-                'drops': sample.drops, **memory.get(dom, {})}
+            learnt = memory.get(dom)
+            domains[dom] = DomainState(
+                hp_ways=sample.hp_ways,
+                be_ways=bounds.budget - sample.hp_ways,
+                be_mb=sample.be_mb, hp_occupancy=sample.hp_occupancy,
+                hp_rate=sample.hp_rate, be_rate=sample.be_rate,
+                drops=sample.drops,
+                k=learnt.k if learnt else None,
+                short_ways=learnt.short_ways if learnt else None,
+                last=LastDecision.of(learnt.last)
+                if learnt and learnt.last else None)
+        state = PolicyState(
+            pid=os.getpid(), time=time.time(),
+            high_priority=bounds.high_priority,
+            best_effort=bounds.best_effort, hp_min_ways=bounds.hp_min,
+            hp_max_ways=bounds.hp_max, be_min_ways=bounds.be_min,
+            budget=bounds.budget, interval=bounds.interval,
+            error=self.failure.text,
+            mba=self.policy is not None and self.policy.mba is not None,
+            uncounted=tuple(sorted(
+                '%s:%d' % key for key in
+                (self.reader.uncounted if self.reader is not None else {}))),
+            domains=domains)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = path + '.tmp'
-            with open(tmp, 'w', encoding='utf-8') as fh:
-                json.dump(state, fh)
-            os.replace(tmp, path)
+            atomicfile.write(path, json.dumps(state.to_dict()))
         except OSError as exc:
             LOG.debug('cannot write %s: %s', path, exc)
 

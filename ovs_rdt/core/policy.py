@@ -467,19 +467,3 @@ class Policy:
                         budget - s.hp_ways, 'grow', 'mba-cap',
                         'short at hp_max_ways (%s) while best effort draws '
                         '%s/s' % (how, _mib(s.be_rate)), s.be_mb, cap)
-
-    def state(self) -> dict[int, dict[str, Any]]:
-        """What status shows per domain (JSON-ready)."""
-        out = {}
-        for domain, st in sorted(self.domains.items()):
-            last = st.last
-            out[domain] = {
-                'k': st.k, 'short_ways': st.short_ways,
-                'last': None if last is None else {
-                    'direction': last.direction, 'reason': last.reason,
-                    'hp': [last.hp_before, last.hp_after],
-                    'be': [last.be_before, last.be_after],
-                    'mb': [last.mb_before, last.mb_after],
-                    'text': last.describe()},
-            }
-        return out

@@ -118,9 +118,10 @@ def test_agent_follows_demand_with_table6_masks(bed: Bed) -> None:
 
     # ovs-rdt status shows the policy's state.
     state = read_state(bed.emu.root)
-    assert state is not None and state['budget'] == 10
-    assert state['domains']['0']['hp_ways'] == 7
-    assert state['domains']['0']['last']['reason'] in ('pinned', 'fits')
+    assert state is not None and state.budget == 10
+    assert state.domains[0].hp_ways == 7
+    last = state.domains[0].last
+    assert last is not None and last.reason in ('pinned', 'fits')
     env = dict(os.environ, PYTHONPATH=REPO)
     out = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
                           '--config-file', bed.conf, 'status'],

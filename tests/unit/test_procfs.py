@@ -69,13 +69,20 @@ def test_a_zombie_is_dead_for_every_caller(tmp_path, state: str,
     # The sandbox asks the same rule of the real /proc.
     assert wait.pid_alive(os.getpid()) and not wait.pid_alive(None)
     # ovs-rdt status shows the policy state only while its writer runs.
+    import json
+
     from ovs_rdt.agent import policy
     state_dir = str(tmp_path / 'run')
     os.makedirs(state_dir)
     with open(policy.state_path('/sys/fs/resctrl', state_dir), 'w') as fh:
-        fh.write('{"pid": 42}')
+        json.dump(_policy_state(42), fh)
     shown = policy.read_state('/sys/fs/resctrl', state_dir, proc)
     assert (shown is not None) is running
+
+
+def _policy_state(pid: int) -> dict:
+    from ovs_rdt.agent.policy_state import PolicyState
+    return PolicyState(pid, 0.0, 'hp', 'be', 3, 8, 2, 10, 1.0).to_dict()
 
 
 def test_the_policy_state_of_a_zombie_agent_is_not_shown(tmp_path) -> None:
@@ -97,10 +104,10 @@ def test_the_policy_state_of_a_zombie_agent_is_not_shown(tmp_path) -> None:
         assert os.path.exists('/proc/%d' % child.pid)
         path = policy.state_path('/sys/fs/resctrl', str(tmp_path))
         with open(path, 'w') as fh:
-            json.dump({'pid': child.pid}, fh)
+            json.dump(_policy_state(child.pid), fh)
         assert policy.read_state('/sys/fs/resctrl', str(tmp_path)) is None
         with open(path, 'w') as fh:
-            json.dump({'pid': os.getpid()}, fh)
+            json.dump(_policy_state(os.getpid()), fh)
         assert policy.read_state('/sys/fs/resctrl', str(tmp_path)) is not None
     finally:
         child.wait()

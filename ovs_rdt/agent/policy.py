@@ -345,11 +345,11 @@ class PolicyLoop:
                 {d.domain: d.hp_after for d in decisions},
                 {d.domain: d.mb_after for d in decisions
                  if d.mb_after is not None})
-            reader.rebase(bounds)
             for dec in decisions:
                 LOG.info('policy decision: %s', dec.describe())
                 self.counters.inc('policy_decisions', domain=dec.domain,
                                   direction=dec.direction, reason=dec.reason)
+            reader.rebase(bounds)
         self.failure.recover('policy: working again')
         for dec in decisions:
             samples[dec.domain] = samples[dec.domain]._replace(

@@ -88,7 +88,7 @@ def test_what_the_agent_writes_is_what_status_reads(tmp_path) -> None:
     loop.policy = pol.Policy(bounds)
     decision = pol.Decision(0, 8, 5, 2, 5, 'shrink', 'fits', 'it fits')
     loop.policy.decide({})
-    loop.policy.domains[0] = pol._Domain()
+    loop.policy.domains[0] = pol.DomainMemory()
     loop.policy.domains[0].last = decision
     loop.failure.fail('resctrl is gone')
     loop._publish({0: pol.Sample(5, 1 << 20, 4.5e6, 1e6, 2e6, 3, None)})

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.agent.reconcile import NodeReconciler
+from ovs_rdt.agent.orphans import NodeReconciler
 from ovs_rdt.agent import virt
 from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt import procfs
@@ -169,7 +169,7 @@ class GuestWatch:
         self.uri = settings.libvirt.uri
         if self.node is None or self.placer is None:
             self.node = NodeReconciler(manager, self.proc,
-                                       domains=self._live,
+                                       guests=self._live,
                                        counters=self.counters)
             self.placer = GuestPlacer(manager, settings, self.counters,
                                       self.proc)

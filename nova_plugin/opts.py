@@ -30,14 +30,15 @@ class WholeNumber(types.Integer):
     def __init__(self, name: str, low: int, high: int | None = None) -> None:
         super().__init__(min=low, max=high, type_name='whole number')
         self.field = '[%s] %s' % (GROUP, name)
+        #: The bounds as ovs-rdt's rule takes them (oslo keeps its own).
+        self.low, self.high = low, integers.MAX if high is None else high
 
     def __call__(self, value: Any) -> Any:
         if value is None or isinstance(value, int):
             return super().__call__(value)
         try:
-            return integers.parse(str(value), self.field, self.min,
-                                  integers.MAX if self.max is None
-                                  else self.max)
+            return integers.parse(str(value), self.field, self.low,
+                                  self.high)
         except RDTError as exc:
             raise ValueError(str(exc)) from None
 

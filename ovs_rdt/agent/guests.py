@@ -25,7 +25,8 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.agent.counters import Counters
-from ovs_rdt.agent.reconcile import NodeReconciler
+from ovs_rdt.agent.lasting import LastingError
+from ovs_rdt.agent.orphans import NodeReconciler
 from ovs_rdt.agent import virt
 from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt import procfs
@@ -155,8 +156,8 @@ class GuestWatch:
         self._stopping = threading.Event()
         self._lost_at: float | None = None
         self._warned = False
-        #: The reconciliation error logged last (logged once while it lasts).
-        self._error: str | None = None
+        #: The reconciliation error in force (logged once while it lasts).
+        self._error = LastingError(LOG)
         self.node: NodeReconciler | None = None
         self.placer: GuestPlacer | None = None
         self._configure(settings)
@@ -168,7 +169,7 @@ class GuestWatch:
         self.uri = settings.libvirt.uri
         if self.node is None or self.placer is None:
             self.node = NodeReconciler(manager, self.proc,
-                                       domains=self._live,
+                                       guests=self._live,
                                        counters=self.counters)
             self.placer = GuestPlacer(manager, settings, self.counters,
                                       self.proc)
@@ -345,13 +346,10 @@ class GuestWatch:
         except (RDTError, OSError) as exc:
             self.counters.inc('errors', source='reconcile')
             text = describe(exc)
-            if text != self._error:
-                LOG.error('reconciliation failed: %s (retrying)', text)
-                self._error = text
+            self._error.fail(text, 'reconciliation failed: %s (retrying)',
+                             text)
         else:
-            if self._error is not None:
-                LOG.info('recovered: reconciliation works again')
-                self._error = None
+            self._error.recover('recovered: reconciliation works again')
 
     def _running(self) -> set[str]:
         live = self._live()

@@ -21,6 +21,7 @@ from prometheus_client.core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.conf import parse_listen
 from ovs_rdt.core.mbm import Epochs
 from ovs_rdt.core.model import vm_uuid
@@ -118,7 +119,7 @@ class ResctrlCollector:
         self.clock = clock
         self.epochs = Epochs()
         self._lock = threading.Lock()
-        self._error: str | None = None
+        self._error = LastingError(LOG)
         counters.inc('errors', 0, source='metrics')
 
     def use(self, rc: Resctrl, labeller: Labeller) -> None:
@@ -138,9 +139,7 @@ class ResctrlCollector:
                 self._failed(exc)
                 groups = []
             else:
-                if self._error is not None:
-                    LOG.info('metrics: resctrl reads work again')
-                    self._error = None
+                self._error.recover('metrics: resctrl reads work again')
             self._add_groups(families, groups)
             self._add_events(families)
             families['libvirt'].add_metric(
@@ -150,10 +149,8 @@ class ResctrlCollector:
     def _failed(self, exc: BaseException) -> None:
         text = describe(exc)
         self.counters.inc('errors', source='metrics')
-        if text != self._error:
-            LOG.error('metrics: cannot read resctrl (serving the agent\'s '
-                      'counters only): %s', text)
-            self._error = text
+        self._error.fail(text, 'metrics: cannot read resctrl (serving the '
+                         'agent\'s counters only): %s', text)
 
     @staticmethod
     def _families() -> dict[str, Any]:
@@ -242,7 +239,7 @@ class Endpoint:
         self.web: Any = None
         self.collector: ResctrlCollector | None = None
         self._server: Any = None
-        self._error: str | None = None
+        self._error = LastingError(LOG)
 
     def configure(self, settings: Any) -> None:
         """Follow ``settings`` (at start and on SIGHUP)."""
@@ -287,11 +284,10 @@ class Endpoint:
             self.counters.inc('errors', source='metrics')
             text = 'cannot serve metrics on %s: %s' % (self.listen,
                                                        describe(exc))
-            if text != self._error:
-                LOG.error('%s (retrying every [ovs] rescan_interval)', text)
-                self._error = text
+            self._error.fail(text, '%s (retrying every [ovs] '
+                             'rescan_interval)', text)
             return
-        self._error = None
+        self._error.recover()
         LOG.info('serving metrics on %s://%s/metrics%s',
                  'http' if self.web is None else self.web.scheme, self.listen,
                  '' if self.web is None or not self.web.users else

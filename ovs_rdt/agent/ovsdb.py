@@ -30,6 +30,8 @@ from ovsdbapp.backend.ovs_idl import transaction
 from ovsdbapp.backend.ovs_idl import vlog
 from ovsdbapp.schema.open_vswitch import impl_idl
 
+from ovs_rdt.agent.lasting import LastingError
+
 LOG = logging.getLogger(__name__)
 
 TABLE = 'Open_vSwitch'
@@ -125,8 +127,8 @@ class Ovsdb:
         self._handler: ovs_event.RowEventHandler | None = None
         self._thread = threading.Thread(target=self._main, daemon=True,
                                         name='ovsdb')
-        #: The last write failure logged (one warning while it lasts).
-        self._write_error: str | None = None
+        #: The write failure in force (one warning while it lasts).
+        self._write_error = LastingError(LOG, logging.WARNING)
 
     # -- the loop's side ------------------------------------------------
     def start(self) -> None:
@@ -248,15 +250,11 @@ class Ovsdb:
                        ).execute(check_error=True, log_errors=False)
         except Exception as exc:
             # Once while it lasts: retried every RETRY seconds.
-            reason = exc.__class__.__name__
-            if reason != self._write_error:
-                LOG.warning('could not write external_ids:%s (retrying every '
-                            '%ss): %s', STATUS_KEY, RETRY, exc)
-                self._write_error = reason
+            self._write_error.fail(
+                exc.__class__.__name__, 'could not write external_ids:%s '
+                '(retrying every %ss): %s', STATUS_KEY, RETRY, exc)
             return False
-        if self._write_error is not None:
-            LOG.info('external_ids:%s written again', STATUS_KEY)
-            self._write_error = None
+        self._write_error.recover('external_ids:%s written again', STATUS_KEY)
         with self._cond:
             self._db_status = text
         return True

@@ -20,9 +20,14 @@ import threading
 import time
 from typing import Any, Callable
 
+from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.lock import RUN_DIR, run_path
+from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
+from ovs_rdt import atomicfile
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
+from ovs_rdt.core import mbm
 from ovs_rdt.core import policy as pol
+from ovs_rdt import procfs, sampling
 from ovs_rdt.exceptions import RDTError
 
 LOG = logging.getLogger(__name__)
@@ -42,17 +47,23 @@ def state_path(root: str, state_dir: str = STATE_DIR) -> str:
     return run_path(root, 'policy-{tag}.json', state_dir)
 
 
-def read_state(root: str, state_dir: str = STATE_DIR) -> dict | None:
-    """The published policy state, if an agent runs the policy for root."""
+def read_state(root: str, state_dir: str = STATE_DIR,
+               proc: str = procfs.PROC) -> PolicyState | None:
+    """The published policy state, if an agent runs the policy for root
+    (its writer is alive: :func:`ovs_rdt.procfs.alive`).
+
+    PolicyStateError (one line) for a state this release cannot read.
+    """
+    path = state_path(root, state_dir)
     try:
-        with open(state_path(root, state_dir), encoding='utf-8') as fh:
-            state = json.load(fh)
+        with open(path, encoding='utf-8') as fh:
+            data = json.load(fh)
     except (OSError, ValueError):
+        return None     # none, or being replaced by a dead agent's
+    pid = data.get('pid') if isinstance(data, dict) else None
+    if not isinstance(pid, int) or not procfs.alive(pid, proc):
         return None
-    pid = state.get('pid')
-    if not isinstance(pid, int) or not os.path.exists('/proc/%d' % pid):
-        return None
-    return state
+    return PolicyState.from_dict(data, path)
 
 
 def drops_of(stats: dict[str, tuple[str, dict[str, int]]]) -> int:
@@ -66,8 +77,8 @@ class Reader:
 
     def __init__(self, manager: Any) -> None:
         self.manager = manager
-        self._last: dict[str, dict[int, int]] = {}
-        self._stamp: float | None = None
+        #: MBM_EVENT rates between two reads (core.mbm: resets are None)
+        self._rates = mbm.Rates()
         self._drops: int | None = None
         #: domain -> HP's llc_occupancy read since the last read()
         self._samples: dict[int, list[float]] = {}
@@ -110,14 +121,12 @@ class Reader:
         The policy bounds a footprint by the smallest of its readings: a
         few spread over the interval bound it more tightly than one.
         """
-        rc = self.manager.resctrl
         hp = pool_group(bounds.high_priority)
-        with rc.lock(exclusive=False):
-            mon = rc.read_mon(hp)
-        for dom, values in mon.items():
-            occ = values.get('llc_occupancy')
-            if occ is not None:
-                self._samples.setdefault(dom, []).append(float(occ))
+        for grp in sampling.sample(self.manager.resctrl, (hp,), masks=False):
+            for dom, values in grp.mon.items():
+                occ = values.get('llc_occupancy')
+                if occ is not None:
+                    self._samples.setdefault(dom, []).append(float(occ))
 
     def read(self, bounds: pol.Bounds, drops_total: int | None,
              drop_domains: frozenset[int],
@@ -129,11 +138,10 @@ class Reader:
         self.assign_counters((hp, be))
         with rc.lock(exclusive=False):
             groups = {g.name: g for g in rc.groups()}
-            mon = {name: rc.read_mon(name) for name in (hp, be)
-                   if name in groups}
+            counted = sampling.sample(rc, (hp, be), masks=False)
+        mon = {grp.name: grp.mon for grp in counted}
         now = time.monotonic() if now is None else now
-        seconds = None if self._stamp is None else now - self._stamp
-        self._stamp = now
+        rates = self._rates.observe(now, *_counters(counted))
         drops = None
         if drops_total is not None:
             if self._drops is not None and drops_total >= self._drops:
@@ -143,7 +151,6 @@ class Reader:
             self._drops = None
         samples, self._samples = self._samples, {}
         if hp not in groups or be not in groups:
-            self._last = {}
             return {}
         root = groups['']
         hp_ways = self.manager.held_ways(groups[hp], root)
@@ -155,15 +162,12 @@ class Reader:
             out[dom] = pol.Sample(
                 hp_ways=hp_ways[dom], way_bytes=platform.way_bytes(dom),
                 hp_occupancy=None if occ is None else float(occ),
-                hp_rate=self._rate(hp, dom, mon, seconds),
-                be_rate=self._rate(be, dom, mon, seconds),
+                hp_rate=rates.get((hp, dom, MBM_EVENT)),
+                be_rate=rates.get((be, dom, MBM_EVENT)),
                 drops=drops if dom in drop_domains else None,
                 be_mb=groups[be].mb.get(dom) if platform.mb else None,
                 hp_samples=tuple(samples.get(dom, ())) if occ is not None
                 else ())
-        self._last = {name: {d: v.get(MBM_EVENT, -1)
-                             for d, v in per.items()}
-                      for name, per in mon.items()}
         return out
 
     def rebase(self, bounds: pol.Bounds, now: float | None = None) -> None:
@@ -172,26 +176,25 @@ class Reader:
         After a decision the next interval measures only traffic under the
         new split.
         """
-        rc = self.manager.resctrl
         names = (pool_group(bounds.high_priority),
                  pool_group(bounds.best_effort))
-        with rc.lock(exclusive=False):
-            mon = {name: rc.read_mon(name) for name in names}
-        self._stamp = time.monotonic() if now is None else now
-        self._last = {name: {d: v.get(MBM_EVENT, -1)
-                             for d, v in per.items()}
-                      for name, per in mon.items()}
+        counted = sampling.sample(self.manager.resctrl, names, masks=False)
+        self._rates.rebase(time.monotonic() if now is None else now,
+                           *_counters(counted))
         self._samples = {}      # read under the split before
 
-    def _rate(self, name: str, dom: int, mon: dict, seconds: float | None
-              ) -> float | None:
-        value = mon.get(name, {}).get(dom, {}).get(MBM_EVENT)
-        before = self._last.get(name, {}).get(dom)
-        if value is None or before is None or before < 0 or not seconds:
-            return None
-        if value < before:      # the group was re-created: a reset
-            return None
-        return (value - before) / seconds
+
+def _counters(groups: list[sampling.GroupSample]
+              ) -> tuple[dict[str, int | None], dict[mbm.Key, int]]:
+    """The groups' directory identities and MBM_EVENT counters, as
+    :class:`ovs_rdt.core.mbm.Rates` takes them (a re-created group is a
+    reset even when its new counter already passed the old value).
+    """
+    idents: dict[str, int | None] = {g.name: g.ident for g in groups}
+    values = {(g.name, dom, MBM_EVENT): per[MBM_EVENT]
+              for g in groups for dom, per in g.mon.items()
+              if MBM_EVENT in per}
+    return idents, values
 
 
 class PolicyLoop:
@@ -210,7 +213,8 @@ class PolicyLoop:
         self.policy: pol.Policy | None = None
         self.manager: Any = None
         self.reader: Reader | None = None
-        self.error: str | None = None
+        #: The failure in force (logged once while it lasts), shown by status.
+        self.failure = LastingError(LOG)
         self._cond = threading.Condition()
         #: Held for a whole tick, and by :meth:`prepare`: a SIGHUP waits
         #: for a decision in flight, so none lands after the pools came
@@ -304,9 +308,7 @@ class PolicyLoop:
 
     def _fail(self, text: str) -> None:
         self.counters.inc('errors', source='policy')
-        if text != self.error:
-            LOG.error('policy: %s (retrying every interval)', text)
-            self.error = text
+        self.failure.fail(text, 'policy: %s (retrying every interval)', text)
         self._publish()
 
     def tick(self, now: float | None = None) -> list[pol.Decision]:
@@ -343,14 +345,12 @@ class PolicyLoop:
                 {d.domain: d.hp_after for d in decisions},
                 {d.domain: d.mb_after for d in decisions
                  if d.mb_after is not None})
-            reader.rebase(bounds)
             for dec in decisions:
                 LOG.info('policy decision: %s', dec.describe())
                 self.counters.inc('policy_decisions', domain=dec.domain,
                                   direction=dec.direction, reason=dec.reason)
-        if self.error is not None:
-            LOG.info('policy: working again')
-            self.error = None
+            reader.rebase(bounds)
+        self.failure.recover('policy: working again')
         for dec in decisions:
             samples[dec.domain] = samples[dec.domain]._replace(
                 hp_ways=dec.hp_after, be_mb=dec.mb_after
@@ -363,33 +363,35 @@ class PolicyLoop:
         bounds, path = self.bounds, self._path
         if bounds is None or path is None:
             return
-        state: dict[str, Any] = {
-            'pid': os.getpid(), 'time': time.time(),
-            'high_priority': bounds.high_priority,
-            'best_effort': bounds.best_effort,
-            'hp_min_ways': bounds.hp_min, 'hp_max_ways': bounds.hp_max,
-            'be_min_ways': bounds.be_min, 'budget': bounds.budget,
-            'interval': bounds.interval, 'error': self.error,
-            'mba': self.policy is not None and self.policy.mba is not None,
-            'uncounted': sorted(
-                '%s:%d' % key for key in
-                (self.reader.uncounted if self.reader is not None else {})),
-            'domains': {}}
-        memory = self.policy.state() if self.policy is not None else {}
+        memory = self.policy.domains if self.policy is not None else {}
+        domains = {}
         for dom, sample in sorted((samples or {}).items()):
-            state['domains'][str(dom)] = {
-                'hp_ways': sample.hp_ways,
-                'be_ways': bounds.budget - sample.hp_ways,
-                'be_mb': sample.be_mb,
-                'hp_occupancy': sample.hp_occupancy,
-                'hp_rate': sample.hp_rate, 'be_rate': sample.be_rate,
-                'drops': sample.drops, **memory.get(dom, {})}
+            learnt = memory.get(dom)
+            domains[dom] = DomainState(
+                hp_ways=sample.hp_ways,
+                be_ways=bounds.budget - sample.hp_ways,
+                be_mb=sample.be_mb, hp_occupancy=sample.hp_occupancy,
+                hp_rate=sample.hp_rate, be_rate=sample.be_rate,
+                drops=sample.drops,
+                k=learnt.k if learnt else None,
+                short_ways=learnt.short_ways if learnt else None,
+                last=LastDecision.of(learnt.last)
+                if learnt and learnt.last else None)
+        state = PolicyState(
+            pid=os.getpid(), time=time.time(),
+            high_priority=bounds.high_priority,
+            best_effort=bounds.best_effort, hp_min_ways=bounds.hp_min,
+            hp_max_ways=bounds.hp_max, be_min_ways=bounds.be_min,
+            budget=bounds.budget, interval=bounds.interval,
+            error=self.failure.text,
+            mba=self.policy is not None and self.policy.mba is not None,
+            uncounted=tuple(sorted(
+                '%s:%d' % key for key in
+                (self.reader.uncounted if self.reader is not None else {}))),
+            domains=domains)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = path + '.tmp'
-            with open(tmp, 'w', encoding='utf-8') as fh:
-                json.dump(state, fh)
-            os.replace(tmp, path)
+            atomicfile.write(path, json.dumps(state.to_dict()))
         except OSError as exc:
             LOG.debug('cannot write %s: %s', path, exc)
 

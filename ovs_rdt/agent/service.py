@@ -33,7 +33,8 @@ from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
 from ovs_rdt.agent.guests import GuestWatch
-from ovs_rdt.agent.reconcile import PmdPlacer
+from ovs_rdt.agent.lasting import LastingError
+from ovs_rdt.agent.placement import PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
 from ovs_rdt.core.model import pool_group
 from ovs_rdt.core.policy import bounds_from
@@ -75,16 +76,16 @@ class Agent:
         self.metrics: Any = None
         #: The L3 domains of the PMD threads in the policy's high-priority
         #: pool, refreshed by the main loop.
-        self._pmd_domains: frozenset[int] = frozenset()
+        self._pmd_cache_domains: frozenset[int] = frozenset()
         self.policy = PolicyLoop(build, self.counters, self.policy_view)
         self._rfd, self._wfd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._stop = self._reload = False
         self._woken = -1e9
         self._pools_ok = False
         self._scan_key: tuple | None = None
-        #: source ('placement', 'pools', 'reconcile') -> the error logged
-        #: last: each is logged once while it lasts, whatever the others do.
-        self._errors: dict[str, str] = {}
+        #: source ('placement', 'pools') -> its error in force: each is
+        #: logged once while it lasts, whatever the others do.
+        self._errors: dict[str, LastingError] = {}
         self.ovsdb: Any = None
         self.watch: Any = None
 
@@ -175,15 +176,15 @@ class Agent:
         except Exception as exc:  # never let a bug end the agent
             status = 'error: internal error: %s' % exc
             self.counters.inc('errors', source='placement')
-            if self._errors.get('placement') != status:
-                LOG.exception('unexpected error placing ovs-vswitchd threads')
-                self._errors['placement'] = status
+            self._error('placement').fail(
+                status, 'unexpected error placing ovs-vswitchd threads',
+                exc_info=True)
         else:
             if status and status.startswith('ok'):
                 self._recovered('placement', status)
         if status:
             self.ovsdb.set_status(status)
-        self._pmd_domains = self._policy_pmds(scan)
+        self._pmd_cache_domains = self._policy_pmds(scan)
 
     def _policy_pmds(self, scan: Any) -> frozenset[int]:
         """The L3 domains where the policy's high-priority pool holds PMD
@@ -198,31 +199,31 @@ class Agent:
         return self.manager.resctrl.platform().domains_of_cpus(scan.cores)
 
     def policy_view(self) -> tuple[frozenset[int], int | None]:
-        """For each policy interval: the PMD threads' domains and the drop
-        counters of the ports they poll, read now from the OVSDB replica
-        (ovs-vswitchd refreshes them every stats-update-interval), not
-        when the main loop last woke up.
+        """For each policy interval: the PMD threads' cache domains and the
+        drop counters of the ports they poll, read now from the OVSDB
+        replica (ovs-vswitchd refreshes them every stats-update-interval),
+        not when the main loop last woke up.
         """
-        domains = self._pmd_domains
-        if not domains:
+        cache_domains = self._pmd_cache_domains
+        if not cache_domains:
             return frozenset(), None
         stats = self.ovsdb.interface_stats()
         if not stats:
             # No connection, or the replica refilling after a reconnect:
             # unknown, not zero (the next total would read as new drops).
-            return domains, None
-        return domains, drops_of(stats)
+            return cache_domains, None
+        return cache_domains, drops_of(stats)
 
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""
         self.counters.inc('errors', source=source)
-        if text != self._errors.get(source):
-            LOG.error('%s (retrying)', text)
-            self._errors[source] = text
+        self._error(source).fail(text, '%s (retrying)', text)
 
     def _recovered(self, source: str, text: str) -> None:
-        if self._errors.pop(source, None) is not None:
-            LOG.info('recovered: %s', text)
+        self._error(source).recover('recovered: %s', text)
+
+    def _error(self, source: str) -> LastingError:
+        return self._errors.setdefault(source, LastingError(LOG))
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> int:

@@ -4,7 +4,7 @@ Pure: takes the platform, the groups and each group's members; no I/O.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import topology
@@ -12,6 +12,9 @@ from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
 from ovs_rdt.core.model import UNIT_PERCENT
 from ovs_rdt.core.model import VM_GROUP_PREFIX, Group, Platform, pool_group
 from ovs_rdt.members import summary
+
+if TYPE_CHECKING:
+    from ovs_rdt.agent.policy_state import PolicyState
 
 POOL = pool_group('')
 VM = VM_GROUP_PREFIX
@@ -276,36 +279,37 @@ def render_agent(pid: str | None) -> str:
             'what the last agent wrote')
 
 
-def render_policy(state: dict | None) -> str:
-    """The dynamic policy's state as the agent published it."""
+def render_policy(state: PolicyState | None, error: str | None = None
+                  ) -> str:
+    """The dynamic policy's state as the agent published it (``error``:
+    why it cannot be read).
+    """
+    if error:
+        return 'Policy: %s' % error
     if not state:
         return ('Policy: [policy] enabled, but no ovs-rdt-agent runs it for '
                 'this resctrl root')
     lines = ['Policy: %s follows its demand within %d-%d ways, %s gets the '
              'rest of %d ways (at least %d); every %ss; MBA lever %s'
-             % (state['high_priority'], state['hp_min_ways'],
-                state['hp_max_ways'], state['best_effort'], state['budget'],
-                state['be_min_ways'], state['interval'],
-                'on' if state.get('mba') else 'off')]
-    if state.get('error'):
-        lines.append('  error: %s' % state['error'])
-    if state.get('uncounted'):
+             % (state.high_priority, state.hp_min_ways, state.hp_max_ways,
+                state.best_effort, state.budget, state.be_min_ways,
+                state.interval, 'on' if state.mba else 'off')]
+    if state.error:
+        lines.append('  error: %s' % state.error)
+    if state.uncounted:
         lines.append('  no MBM counter assigned (misses not measured, drops '
                      'and occupancy still count; the agent logs why): %s'
                      % ', '.join('%s on L3 domain %s' % tuple(u.split(':'))
-                                 for u in state['uncounted']))
-    for dom, row in sorted(state.get('domains', {}).items(),
-                           key=lambda item: int(item[0])):
-        mb = row.get('be_mb')
-        occ = row.get('hp_occupancy')
+                                 for u in state.uncounted))
+    for dom, row in sorted(state.domains.items()):
+        mb, occ = row.be_mb, row.hp_occupancy
         lines.append('  domain %s: %s %d ways, %s %d ways%s; %s occupancy %s'
-                     % (dom, state['high_priority'], row['hp_ways'],
-                        state['best_effort'], row['be_ways'],
+                     % (dom, state.high_priority, row.hp_ways,
+                        state.best_effort, row.be_ways,
                         ' (MB %d%%)' % mb if mb not in (None, 100) else '',
-                        state['high_priority'],
+                        state.high_priority,
                         '-' if occ is None else '%d KiB' % (occ // 1024)))
-        last = row.get('last')
+        last = row.last
         lines.append('    last decision: %s' % (
-            '%s, %s' % (last['direction'], last['text']) if last
-            else 'none yet'))
+            '%s, %s' % (last.direction, last.text) if last else 'none yet'))
     return '\n'.join(lines)

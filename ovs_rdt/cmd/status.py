@@ -7,6 +7,7 @@ import sys
 
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent.policy import read_state
+from ovs_rdt.agent.policy_state import PolicyStateError
 from ovs_rdt.cmd.common import resctrl_from, vm_names
 from ovs_rdt.cmd import report
 from ovs_rdt.conf import Settings
@@ -40,7 +41,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     plan = collect(resctrl_from(settings), names)
     plan['vm_names'] = {'source': 'proc' if names is None else 'libvirt',
                         'note': source}
-    plan['policy'] = read_state(settings.resctrl.root)
+    try:
+        policy = read_state(settings.resctrl.root)
+        policy_error = None
+    except PolicyStateError as exc:
+        policy, policy_error = None, str(exc)
+    plan['policy'] = policy.to_dict() if policy is not None else None
+    if policy_error:
+        plan['policy_error'] = policy_error
     plan['agent'] = AgentLock(settings.resctrl.root).running()
     if args.json:
         json.dump(plan, sys.stdout, indent=2)
@@ -52,7 +60,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     print()
     print(report.render_agent(plan['agent']))
     print(source)
-    if settings.policy.enabled or plan['policy']:
+    if settings.policy.enabled or policy or policy_error:
         print()
-        print(report.render_policy(plan['policy']))
+        print(report.render_policy(policy, policy_error))
     return 0

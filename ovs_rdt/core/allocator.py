@@ -26,7 +26,7 @@ from ovs_rdt.core.layout import Domain, Layout, best_fit, layout_domain
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import mb_terms
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
-from ovs_rdt.core import ways as capacity
+from ovs_rdt.core.ways import closids_fit
 from ovs_rdt.core.plan import RMDIR, Plan, Step
 from ovs_rdt.core.writes import Overlap, split_masks, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
@@ -51,7 +51,7 @@ def _check_names(requests: list[Request]) -> None:
 def _check_closids(platform: Platform, groups: list[Group],
                    result: Plan) -> None:
     in_use = len(groups) - len(result.remove) + len(result.create)
-    if not capacity.closids_fit(platform.num_closids, in_use):
+    if not closids_fit(platform.num_closids, in_use):
         theirs = [g.name for g in groups if not g.is_root and not g.owned]
         raise OutOfClosids(
             'out of CLOSIDs: %s needs %d groups but the platform has %d '

@@ -42,7 +42,7 @@ from typing import AbstractSet, Iterable, NamedTuple
 from ovs_rdt.core import topology
 from ovs_rdt.core.ways import closids_fit  # noqa: F401 (re-exported)
 from ovs_rdt.core.ways import closids_free
-from ovs_rdt.core.ways import free_ways
+from ovs_rdt.core.ways import ways_left
 
 
 class Holding(NamedTuple):
@@ -185,7 +185,7 @@ def check(cap: HostCapacity, usage: Usage, request: Holding,
                     % (_ids(wanted - domains), _ids(domains)))
         for dom in (sorted(wanted) if len(wanted) > 1 else wanted):
             used = usage.used_ways(dom)
-            free = free_ways(cap.l3_ways, cap.system_ways, used)
+            free = ways_left(cap.l3_ways, cap.system_ways, used)
             if free < request.ways:
                 return ('%d L3 way(s) requested on cache domain %d, %d free '
                         '(%d ways, %d system, %d used by instances)'

@@ -40,7 +40,7 @@ from ovs_rdt.core import foreign
 from ovs_rdt.core.kernel import UNSHAREABLE, lowest_run, validate_mask
 from ovs_rdt.core.model import ROOT, Group, Platform, Request, held
 from ovs_rdt.core.model import held_masks
-from ovs_rdt.core import ways as capacity
+from ovs_rdt.core.ways import ways_left
 from ovs_rdt.exceptions import InsufficientWays, InvalidMask
 
 TYPE_CHECKING = False
@@ -435,8 +435,8 @@ def free_ways(dom: Domain, taken: CBM, reserve: int) -> int:
     (``reserve`` ways, outside those reserved for I/O).
     """
     return max(0, min((~taken - dom.hw_shared - dom.shared).count,
-                      capacity.free_ways((~taken - dom.io_ways).count,
-                                         reserve, 0)))
+                      ways_left((~taken - dom.io_ways).count, reserve,
+                                0)))
 
 
 def layout_domain(dom: Domain, positions: Positions,

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from ovs_rdt.core.ways import ways_for_bytes
 from ovs_rdt.exceptions import ConfigError
 
 #: Occupancy at or above this share of the allocation: "pinned" (the
@@ -200,7 +201,7 @@ def _more_misses(rate: float, low: float) -> bool:
     return rate > low / (1 - NOISE) * (1 + NOISE) + MISS_FLOOR
 
 
-class _Level:
+class DemandLevel:
     """The occupancy readings of one demand level (no shortage between).
 
     Readings of one footprint ``F`` lie in ``[(1 - NOISE) F, (1 + NOISE)
@@ -252,28 +253,57 @@ class _Level:
         return self.total / self.count
 
 
-class _Domain:
-    """What the policy remembers about one domain."""
+class Probe(NamedTuple):
+    """HP when last found pinned and short, to learn ``k`` from later."""
+
+    held: float
+    """The bytes HP's ways held."""
+    rate: float
+    """HP's memory traffic then, bytes/s."""
+    ways: int
+
+
+class Shortage(NamedTuple):
+    """A shortage seen from misses in the interval before."""
+
+    ways: int
+    rate: float
+    """HP's memory traffic then, bytes/s."""
+
+
+class DomainMemory:
+    """What the policy remembers about one domain between intervals."""
 
     def __init__(self) -> None:
-        self.tick = 0
         #: bytes/s of traffic per byte of footprint that does not fit.
         self.k: float | None = None
-        #: (occupancy, rate, ways) when last pinned and grown: to learn k.
-        self.probe: tuple[float, float, int] | None = None
+        #: HP when last pinned and grown: to learn k.
+        self.probe: Probe | None = None
         #: the demand level of the intervals since the last shortage
-        self.level = _Level()
+        self.level = DemandLevel()
         #: the allocation last found short
         self.short_ways: int | None = None
-        #: (ways, miss rate) of a shortage seen from misses in the interval
-        #: before (none once an interval is calm)
-        self.short_at: tuple[int, float] | None = None
-        self.quiet = 0
+        #: a shortage seen from misses in the interval before (none once an
+        #: interval is calm)
+        self.recent_shortage: Shortage | None = None
+        #: intervals without shortage in a row
+        self.calm_intervals = 0
         #: HP grew out of a pinned state and has not been read since
         self.grown = False
         #: ways HP keeps until the demand changes (it grew on drops)
         self.floor = 0
         self.last: Decision | None = None
+
+
+def _ways_holding(nbytes: float, way_bytes: int) -> int:
+    """The ways that hold an estimated footprint of ``nbytes`` (counters
+    count whole bytes: the estimate is rounded to one first).
+    """
+    return ways_for_bytes(round(nbytes), way_bytes)
+
+
+def _way_bytes(sample: Sample) -> int:
+    return sample.way_bytes or 1
 
 
 def _mib(nbytes: float) -> str:
@@ -286,7 +316,7 @@ class Policy:
     def __init__(self, bounds: Bounds, mba: Mba | None = None) -> None:
         self.bounds = bounds
         self.mba = mba
-        self.domains: dict[int, _Domain] = {}
+        self.domains: dict[int, DomainMemory] = {}
 
     def decide(self, samples: dict[int, Sample]) -> list[Decision]:
         out = []
@@ -300,178 +330,212 @@ class Policy:
     def clamp(self, ways: int) -> int:
         return max(self.bounds.hp_min, min(self.bounds.hp_max, ways))
 
-    def _decide(self, domain: int, s: Sample) -> Decision | None:
-        st = self.domains.setdefault(domain, _Domain())
-        st.tick += 1
-        b = self.bounds
-        cur = s.hp_ways
-        way = float(s.way_bytes or 1)
-        occ, rate = s.hp_occupancy, s.hp_rate or 0.0
-        drops = bool(s.drops)
-        dropped = s.drops or 0
-        if occ is None:
-            st.level = _Level()
-            if drops and cur < b.hp_max:
-                return self._ways(domain, s, cur + 1, 'grow', 'drops',
-                                  '%d packets dropped, occupancy unknown'
-                                  % dropped)
-            return None
-        pinned = occ >= PINNED * cur * way
-        # Misses rising: above what HP drew at this level while it fit
-        # (HP's PMDs always move packets through memory), or, still at
-        # the ways of the last shortage (hp_max_ways: it cannot grow), above
-        # the rate seen then; as much traffic again is no news, and a pool
-        # that fills its ways and draws background traffic is not short.
-        missing = pinned and st.level.rising(rate)
-        if missing and st.short_at is not None and st.short_at[0] == cur:
-            missing = _more_misses(rate, st.short_at[1])
-        if missing or drops:
-            return self._short(domain, st, s, occ, rate, pinned, missing)
-        st.quiet += 1
-        st.short_at = None      # this level's calm readings judge from now
-        lv = st.level
-        for reading in s.hp_samples + (occ,):
-            if not lv.fits(reading):
+    def _decide(self, domain: int, sample: Sample) -> Decision | None:
+        """One domain's interval: shortage (grow, or cap BE), else calm
+        (perhaps shrink, perhaps lift BE's cap).
+        """
+        memory = self.domains.setdefault(domain, DomainMemory())
+        if sample.hp_occupancy is None:
+            return self._without_occupancy(domain, memory, sample)
+        pinned = sample.hp_occupancy >= \
+            PINNED * sample.hp_ways * _way_bytes(sample)
+        missing = pinned and self._misses_rising(memory, sample)
+        if missing or sample.drops:
+            return self._short(domain, memory, sample, pinned, missing)
+        return self._calm(domain, memory, sample)
+
+    def _without_occupancy(self, domain: int, memory: DomainMemory,
+                           sample: Sample) -> Decision | None:
+        """No llc_occupancy: only drops say anything (one way more)."""
+        memory.level = DemandLevel()
+        if sample.drops and sample.hp_ways < self.bounds.hp_max:
+            return self._ways(domain, sample, sample.hp_ways + 1, 'grow',
+                              'drops', '%d packets dropped, occupancy '
+                              'unknown' % sample.drops)
+        return None
+
+    @staticmethod
+    def _misses_rising(memory: DomainMemory, sample: Sample) -> bool:
+        """HP's misses rise: above what HP drew at this level while it fit
+        (HP's PMDs always move packets through memory), or, still at the
+        ways of the last shortage (hp_max_ways: it cannot grow), above the
+        rate seen then; as much traffic again is no news, and a pool that
+        fills its ways and draws background traffic is not short.
+        """
+        rate = sample.hp_rate or 0.0
+        if not memory.level.rising(rate):
+            return False
+        before = memory.recent_shortage
+        if before is not None and before.ways == sample.hp_ways:
+            return _more_misses(rate, before.rate)
+        return True
+
+    def _calm(self, domain: int, memory: DomainMemory, sample: Sample
+              ) -> Decision | None:
+        """No shortage: the level's one shrink decision, or BE's cap lifted.
+
+        One shrink decision per level, at the end of the interval in which
+        it has HOLD readings (the first one, with the agent's SAMPLES
+        readings per interval; one reading right after a pinned grow: the
+        footprint shows whole at once).  Every reading is at least (1 -
+        NOISE) of the footprint, so the smallest one bounds it safely;
+        later readings of the same level never trim again (a late trim
+        would only follow a lucky low reading).
+        """
+        memory.calm_intervals += 1
+        memory.recent_shortage = None   # this level's calm readings judge
+        level = self._follow_demand(memory, sample)
+        self._learn_calm(memory)
+        lift = self._lift(memory, sample)
+        hold = 1 if memory.grown else HOLD
+        if level.decided or level.count < hold:
+            return self._mb_only(domain, sample, lift) if lift else None
+        level.decided = True
+        memory.grown = False
+        need = level.bound
+        target = self.clamp(max(_ways_holding(need, _way_bytes(sample)),
+                                memory.floor))
+        if target >= sample.hp_ways:
+            return self._mb_only(domain, sample, lift) if lift else None
+        return self._ways(domain, sample, target, 'shrink', 'fits',
+                          'footprint at most %s (%d readings) fits %d ways'
+                          % (_mib(need), level.count, target), lift)
+
+    @staticmethod
+    def _follow_demand(memory: DomainMemory, sample: Sample) -> DemandLevel:
+        """Add the interval's readings to the demand level; a reading the
+        level's footprint cannot explain starts a new one.
+        """
+        assert sample.hp_occupancy is not None
+        level = memory.level
+        for reading in sample.hp_samples + (sample.hp_occupancy,):
+            if not level.fits(reading):
                 # The demand changed: a new level, with its own decisions.
                 # (No logging here: the libvirt hook imports this module,
                 # and logging imported early bypasses its bridge, see
                 # manager._Log.)
-                lv = st.level = _Level()
-                st.floor = 0
-            lv.add(reading)
-        if s.hp_rate is not None:
-            lv.rate_low = min(lv.rate_low, s.hp_rate)
-        self._learn_calm(st)
-        lift = self._lift(st, s)
-        # One shrink decision per level, at the end of the interval in
-        # which it has HOLD readings (the first one, with the agent's
-        # SAMPLES readings per interval; one reading right after a pinned
-        # grow: the footprint shows whole at once).  Every reading is at
-        # least (1 - NOISE) of the footprint, so the smallest one bounds it
-        # safely; later readings of the same level never trim again (a
-        # late trim would only follow a lucky low reading).
-        hold = 1 if st.grown else HOLD
-        if lv.decided or lv.count < hold:
-            return self._mb_only(domain, s, lift) if lift else None
-        lv.decided = True
-        st.grown = False
-        need = lv.bound
-        target = self.clamp(max(math.ceil(need / way - 1e-9), st.floor))
-        if target >= cur:
-            return self._mb_only(domain, s, lift) if lift else None
-        return self._ways(domain, s, target, 'shrink', 'fits',
-                          'footprint at most %s (%d readings) fits %d ways'
-                          % (_mib(need), lv.count, target), lift)
+                level = memory.level = DemandLevel()
+                memory.floor = 0
+            level.add(reading)
+        if sample.hp_rate is not None:
+            level.rate_low = min(level.rate_low, sample.hp_rate)
+        return level
 
-    def _short(self, domain: int, st: _Domain, s: Sample, occ: float,
-               rate: float, pinned: bool, missing: bool) -> Decision | None:
+    def _short(self, domain: int, memory: DomainMemory, sample: Sample,
+               pinned: bool, missing: bool) -> Decision | None:
         """Evidence of shortage: grow at once (or cap BE at hp_max)."""
-        b = self.bounds
-        cur = s.hp_ways
-        way = float(s.way_bytes or 1)
-        st.level = _Level()
-        st.quiet = 0
-        st.short_ways = cur
-        held = cur * way
+        assert sample.hp_occupancy is not None
+        hp_ways = sample.hp_ways
+        rate = sample.hp_rate or 0.0
+        memory.level = DemandLevel()
+        memory.calm_intervals = 0
+        memory.short_ways = hp_ways
+        held = hp_ways * _way_bytes(sample)
         if missing:
-            st.short_at = (cur, rate)
-            # Still short after a grow: two pinned points give k.
-            if st.probe is not None and st.probe[2] < cur and \
-                    st.probe[1] > rate:
-                self._learn(st, (st.probe[1] - rate) / (held - st.probe[0]))
-            st.probe = (held, rate, cur)
-        if missing and st.k:
-            need = held + rate / st.k * (1 + 3 * NOISE)
-            target = math.ceil(need / way - 1e-9)
-            how = 'needs ~%s (%s held + %s/s misses / k %.1f/s + margin)' % (
-                _mib(need), _mib(held), _mib(rate), st.k)
-        elif missing:
-            target = b.hp_max
-            how = '%s/s misses, need not known yet' % _mib(rate)
-        else:
-            target = cur + 1
-            how = 'occupancy %s' % _mib(occ)
-        if s.drops:
-            how = '%d packets dropped, %s' % (s.drops, how)
-        target = self.clamp(max(target, cur + 1))
-        if target > cur:
-            # Out of a pinned state the next reading shows the footprint
-            # whole; drops alone say nothing about it: keep the ways until
-            # the demand changes.
-            st.grown = missing
-            st.floor = 0 if missing else target
-            detail = 'occupancy %s of %d ways pinned; %s' % (
-                _mib(occ), cur, how) if pinned else how
-            return self._ways(domain, s, target, 'grow',
-                              'drops' if s.drops else 'pinned', detail)
-        return self._cap(domain, s, how)
+            memory.recent_shortage = Shortage(hp_ways, rate)
+            self._learn_short(memory, Probe(held, rate, hp_ways))
+        target, how = self._grow_target(memory, sample, held, missing)
+        if sample.drops:
+            how = '%d packets dropped, %s' % (sample.drops, how)
+        target = self.clamp(max(target, hp_ways + 1))
+        if target <= hp_ways:
+            return self._cap(domain, sample, how)
+        # Out of a pinned state the next reading shows the footprint whole;
+        # drops alone say nothing about it: keep the ways until the demand
+        # changes.
+        memory.grown = missing
+        memory.floor = 0 if missing else target
+        detail = 'occupancy %s of %d ways pinned; %s' % (
+            _mib(sample.hp_occupancy), hp_ways, how) if pinned else how
+        return self._ways(domain, sample, target, 'grow',
+                          'drops' if sample.drops else 'pinned', detail)
+
+    def _grow_target(self, memory: DomainMemory, sample: Sample,
+                     held: float, missing: bool) -> tuple[int, str]:
+        """The ways HP grows to when short (before clamping), and why.
+
+        Misses with ``k`` known: the estimated need, ``held + miss rate /
+        k`` with a margin; misses without ``k``: ``hp_max_ways`` (clamped);
+        drops alone: one way more.
+        """
+        rate = sample.hp_rate or 0.0
+        if missing and memory.k:
+            need = held + rate / memory.k * (1 + 3 * NOISE)
+            return _ways_holding(need, _way_bytes(sample)), (
+                'needs ~%s (%s held + %s/s misses / k %.1f/s + margin)'
+                % (_mib(need), _mib(held), _mib(rate), memory.k))
+        if missing:
+            return self.bounds.hp_max, (
+                '%s/s misses, need not known yet' % _mib(rate))
+        assert sample.hp_occupancy is not None
+        return sample.hp_ways + 1, 'occupancy %s' % _mib(sample.hp_occupancy)
+
+    def _learn_short(self, memory: DomainMemory, probe: Probe) -> None:
+        """Still short after a grow: two pinned points give k."""
+        before = memory.probe
+        if before is not None and before.ways < probe.ways and \
+                before.rate > probe.rate:
+            self._learn(memory, (before.rate - probe.rate)
+                        / (probe.held - before.held))
+        memory.probe = probe
 
     @staticmethod
-    def _learn(st: _Domain, k: float) -> None:
+    def _learn(memory: DomainMemory, k: float) -> None:
         if k > 0:
-            st.k = k if st.k is None else (st.k + k) / 2
+            memory.k = k if memory.k is None else (memory.k + k) / 2
 
-    def _learn_calm(self, st: _Domain) -> None:
+    def _learn_calm(self, memory: DomainMemory) -> None:
         """Learn k once the footprint shows whole after a grow.
 
         k = the miss rate when pinned / the bytes that were missing.
         """
-        if st.probe is None or st.level.count < HOLD:
+        probe = memory.probe
+        if probe is None or memory.level.count < HOLD:
             return
-        held, rate, _ways = st.probe
-        st.probe = None
-        grown = st.level.mean - held
-        if grown > held * NOISE:
-            self._learn(st, rate / grown)
+        memory.probe = None
+        grown = memory.level.mean - probe.held
+        if grown > probe.held * NOISE:
+            self._learn(memory, probe.rate / grown)
 
-    def _lift(self, st: _Domain, s: Sample) -> int | None:
-        if self.mba is None or s.be_mb is None:
+    def _lift(self, memory: DomainMemory, sample: Sample) -> int | None:
+        """BE's uncapped MB percent, once HOLD intervals were calm."""
+        if self.mba is None or sample.be_mb is None:
             return None
-        if s.be_mb < self.mba.ceiling and st.quiet >= HOLD:
+        if sample.be_mb < self.mba.ceiling and \
+                memory.calm_intervals >= HOLD:
             return self.mba.ceiling
         return None
 
-    def _ways(self, domain: int, s: Sample, target: int, direction: str,
-              reason: str, detail: str,
+    def _ways(self, domain: int, sample: Sample, target: int,
+              direction: str, reason: str, detail: str,
               mb_after: int | None = None) -> Decision:
         budget = self.bounds.budget
-        return Decision(domain, s.hp_ways, target, budget - s.hp_ways,
-                        budget - target, direction, reason, detail,
-                        s.be_mb, mb_after)
+        return Decision(domain, sample.hp_ways, target,
+                        budget - sample.hp_ways, budget - target, direction,
+                        reason, detail, sample.be_mb, mb_after)
 
-    def _mb_only(self, domain: int, s: Sample, lift: int) -> Decision:
+    def _mb_only(self, domain: int, sample: Sample, lift: int) -> Decision:
         budget = self.bounds.budget
-        return Decision(domain, s.hp_ways, s.hp_ways, budget - s.hp_ways,
-                        budget - s.hp_ways, 'shrink', 'mba-lift',
-                        'no shortage for %d intervals' % HOLD, s.be_mb, lift)
+        return Decision(domain, sample.hp_ways, sample.hp_ways,
+                        budget - sample.hp_ways, budget - sample.hp_ways,
+                        'shrink', 'mba-lift',
+                        'no shortage for %d intervals' % HOLD, sample.be_mb,
+                        lift)
 
-    def _cap(self, domain: int, s: Sample, how: str) -> Decision | None:
+    def _cap(self, domain: int, sample: Sample, how: str) -> Decision | None:
         """HP is short at hp_max_ways: cap BE's memory bandwidth."""
-        if self.mba is None or s.be_mb is None or s.be_rate is None:
+        if self.mba is None or sample.be_mb is None or \
+                sample.be_rate is None:
             return None
-        if s.be_rate <= (s.hp_rate or 0.0):
+        if sample.be_rate <= (sample.hp_rate or 0.0):
             return None
-        cap = self.mba.halve(s.be_mb)
-        if cap >= s.be_mb:
+        cap = self.mba.halve(sample.be_mb)
+        if cap >= sample.be_mb:
             return None
         budget = self.bounds.budget
-        return Decision(domain, s.hp_ways, s.hp_ways, budget - s.hp_ways,
-                        budget - s.hp_ways, 'grow', 'mba-cap',
+        return Decision(domain, sample.hp_ways, sample.hp_ways,
+                        budget - sample.hp_ways, budget - sample.hp_ways,
+                        'grow', 'mba-cap',
                         'short at hp_max_ways (%s) while best effort draws '
-                        '%s/s' % (how, _mib(s.be_rate)), s.be_mb, cap)
-
-    def state(self) -> dict[int, dict[str, Any]]:
-        """What status shows per domain (JSON-ready)."""
-        out = {}
-        for domain, st in sorted(self.domains.items()):
-            last = st.last
-            out[domain] = {
-                'k': st.k, 'short_ways': st.short_ways,
-                'last': None if last is None else {
-                    'direction': last.direction, 'reason': last.reason,
-                    'hp': [last.hp_before, last.hp_after],
-                    'be': [last.be_before, last.be_after],
-                    'mb': [last.mb_before, last.mb_after],
-                    'text': last.describe()},
-            }
-        return out
+                        '%s/s' % (how, _mib(sample.be_rate)), sample.be_mb,
+                        cap)

@@ -24,8 +24,12 @@ def ways_holding(kib: int, way_bytes: int) -> int:
     return ways_for_bytes(kib * 1024, way_bytes)
 
 
-def free_ways(l3_ways: int, system_ways: int, used_ways: int) -> int:
-    """Ways of one domain still free for VMs (never negative)."""
+def ways_left(l3_ways: int, system_ways: int, used_ways: int) -> int:
+    """Ways of one domain still free for VMs, from counts (never negative).
+
+    (:func:`ovs_rdt.core.layout.free_ways` counts them from a domain's
+    masks, with this rule.)
+    """
     return max(0, l3_ways - system_ways - used_ways)
 
 

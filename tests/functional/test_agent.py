@@ -273,7 +273,7 @@ def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
             mgr.allocate(Request(vm_group(vm), ways={0: 1}))
         mgr.assign(vm_group(live), [proc.pid])
         rdt_agent(reconcile_interval=1,
-                  patches={'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '1.5'})
+                  patches={'ovs_rdt.agent.orphans.ORPHAN_GRACE': '1.5'})
         wait_for(lambda: not exists(rc, vm_group(dead)), timeout=TIMEOUT,
                  what='dead VM group removed')
         time.sleep(1.5)  # a few more passes
@@ -311,7 +311,7 @@ def test_agent_beside_a_group_another_tool_just_made(
     theirs = rc.group('handmade')
     assert {d: m.value for d, m in theirs.l3.items()} == {0: 0x3, 1: 0x3}
     rdt_agent(pools=pools, reconcile_interval=1,
-              patches={'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '1'})
+              patches={'ovs_rdt.agent.orphans.ORPHAN_GRACE': '1'})
     wait_status(ovs, 'ok: no rdt-* keys set')
     wait_for(lambda: not exists(rc, dead), timeout=TIMEOUT,
              what='the dead VM group removed')

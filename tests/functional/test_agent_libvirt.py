@@ -146,7 +146,7 @@ def test_without_libvirt_the_orphan_grace_decides(node: Node) -> None:
     """
     node.configure(reconcile_interval=1,
                    uri='qemu:///system?socket=/nonexistent/libvirt-sock')
-    node.start_agent({'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '3.0'},
+    node.start_agent({'ovs_rdt.agent.orphans.ORPHAN_GRACE': '3.0'},
                      connected=False)
     guest = node.tb.define(rdt('<rdt:l3 ways="2"/>'))
     node.tb.start(guest)

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from ovs_rdt.agent import reconcile
+from ovs_rdt.agent import orphans
 from ovs_rdt import conf
 from ovs_rdt.core.model import ROOT
 from ovs_rdt.manager import CacheManager
@@ -156,7 +156,7 @@ def test_guest_whose_emulator_is_named_kvm(env: Env) -> None:
     pid = env.tb.pid(guest)
     assert os.path.basename(procfs.cmdline(pid)[0]) == 'kvm'
     assert procfs.qemu_guest(pid) == (guest.name, guest.uuid)
-    assert guest.uuid in reconcile.running_vm_uuids()
+    assert guest.uuid in orphans.running_vm_uuids()
     vcpus = env.tb.vcpu_tids(guest)
     assert len(vcpus) == 2 and vcpus <= env.tasks(guest.group)
     env.assert_isolated(guest.group, 2)

@@ -116,11 +116,19 @@ def test_agent_follows_demand_with_table6_masks(bed: Bed) -> None:
     bed.wait_masks(('c00', '3f8', '7'))
     assert 'hp 3 -> ' in bed.log_text() and '(pinned: ' in bed.log_text()
 
-    # ovs-rdt status shows the policy's state.
+    # ovs-rdt status shows the policy's state (published once the tick
+    # that wrote the masks ends).
+    def hp_ways_shown() -> int | None:
+        shown = read_state(bed.emu.root)
+        row = shown.domains.get(0) if shown is not None else None
+        return row.hp_ways if row is not None else None
+    wait_for(lambda: hp_ways_shown() == 7, timeout=10,
+             what='the policy state after the grow')
     state = read_state(bed.emu.root)
-    assert state is not None and state['budget'] == 10
-    assert state['domains']['0']['hp_ways'] == 7
-    assert state['domains']['0']['last']['reason'] in ('pinned', 'fits')
+    assert state is not None and state.budget == 10
+    assert state.domains[0].hp_ways == 7
+    last = state.domains[0].last
+    assert last is not None and last.reason in ('pinned', 'fits')
     env = dict(os.environ, PYTHONPATH=REPO)
     out = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
                           '--config-file', bed.conf, 'status'],

@@ -93,7 +93,7 @@ class Node:
     def start_agent(self) -> AgentProcess:
         assert self.ovs is not None
         self.agent = AgentProcess(self.tb.config, self.agent_log, {
-            'ovs_rdt.agent.reconcile.ORPHAN_GRACE': '1.0'}).start()
+            'ovs_rdt.agent.orphans.ORPHAN_GRACE': '1.0'}).start()
         return self.agent
 
     def stop_agent(self) -> None:

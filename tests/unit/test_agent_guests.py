@@ -14,7 +14,7 @@ from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.guests import GuestPlacer, GuestWatch
 from ovs_rdt.agent import virt
 from ovs_rdt.conf import Settings
-from tests.unit.test_agent_reconcile import FakeManager
+from tests.unit.test_agent_placement import FakeManager
 
 UUID = '8a1f0a6e-0d4c-4b0b-9d55-3c1f8b2a9e11'
 GROUP = 'ovsrdt-vm-' + UUID

@@ -13,7 +13,7 @@ from ovs_rdt.agent import ovsdb as ovsdb_mod
 from ovs_rdt.agent import service
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import PMD_GROUP
-from tests.unit.test_agent_reconcile import FakeManager
+from tests.unit.test_agent_placement import FakeManager
 
 
 class Manager(FakeManager):
@@ -179,7 +179,7 @@ def test_policy_view_reads_the_drop_counters_at_each_interval():
                                 'rx_missed_errors': 3, 'rx_packets': 900}),
              'vhu0': ('dpdkvhostuserclient', {'tx_dropped': 5}),
              'br0': ('internal', {'tx_dropped': 50})}
-    agent = SimpleNamespace(_pmd_domains=frozenset({0}),
+    agent = SimpleNamespace(_pmd_cache_domains=frozenset({0}),
                             ovsdb=SimpleNamespace(
                                 interface_stats=lambda: stats))
     assert Agent.policy_view(agent) == (frozenset({0}), 11)
@@ -190,5 +190,5 @@ def test_policy_view_reads_the_drop_counters_at_each_interval():
     stats.clear()
     assert Agent.policy_view(agent) == (frozenset({0}), None)
     stats.update(saved)
-    agent._pmd_domains = frozenset()         # HP holds no PMD thread
+    agent._pmd_cache_domains = frozenset()         # HP holds no PMD thread
     assert Agent.policy_view(agent) == (frozenset(), None)

@@ -24,9 +24,9 @@ def usage(*holdings: Holding) -> Usage:
 
 
 def test_free_ways_never_negative() -> None:
-    assert capacity.free_ways(11, 2, 3) == 6
-    assert capacity.free_ways(11, 2, 9) == 0
-    assert capacity.free_ways(11, 2, 12) == 0
+    assert capacity.ways_left(11, 2, 3) == 6
+    assert capacity.ways_left(11, 2, 9) == 0
+    assert capacity.ways_left(11, 2, 12) == 0
 
 
 def test_closids_free_and_fit() -> None:

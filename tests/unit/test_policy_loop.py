@@ -1,6 +1,7 @@
 """PolicyLoop against a reload: a decision in flight finishes first."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -91,10 +92,36 @@ class _Platform:
 
 
 class _Resctrl:
-    """HP's llc_occupancy goes up by 1 MiB at every read."""
+    """HP's llc_occupancy goes up by 1 MiB at every read; each group a
+    real directory (its inode is its identity), MBM counters as set.
+    """
 
-    def __init__(self) -> None:
+    NAMES = ('', 'ovsrdt-pool-hp', 'ovsrdt-pool-noisy')
+
+    def __init__(self, root: str) -> None:
         self.occ = 0
+        self.root = root
+        self.total = {name: 0 for name in self.NAMES}
+        for name in self.NAMES[1:]:
+            os.makedirs(self.path(name), exist_ok=True)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def group_names(self) -> list[str]:
+        return list(self.NAMES)
+
+    def tasks(self, name: str) -> list[int]:
+        return []
+
+    def recreate(self, name: str) -> None:
+        """A new directory (a new inode: the old one still exists while
+        the new one is made), its counter from zero.
+        """
+        os.rename(self.path(name), self.path(name) + '.old')
+        os.makedirs(self.path(name))
+        os.rmdir(self.path(name) + '.old')
+        self.total[name] = 0
 
     def platform(self) -> _Platform:
         return _Platform()
@@ -109,20 +136,21 @@ class _Resctrl:
     def read_mon(self, name: str) -> dict[int, dict[str, int]]:
         if name == 'ovsrdt-pool-hp':
             self.occ += 1 << 20
-        return {d: {'llc_occupancy': self.occ, 'mbm_total_bytes': 0}
-                for d in (0, 1)}
+        return {d: {'llc_occupancy': self.occ,
+                    'mbm_total_bytes': self.total[name]} for d in (0, 1)}
 
 
 class _Manager:
-    def __init__(self) -> None:
-        self.resctrl = _Resctrl()
+    def __init__(self, root: str) -> None:
+        self.resctrl = _Resctrl(root)
 
     def held_ways(self, group: Any, root: Any) -> dict[int, int]:
         return {0: 8, 1: 8}
 
 
-def test_reader_hands_the_interval_s_occupancy_readings_over() -> None:
-    reader = agent_policy.Reader(_Manager())
+def test_reader_hands_the_interval_s_occupancy_readings_over(
+        tmp_path) -> None:
+    reader = agent_policy.Reader(_Manager(str(tmp_path)))
     reader.sample(BOUNDS)
     reader.sample(BOUNDS)
     out = reader.read(BOUNDS, None, frozenset(), now=1.0)
@@ -136,3 +164,31 @@ def test_reader_hands_the_interval_s_occupancy_readings_over() -> None:
     reader.sample(BOUNDS)
     reader.rebase(BOUNDS, now=3.0)
     assert reader.read(BOUNDS, None, frozenset(), now=4.0)[0].hp_samples == ()
+
+
+def test_a_re_created_group_is_a_counter_reset(tmp_path) -> None:
+    """HP's group re-created between two reads, its new counter already
+    past the old value: no rate (core.mbm's rule, the group directory's
+    identity), where a drop-only check read a rate of the difference.
+    """
+    manager = _Manager(str(tmp_path))
+    rc = manager.resctrl
+    reader = agent_policy.Reader(manager)
+    rc.total['ovsrdt-pool-hp'] = 100 << 20
+    reader.read(BOUNDS, None, frozenset(), now=1.0)
+    rc.total['ovsrdt-pool-hp'] = 110 << 20
+    rc.total['ovsrdt-pool-noisy'] = 30 << 20
+    out = reader.read(BOUNDS, None, frozenset(), now=2.0)
+    assert out[0].hp_rate == 10 << 20 and out[0].be_rate == 30 << 20
+    rc.recreate('ovsrdt-pool-hp')
+    rc.total['ovsrdt-pool-hp'] = 150 << 20
+    rc.total['ovsrdt-pool-noisy'] = 40 << 20
+    out = reader.read(BOUNDS, None, frozenset(), now=3.0)
+    assert out[0].hp_rate is None           # not 40 MiB/s
+    assert out[0].be_rate == 10 << 20
+    rc.total['ovsrdt-pool-hp'] = 155 << 20
+    out = reader.read(BOUNDS, None, frozenset(), now=4.0)
+    assert out[0].hp_rate == 5 << 20        # counts from the new group on
+    # A drop is a reset too.
+    rc.total['ovsrdt-pool-noisy'] = 1 << 20
+    assert reader.read(BOUNDS, None, frozenset(), now=5.0)[0].be_rate is None

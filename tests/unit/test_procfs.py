@@ -68,6 +68,49 @@ def test_a_zombie_is_dead_for_every_caller(tmp_path, state: str,
     assert procfs.alive(7, proc) is False     # no /proc entry
     # The sandbox asks the same rule of the real /proc.
     assert wait.pid_alive(os.getpid()) and not wait.pid_alive(None)
+    # ovs-rdt status shows the policy state only while its writer runs.
+    import json
+
+    from ovs_rdt.agent import policy
+    state_dir = str(tmp_path / 'run')
+    os.makedirs(state_dir)
+    with open(policy.state_path('/sys/fs/resctrl', state_dir), 'w') as fh:
+        json.dump(_policy_state(42), fh)
+    shown = policy.read_state('/sys/fs/resctrl', state_dir, proc)
+    assert (shown is not None) is running
+
+
+def _policy_state(pid: int) -> dict:
+    from ovs_rdt.agent.policy_state import PolicyState
+    return PolicyState(pid, 0.0, 'hp', 'be', 3, 8, 2, 10, 1.0).to_dict()
+
+
+def test_the_policy_state_of_a_zombie_agent_is_not_shown(tmp_path) -> None:
+    """A real zombie (exited, not reaped): its /proc entry is there, and
+    the policy state it wrote is not shown (the policy checked that
+    /proc/<pid> exists).
+    """
+    import json
+    import subprocess
+    import time
+
+    from ovs_rdt.agent import policy
+    child = subprocess.Popen(['true'])
+    try:
+        deadline = time.monotonic() + 30
+        while procfs.state_of(child.pid) != 'Z':
+            assert time.monotonic() < deadline, 'the child never exited'
+            time.sleep(0.01)
+        assert os.path.exists('/proc/%d' % child.pid)
+        path = policy.state_path('/sys/fs/resctrl', str(tmp_path))
+        with open(path, 'w') as fh:
+            json.dump(_policy_state(child.pid), fh)
+        assert policy.read_state('/sys/fs/resctrl', str(tmp_path)) is None
+        with open(path, 'w') as fh:
+            json.dump(_policy_state(os.getpid()), fh)
+        assert policy.read_state('/sys/fs/resctrl', str(tmp_path)) is not None
+    finally:
+        child.wait()
 
 
 def test_threads_alive_until_the_last_thread_exits(tmp_path) -> None:

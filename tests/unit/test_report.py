@@ -138,16 +138,19 @@ def test_status_shows_amd_io_alloc_and_smba():
 
 
 def test_policy_state_names_pools_without_an_mbm_counter():
+    import dataclasses
+
+    from ovs_rdt.agent.policy_state import PolicyState
     from ovs_rdt.cmd.report import render_policy
-    state = {'high_priority': 'hp', 'best_effort': 'be', 'hp_min_ways': 1,
-             'hp_max_ways': 4, 'be_min_ways': 2, 'budget': 6, 'interval': 1.0,
-             'mba': False, 'error': None, 'domains': {},
-             'uncounted': ['ovsrdt-pool-hp:0', 'ovsrdt-pool-hp:3']}
+    state = PolicyState(pid=1, time=0.0, high_priority='hp', best_effort='be',
+                        hp_min_ways=1, hp_max_ways=4, be_min_ways=2, budget=6,
+                        interval=1.0, mba=False, error=None, domains={},
+                        uncounted=('ovsrdt-pool-hp:0', 'ovsrdt-pool-hp:3'))
     text = render_policy(state)
     assert ('no MBM counter assigned (misses not measured, drops and '
             'occupancy still count; the agent logs why): ovsrdt-pool-hp on L3 '
             'domain 0, ovsrdt-pool-hp on L3 domain 3') in text
-    del state['uncounted']
+    state = dataclasses.replace(state, uncounted=())
     assert 'no MBM counter' not in render_policy(state)
 
 

@@ -413,17 +413,28 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         url = 'http://%s/metrics' % args.metrics_listen
         text = wait_for(lambda: _scrape(url), args.start_timeout,
                         'the agent\'s metrics at ' + url)
-        families: dict[str, set[str]] = {}
-        for line in text.splitlines():
-            if line.startswith('ovs_rdt_') and 'group="' in line:
-                name = line.split('{', 1)[0]
-                group = line.split('group="', 1)[1].split('"', 1)[0]
-                families.setdefault(name, set()).add(group)
+        families = groups_per_metric(text)
         print('\ncurl %s (Prometheus; doc/metrics.md):' % url)
         for name in sorted(families):
             print('  %-36s %d groups' % (name, len(families[name])))
 
     progress.step('the agent\'s Prometheus metrics', show_metrics)
+
+
+def groups_per_metric(text: str) -> dict[str, set[str]]:
+    """The resctrl groups each ``ovs_rdt_`` sample of a Prometheus text
+    exposition labels (``group``), by sample name (a counter's
+    ``_created`` time left out: it is not a metric of its own)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            group = sample.labels.get('group')
+            if sample.name.startswith('ovs_rdt_') and group is not None \
+                    and not sample.name.endswith('_created'):
+                out.setdefault(sample.name, set()).add(group)
+    return out
 
 
 def _scrape(url: str) -> str | None:

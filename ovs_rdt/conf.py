@@ -176,7 +176,7 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
     ],
     'policy': [
         ('enabled', 'bool', False,
-         'Run the dynamic policy of seed 002 in ovs-rdt-agent: the '
+         'Run the dynamic cache policy in ovs-rdt-agent: the '
          'high_priority and best_effort pools share a budget of '
          'hp_max_ways + be_min_ways ways on every cache domain, and the '
          'agent moves ways between them as the high-priority pool\'s demand '

@@ -29,7 +29,8 @@ START_TIMEOUT = 180.0
 WORKDIR = '/run/ovs-rdt-demo'
 
 CONFIG = """\
-# ovs-rdt demo: seed 000 Table 4, as a user copying the seed would write it.
+# ovs-rdt demo: the NFV layout of Intel's CAT application note for OvS-DPDK
+# (its Table 4), written with explicit masks as an operator copying it would.
 [DEFAULT]
 log_file = {workdir}/ovs-rdt.log
 
@@ -40,16 +41,16 @@ sysfs_cpu_root = {sysfs}
 [allocation]
 pools = hp,noisy
 system_min_ways = 2
-# CLOS 2 of Table 4: the OS.
+# The OS and everything else (the note's CLOS 2).
 system_l3_cbm = {system:x}
 
 [pool:hp]
-# CLOS 0 of Table 4: PMD threads, ovs-vswitchd and the VM under test.
+# PMD threads, ovs-vswitchd and the VM under test (the note's CLOS 0).
 l3_cbm = {hp:x}
 isolated = true
 
 [pool:noisy]
-# CLOS 1 of Table 4: the noisy neighbours.
+# The noisy neighbours (the note's CLOS 1).
 l3_cbm = {noisy:x}
 
 [libvirt]
@@ -79,9 +80,9 @@ def table4_masks(cbm_len: int) -> dict[str, int]:
     """
     need = sum(ways for _, ways in TABLE4_WAYS) + 1
     if cbm_len < need:
-        raise RDTError('the demo needs an L3 CBM of at least %d ways (seed 000 '
-                       'Table 4 and a free way); this profile has %d'
-                       % (need, cbm_len))
+        raise RDTError('the demo needs an L3 CBM of at least %d ways (hp 7, '
+                       'the OS 2, noisy 1 and a free way); this profile has '
+                       '%d' % (need, cbm_len))
     masks = {}
     top = cbm_len
     for name, ways in TABLE4_WAYS:

@@ -479,7 +479,8 @@ def read_stdin(stream: BinaryIO) -> bytes:
 def parse_args(argv: list[str]
                ) -> tuple[list[str], list[str], list[str]] | None:
     """``[--config-file F]... [--config-dir D]... DOMAIN OP SUBOP [EXTRA]``
-    without argparse: (files, dirs, the rest), None for a usage error."""
+    without argparse: (files, dirs, the rest), None for a usage error.
+    """
     found: dict[str, list[str]] = {'--config-file': [], '--config-dir': []}
     args = list(argv)
     while args and args[0].startswith('--config-'):

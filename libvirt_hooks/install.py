@@ -122,7 +122,8 @@ def _sh_quote(text: str) -> str:
 def config_arguments(config_files: Sequence[str] | str,
                      config_dirs: Sequence[str] = ()) -> list[str]:
     """The hook's command-line options for these files and directories
-    (absolute: libvirt runs the hook from another directory)."""
+    (absolute: libvirt runs the hook from another directory).
+    """
     if isinstance(config_files, str):
         config_files = [config_files]
     out: list[str] = []

@@ -73,7 +73,8 @@ class InvalidMask(AllocationError):
 # -- one-line messages naming a value --------------------------------------
 def describe(exc: BaseException) -> str:
     """One line for an operator: an OSError with its file (``strerror:
-    filename``), anything else as it reads."""
+    filename``), anything else as it reads.
+    """
     if isinstance(exc, OSError) and exc.strerror:
         return '%s: %s' % (exc.strerror, exc.filename) if exc.filename \
             else exc.strerror

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Any, Callable
 
 from ovs_rdt import conf
-from ovs_rdt.exceptions import ConfigError, RDTError
+from ovs_rdt.exceptions import RDTError
 
 POOL_SAMPLE_GROUP = 'pool:NAME'
 
@@ -85,7 +84,8 @@ def add_config_arguments(parser: argparse.ArgumentParser,
 
 def config_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The ``--config-file`` and ``--config-dir`` values of ``args``, in
-    order (before the subcommand, then after it)."""
+    order (before the subcommand, then after it).
+    """
     def given(name: str) -> list[str]:
         return (list(getattr(args, name, None) or [])
                 + list(getattr(args, 'sub_' + name, None) or []))
@@ -94,7 +94,8 @@ def config_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def config_files(args: argparse.Namespace) -> list[str]:
     """The files to read, in order; ConfigError for a missing one
-    (:func:`ovs_rdt.conf.config_paths`, the rule the hook follows too)."""
+    (:func:`ovs_rdt.conf.config_paths`, the rule the hook follows too).
+    """
     return conf.config_paths(*config_args(args))
 
 

@@ -425,7 +425,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
 def groups_per_metric(text: str) -> dict[str, set[str]]:
     """The resctrl groups each ``ovs_rdt_`` sample of a Prometheus text
     exposition labels (``group``), by sample name (a counter's
-    ``_created`` time left out: it is not a metric of its own)."""
+    ``_created`` time left out: it is not a metric of its own).
+    """
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, set[str]] = {}

@@ -41,7 +41,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 def chosen(argv: list[str]) -> str | None:
     """The subcommand ``argv`` names (the first word that is not an option
-    or an option's value), None if none."""
+    or an option's value), None if none.
+    """
     words = iter(argv)
     for word in words:
         if word in ('--config-file', '--config-dir'):
@@ -55,7 +56,8 @@ def _add_parsers(subparsers: argparse._SubParsersAction,
                  wanted: str | None) -> None:
     """Every subcommand's parser; only the ``wanted`` one's module is
     imported, to add its own arguments (the others are not needed to parse
-    this command line, nor to list them in ``--help``)."""
+    this command line, nor to list them in ``--help``).
+    """
     from ovs_rdt import opts
 
     for name, (module, help_) in SUBCOMMANDS.items():

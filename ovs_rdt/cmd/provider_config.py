@@ -172,7 +172,8 @@ def traits_of(platform: Platform) -> list[str]:
 
 def to_yaml(doc: dict, comment: str = '') -> str:
     """``doc`` as YAML (PyYAML's ``safe_dump``, keys in ``doc``'s order)
-    under ``comment`` as ``#`` lines."""
+    under ``comment`` as ``#`` lines.
+    """
     head = ''.join('# %s\n' % line if line else '#\n'
                    for line in comment.splitlines())
     return head + yaml.safe_dump(doc, sort_keys=False,

@@ -14,8 +14,8 @@ still have passed pool requests it cannot serve.
 """
 from __future__ import annotations
 
-from ovs_rdt import MAX_WAYS
 from ovs_rdt.inputs import integers
+from ovs_rdt import MAX_WAYS
 
 #: Whole-number keys -> (lowest, highest) value accepted.
 RANGES = {
@@ -29,6 +29,7 @@ RANGES = {
 
 def parse(key: str, raw: str, field: str) -> int:
     """The value of whole-number ``key`` (a key of :data:`RANGES`) written
-    ``raw``; :class:`ovs_rdt.exceptions.InvalidValue` naming ``field``."""
+    ``raw``; :class:`ovs_rdt.exceptions.InvalidValue` naming ``field``.
+    """
     low, high = RANGES[key]
     return integers.parse(raw, field, low, high)

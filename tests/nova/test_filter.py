@@ -344,13 +344,13 @@ def test_bad_aggregate_value_is_ignored_with_a_warning(
         "whole number" in caplog.messages
 
 
-
 def test_zero_ways_in_an_aggregate_is_refused_as_in_nova_conf(
         caplog: pytest.LogCaptureFixture, rdt_conf: Any) -> None:
     """``rdt_l3_ways=0`` metadata is refused as the option refuses it (a
     cache domain has at least one way): ignored with the option's message,
     the host falls back to nova.conf.  It was taken as a host of 0 ways,
-    which still passed pool requests it has no CAT for."""
+    which still passed pool requests it has no CAT for.
+    """
     caplog.set_level(logging.WARNING, logger='nova_plugin')
     meta = dict(CAP, rdt_l3_ways='0')
     assert passes(host(meta=meta), request(**{'rdt:pool': 'hp'})) == []
@@ -359,6 +359,7 @@ def test_zero_ways_in_an_aggregate_is_refused_as_in_nova_conf(
     rdt_conf(rdt_l3_ways=11)
     assert passes(host(meta=meta), request(**{'rdt:l3_ways': '9'})) == ['h1']
     assert passes(host(meta=meta), request(**{'rdt:l3_ways': '10'})) == []
+
 
 # -- malformed specs ----------------------------------------------------------------
 def test_malformed_specs_on_existing_instances_are_ignored(

@@ -103,7 +103,8 @@ def test_a_closed_output_pipe_still_tears_everything_down(
 def test_metric_groups_read_by_prometheus_clients_parser() -> None:
     """The demo's metrics summary reads the agent's exposition with
     prometheus_client's parser: escaped label values, labels in any order
-    and samples without a group are read as Prometheus reads them."""
+    and samples without a group are read as Prometheus reads them.
+    """
     from prometheus_client import CollectorRegistry, Counter, Gauge
     from prometheus_client import generate_latest
 

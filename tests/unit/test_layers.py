@@ -105,7 +105,8 @@ def test_libvirt_python_is_imported_by_one_agent_module_only() -> None:
 
 def test_the_agent_imports_no_command() -> None:
     """ovs_rdt.cmd is the operator CLI, on top of the agent's layers (it
-    builds the manager as the agent does: CacheManager.from_settings)."""
+    builds the manager as the agent does: CacheManager.from_settings).
+    """
     for path, mods in imports('ovs_rdt.agent').items():
         found = {m for m in mods if m.split('.')[:2] == ['ovs_rdt', 'cmd']}
         assert not found, (path, found)
@@ -124,7 +125,8 @@ def _type_checking(node: ast.AST) -> bool:
 def run_time_graph() -> dict[str, set[str]]:
     """module -> our modules it imports when it runs (at any depth,
     function bodies included; not ``if TYPE_CHECKING:`` blocks, which
-    never run)."""
+    never run).
+    """
     files: dict[str, str] = {}
     for package in PACKAGES:
         for path in imports(package):
@@ -189,7 +191,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     """No two modules import each other, directly or around a loop, in code
-    that runs (agent.metrics and agent.service did, for describe())."""
+    that runs (agent.metrics and agent.service did, for describe()).
+    """
     assert cycles(run_time_graph()) == []
 
 

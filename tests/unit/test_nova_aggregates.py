@@ -74,7 +74,8 @@ def test_l3_ways_metadata_follows_the_option_rule(
         row: Row, caplog: pytest.LogCaptureFixture) -> None:
     """``rdt_l3_ways`` metadata takes and refuses what the option (and
     ``rdt:l3_ways``) does, with its message: ``0`` and ``65`` included,
-    which it took as a host of 0 or 65 ways."""
+    which it took as a host of 0 or 65 ways.
+    """
     caplog.set_level(logging.WARNING, logger='nova_plugin')
     raw = row.values['l3_ways']
     aggs = (agg(rdt_l3_ways=raw, rdt_closids='16'),)
@@ -94,7 +95,8 @@ def test_l3_ways_metadata_follows_the_option_rule(
 def test_every_number_option_and_its_metadata_share_one_range(
         key: str) -> None:
     """The nova.conf option and the aggregate metadata of each number
-    refuse the same values with the same words."""
+    refuse the same values with the same words.
+    """
     opt = {o.name: o for o in opts.OPTS}[key]
     low, high = host_capacity.RANGES[key]
     for raw in (str(low - 1) if low else '-1', str(high + 1)):

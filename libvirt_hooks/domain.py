@@ -4,7 +4,10 @@ The XML on the hook's standard input comes from whoever may define domains,
 so it is parsed with :mod:`xml.parsers.expat` directly: any document type
 declaration (the only place entities can be declared) is refused, so there
 is no entity expansion and nothing external is ever loaded; input size and
-nesting depth are bounded.  Only the few things the hook needs are kept:
+nesting depth are bounded.  (Not :mod:`xml.etree`, built on the same expat:
+it expands entities a document declares and builds the whole tree; not
+defusedxml: one more dependency and more imports for a hook that runs in a
+new process at every event.)  Only the few things the hook needs are kept:
 
 * ``<name>``, ``<uuid>`` (validated; the UUID, never the name, is what group
   names are built from),

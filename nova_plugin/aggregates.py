@@ -5,8 +5,9 @@ Per key: the metadata of the host's aggregates (``rdt_l3_ways``, ...,
 ``rdt_numa_l3``); a key none of them has comes from the ``[ovs_rdt]``
 option of the same name (:mod:`nova_plugin.opts`).  Several aggregates:
 the smallest capacity, the largest reservation, the pools every one of
-them lists, per NUMA node every L3 domain any of them lists.  A bad value
-is ignored with one warning.
+them lists, per NUMA node every L3 domain any of them lists.  A value is
+read by the rule of the option (:mod:`ovs_rdt.inputs.host_capacity`); a
+bad one is ignored with one warning, with the option's message.
 
 Nova-free: it gets raw metadata values, as
 :func:`nova_plugin.adapter.aggregate_metadata` reads them, and the
@@ -21,7 +22,8 @@ from typing import Any, Mapping
 from ovs_rdt.core import capacity
 from ovs_rdt.core import topology
 from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.inputs import integers, numa_l3 as numa_l3_text
+from ovs_rdt.inputs import host_capacity as capacity_text
+from ovs_rdt.inputs import numa_l3 as numa_l3_text
 
 LOG = logging.getLogger(__name__)
 
@@ -132,9 +134,8 @@ def domains_and_nodes(numa_l3: topology.NumaL3 | None,
 def _parse(key: str, value: str) -> Any:
     if key == 'rdt_pools':
         return frozenset(p.strip() for p in value.split(',') if p.strip())
-    number = integers.whole(value)
-    if number is not None and number <= integers.MAX:
-        return number
-    LOG.warning('Ignoring aggregate metadata %(key)s=%(value)r: not a whole '
-                'number', {'key': key, 'value': value})
-    return None
+    try:
+        return capacity_text.parse(key, value, key)
+    except InvalidValue as exc:
+        LOG.warning('Ignoring aggregate metadata: %(error)s', {'error': exc})
+        return None

@@ -12,33 +12,32 @@ from oslo_config import cfg
 from oslo_config import types
 
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt.inputs import integers
+from ovs_rdt.inputs import host_capacity
 from ovs_rdt.inputs import numa_l3
-from ovs_rdt import MAX_WAYS
 
 GROUP = 'ovs_rdt'
 
 
 class WholeNumber(types.Integer):
-    """oslo.config's Integer, read with ovs-rdt's one whole-number rule.
+    """oslo.config's Integer, read with ovs-rdt's one rule for the option
+    (:mod:`ovs_rdt.inputs.host_capacity`, which aggregate metadata uses too).
 
     ``int()`` (oslo's own parser) takes ``+3``, ``0_3`` and ``٣``, which
     the node, the hook and the extra specs refuse; nova.conf refuses them
     alike, with the same message.
     """
 
-    def __init__(self, name: str, low: int, high: int | None = None) -> None:
+    def __init__(self, name: str) -> None:
+        low, high = host_capacity.RANGES[name]
         super().__init__(min=low, max=high, type_name='whole number')
+        self.name = name
         self.field = '[%s] %s' % (GROUP, name)
-        #: The bounds as ovs-rdt's rule takes them (oslo keeps its own).
-        self.low, self.high = low, integers.MAX if high is None else high
 
     def __call__(self, value: Any) -> Any:
         if value is None or isinstance(value, int):
             return super().__call__(value)
         try:
-            return integers.parse(str(value), self.field, self.low,
-                                  self.high)
+            return host_capacity.parse(self.name, str(value), self.field)
         except RDTError as exc:
             raise ValueError(str(exc)) from None
 
@@ -61,9 +60,8 @@ class NumaL3Map(types.String):
         return value
 
 
-def _whole(name: str, low: int, high: int | None = None,
-           **kwargs: Any) -> cfg.Opt:
-    return cfg.Opt(name, type=WholeNumber(name, low, high), **kwargs)
+def _whole(name: str, **kwargs: Any) -> cfg.Opt:
+    return cfg.Opt(name, type=WholeNumber(name), **kwargs)
 
 
 ovs_rdt_group = cfg.OptGroup(
@@ -78,13 +76,13 @@ ovs_rdt_group = cfg.OptGroup(
 
 OPTS = [
     _whole(
-        'rdt_l3_ways', 1, MAX_WAYS,
+        'rdt_l3_ways',
         help='Ways of one L3 cache domain (socket): the length of the L3 '
              'capacity bitmask, /sys/fs/resctrl/info/L3/cbm_mask (11 for '
              '"7ff"). Unset: hosts without the rdt_l3_ways aggregate metadata '
              'have no cache capacity.'),
     _whole(
-        'rdt_system_ways', 0, MAX_WAYS, default=2,
+        'rdt_system_ways', default=2,
         help='Ways of each L3 cache domain kept out of VM allocations: the '
              'default resctrl group\'s minimum ([allocation] system_min_ways '
              'in ovs-rdt.conf), the OvS PMD group (rdt-pmd-l3-ways), the '
@@ -94,12 +92,12 @@ OPTS = [
              'value ("reserved per domain"). Instances with rdt:l3_ways share '
              'the rest, rdt_l3_ways - rdt_system_ways per domain.'),
     _whole(
-        'rdt_closids', 1,
+        'rdt_closids',
         help='Classes of service (CLOSIDs) of the platform, '
              '/sys/fs/resctrl/info/L3/num_closids (16 on Xeon Gold 6230). '
              'Every resctrl group, the default one included, holds one.'),
     _whole(
-        'rdt_reserved_closids', 0, default=1,
+        'rdt_reserved_closids', default=1,
         help='CLOSIDs held by groups that are not VMs: 1 for the default '
              'group, plus 1 for the OvS PMD group, plus 1 for each pool the '
              'node creates up front (the pools listed in rdt_pools), plus any '
@@ -114,7 +112,7 @@ OPTS = [
              'pools are unknown; a pool with no instance on a host is then '
              'assumed to take one more CLOSID there.'),
     _whole(
-        'rdt_l3_way_kib', 1,
+        'rdt_l3_way_kib',
         help='KiB of L3 cache one way holds, on the hosts with the smallest '
              'ways of the cloud: how instances asking for a size '
              '(rdt:l3_kib) are counted, as ceil(rdt:l3_kib / rdt_l3_way_kib) '

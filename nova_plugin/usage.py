@@ -87,8 +87,8 @@ class InstanceUsage:
         host = nova.host_key(host_state)
         usage = capacity.Usage(numa_l3)
         for held_list in ledger.on_host(host).values():
-            for held in held_list:
-                usage.add(held)
+            for holding in held_list:
+                usage.add(holding)
         stubs = []
         for inst in current:
             if ledger.tracks(inst.uuid):

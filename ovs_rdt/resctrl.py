@@ -286,7 +286,16 @@ class Resctrl:
 
     # -- locking ----------------------------------------------------------
     def lock(self, exclusive: bool = True) -> '_Lock':
-        """flock on the root (context manager); re-entrant in this object."""
+        """flock on the root (context manager); re-entrant in this object.
+
+        Written here rather than taken from a lock library: the kernel
+        documents the resctrl lock (Documentation/filesystems/resctrl.rst,
+        "Locking between applications") as ``flock(2)`` on the resctrl
+        root directory itself.  Lock libraries lock a file of their own (no
+        file can be created in resctrl) or take POSIX ``fcntl`` record
+        locks, which do not exclude an ``flock`` holder; and the libvirt
+        hook, a new process at every event, imports no dependency for it.
+        """
         return _Lock(self, exclusive)
 
     def _acquire(self, exclusive: bool) -> None:

@@ -6,6 +6,7 @@ import logging
 
 from ovs_rdt.cmd.common import manager_from
 from ovs_rdt.conf import Settings
+from ovs_rdt.core import plan as plan_text
 
 LOG = logging.getLogger(__name__)
 
@@ -26,8 +27,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     plan = manager.apply()
     for name in sorted(plan.l3):
         masks = plan.l3[name]
-        print('%-40s %s' % (name or 'default (root)', ';'.join(
-            '%d=%s' % (d, m) for d, m in sorted(masks.items()))))
+        print('%-40s %s' % (name or 'default (root)',
+                            plan_text.domain_text(masks)))
     if not plan.steps:
         print('(nothing to change)')
     return 0

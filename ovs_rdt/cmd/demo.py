@@ -29,7 +29,8 @@ START_TIMEOUT = 180.0
 WORKDIR = '/run/ovs-rdt-demo'
 
 CONFIG = """\
-# ovs-rdt demo: seed 000 Table 4, as a user copying the seed would write it.
+# ovs-rdt demo: the NFV layout of Intel's CAT application note for OvS-DPDK
+# (its Table 4), written with explicit masks as an operator copying it would.
 [DEFAULT]
 log_file = {workdir}/ovs-rdt.log
 
@@ -40,16 +41,16 @@ sysfs_cpu_root = {sysfs}
 [allocation]
 pools = hp,noisy
 system_min_ways = 2
-# CLOS 2 of Table 4: the OS.
+# The OS and everything else (the note's CLOS 2).
 system_l3_cbm = {system:x}
 
 [pool:hp]
-# CLOS 0 of Table 4: PMD threads, ovs-vswitchd and the VM under test.
+# PMD threads, ovs-vswitchd and the VM under test (the note's CLOS 0).
 l3_cbm = {hp:x}
 isolated = true
 
 [pool:noisy]
-# CLOS 1 of Table 4: the noisy neighbours.
+# The noisy neighbours (the note's CLOS 1).
 l3_cbm = {noisy:x}
 
 [libvirt]
@@ -79,9 +80,9 @@ def table4_masks(cbm_len: int) -> dict[str, int]:
     """
     need = sum(ways for _, ways in TABLE4_WAYS) + 1
     if cbm_len < need:
-        raise RDTError('the demo needs an L3 CBM of at least %d ways (seed 000 '
-                       'Table 4 and a free way); this profile has %d'
-                       % (need, cbm_len))
+        raise RDTError('the demo needs an L3 CBM of at least %d ways (hp 7, '
+                       'the OS 2, noisy 1 and a free way); this profile has '
+                       '%d' % (need, cbm_len))
     masks = {}
     top = cbm_len
     for name, ways in TABLE4_WAYS:
@@ -413,17 +414,29 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         url = 'http://%s/metrics' % args.metrics_listen
         text = wait_for(lambda: _scrape(url), args.start_timeout,
                         'the agent\'s metrics at ' + url)
-        families: dict[str, set[str]] = {}
-        for line in text.splitlines():
-            if line.startswith('ovs_rdt_') and 'group="' in line:
-                name = line.split('{', 1)[0]
-                group = line.split('group="', 1)[1].split('"', 1)[0]
-                families.setdefault(name, set()).add(group)
+        families = groups_per_metric(text)
         print('\ncurl %s (Prometheus; doc/metrics.md):' % url)
         for name in sorted(families):
             print('  %-36s %d groups' % (name, len(families[name])))
 
     progress.step('the agent\'s Prometheus metrics', show_metrics)
+
+
+def groups_per_metric(text: str) -> dict[str, set[str]]:
+    """The resctrl groups each ``ovs_rdt_`` sample of a Prometheus text
+    exposition labels (``group``), by sample name (a counter's
+    ``_created`` time left out: it is not a metric of its own).
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            group = sample.labels.get('group')
+            if sample.name.startswith('ovs_rdt_') and group is not None \
+                    and not sample.name.endswith('_created'):
+                out.setdefault(sample.name, set()).add(group)
+    return out
 
 
 def _scrape(url: str) -> str | None:

@@ -30,9 +30,10 @@ them), so pools and PMD ways must be configured before this runs.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
+
+import yaml
 
 from ovs_rdt import atomicfile
 from ovs_rdt.core import allocator, layout, topology
@@ -58,9 +59,6 @@ NUMA_L3_KEY = 'rdt_numa_l3'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
 _VM_PREFIX = vm_group('')
 _PROBE = vm_group('00000000-0000-0000-0000-000000000000')
-_PLAIN = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
-_YAML_WORDS = frozenset(('y', 'n', 'yes', 'no', 'on', 'off', 'true', 'false',
-                         'null'))
 
 
 def reserved_ways(platform: Platform, groups: list[Group],
@@ -172,52 +170,14 @@ def traits_of(platform: Platform) -> list[str]:
     return out
 
 
-# -- YAML (the few types a provider config holds) -------------------------
-def _scalar(value: Any) -> str:
-    if value is None:
-        return 'null'
-    if isinstance(value, bool):
-        return 'true' if value else 'false'
-    if isinstance(value, (int, float)):
-        return repr(value)
-    text = str(value)
-    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return "'%s'" % text.replace("'", "''")
-
-
-def _emit(value: Any, indent: int, out: list[str]) -> None:
-    pad = '  ' * indent
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(item, (dict, list)) and item:
-                out.append('%s%s:' % (pad, _scalar(key)))
-                _emit(item, indent + 1, out)
-            else:
-                out.append('%s%s: %s' % (pad, _scalar(key), _render_leaf(item)))
-    else:
-        for item in value:
-            if isinstance(item, (dict, list)) and item:
-                sub: list[str] = []
-                _emit(item, indent + 1, sub)
-                out.append(pad + '- ' + sub[0][len(pad) + 2:])
-                out.extend(sub[1:])
-            else:
-                out.append('%s- %s' % (pad, _render_leaf(item)))
-
-
-def _render_leaf(value: Any) -> str:
-    if isinstance(value, dict):
-        return '{}'
-    if isinstance(value, list):
-        return '[]'
-    return _scalar(value)
-
-
 def to_yaml(doc: dict, comment: str = '') -> str:
-    out = ['# ' + line if line else '#' for line in comment.splitlines()]
-    _emit(doc, 0, out)
-    return '\n'.join(out) + '\n'
+    """``doc`` as YAML (PyYAML's ``safe_dump``, keys in ``doc``'s order)
+    under ``comment`` as ``#`` lines.
+    """
+    head = ''.join('# %s\n' % line if line else '#\n'
+                   for line in comment.splitlines())
+    return head + yaml.safe_dump(doc, sort_keys=False,
+                                 default_flow_style=False)
 
 
 # -- the subcommand ----------------------------------------------------------

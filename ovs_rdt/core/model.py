@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core import plan
 from ovs_rdt import GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.inputs import uuids
 
@@ -297,8 +298,8 @@ class Group:
         return self.name.startswith(GROUP_PREFIX)
 
     def __repr__(self) -> str:
-        masks = ';'.join('%d=%s' % (d, m) for d, m in sorted(self.l3.items()))
-        return 'Group(%r, L3:%s, %s)' % (self.name or '/', masks, self.mode)
+        return 'Group(%r, L3:%s, %s)' % (self.name or '/',
+                                         plan.domain_text(self.l3), self.mode)
 
 
 def held(mask: CBM | None, root: CBM | None) -> bool:

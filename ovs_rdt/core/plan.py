@@ -21,12 +21,15 @@ EVENT = 'event'
 """``mba_MBps_event``."""
 
 
-def _items(masks: dict[int, CBM]) -> str:
-    return ';'.join('%d=%s' % (d, masks[d]) for d in sorted(masks))
+def domain_text(values: dict[int, CBM] | dict[int, int]) -> str:
+    """``0=7f0;1=3f``: per-domain values as schemata writes them, the one
+    writer of that form (its reader: :func:`ovs_rdt.resctrl.domain_items`).
+    """
+    return ';'.join('%d=%s' % (d, values[d]) for d in sorted(values))
 
 
 def mb_line(values: dict[int, int]) -> str:
-    return 'MB:' + ';'.join('%d=%d' % (d, values[d]) for d in sorted(values))
+    return 'MB:' + domain_text(values)
 
 
 def schemata_line(masks: dict[int, CBM], cdp: bool = False,
@@ -36,10 +39,10 @@ def schemata_line(masks: dict[int, CBM], cdp: bool = False,
     the same masks unless ``split`` gives the two.
     """
     if split is not None:
-        return 'L3CODE:%s\nL3DATA:%s' % (_items(split[0]), _items(split[1]))
+        return 'L3CODE:%s\nL3DATA:%s' % (domain_text(split[0]), domain_text(split[1]))
     if cdp:
-        return 'L3CODE:%s\nL3DATA:%s' % (_items(masks), _items(masks))
-    return 'L3:' + _items(masks)
+        return 'L3CODE:%s\nL3DATA:%s' % (domain_text(masks), domain_text(masks))
+    return 'L3:' + domain_text(masks)
 
 
 class Step:

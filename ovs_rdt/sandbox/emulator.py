@@ -11,14 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from typing import Sequence
 
 from ovs_rdt import atomicfile
-from ovs_rdt.sandbox.wait import SandboxError, kill_after
-from ovs_rdt.sandbox.wait import wait_for
+from ovs_rdt.sandbox.wait import SandboxError, kill_after, run, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -71,12 +68,10 @@ class MountedEmulator:
         env['PYTHONPATH'] = os.pathsep.join(
             p for p in (REPO, env.get('PYTHONPATH', '')) if p)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True,
-                                  timeout=self.timeout, env=env, check=False)
-        except subprocess.TimeoutExpired:
-            raise SandboxError('the emulator did not mount within %.0f s '
-                               '(log: %s)' % (self.timeout,
-                                              self.log_file)) from None
+            proc = run(*cmd, check=False, timeout=self.timeout, env=env)
+        except SandboxError as exc:
+            raise SandboxError('the emulator did not start: %s (log: %s)'
+                               % (exc, self.log_file)) from None
         if proc.returncode != 0:
             raise SandboxError('the emulator failed to start (%d): %s'
                                % (proc.returncode, proc.stderr.strip()))
@@ -103,16 +98,18 @@ class MountedEmulator:
         unmounted = not mounted(self.root)     # e.g. a test sent SIGTERM
         if not unmounted:
             close_own_fds_below(self.root)
-        for _ in range(0 if unmounted else 100):
-            if subprocess.run(['fusermount3', '-u', self.root],
-                              capture_output=True,
-                              check=False).returncode == 0:
+            try:       # busy while a closing descriptor is released
+                wait_for(lambda: run('fusermount3', '-u', self.root,
+                                     check=False).returncode == 0,
+                         10, 'unmount of %s' % self.root, step=0.1)
                 unmounted = True
-                break
-            time.sleep(0.1)
+            except SandboxError:
+                pass
         if not unmounted:
-            subprocess.run(['fusermount3', '-uz', self.root],
-                           capture_output=True, check=False)
+            try:
+                run('fusermount3', '-uz', self.root, check=False)
+            except SandboxError as exc:
+                problems.append(str(exc))
             problems.append('could not unmount %s (lazily detached)'
                             % self.root)
         if kill_after(self.pid, 30):     # a loaded machine is slow

@@ -55,7 +55,7 @@ DEBIAN_PATHS = (
     '/usr/share/ovs-rdt/grafana/ovs-rdt-dashboard.json',
     '/usr/share/ovs-rdt/ovs-rdt.conf.sample',
     '/usr/share/doc/ovs-rdt/README.md.gz',
-    '/usr/share/doc/ovs-rdt/RELEASENOTES.md',
+    '/usr/share/doc/ovs-rdt/RELEASENOTES.md.gz',   # over 4 KiB: dh_compress
     '/usr/share/doc/ovs-rdt/metrics.md.gz',
     '/usr/share/doc/ovs-rdt/copyright',
     '/usr/share/man/man1/ovs-rdt.1.gz', '/usr/share/man/man1/ovs-rdt-agent.1.gz',

@@ -332,14 +332,33 @@ def test_bad_aggregate_value_is_ignored_with_a_warning(
     caplog.set_level(logging.WARNING, logger='nova_plugin')
     meta = dict(CAP, rdt_l3_ways='eleven')
     assert passes(host(meta=meta), request(**{'rdt:l3_ways': '1'})) == []
-    assert any("rdt_l3_ways='eleven'" in m for m in caplog.messages)
+    assert "Ignoring aggregate metadata: rdt_l3_ways: 'eleven' is not a " \
+        "whole number" in caplog.messages
     # a negative reservation is ignored too: the other aggregate's counts
     target = host(meta=dict(CAP, rdt_system_ways='-5'))
     target.aggregates.append(objects.Aggregate(
         id=2, name='b', metadata={'rdt_system_ways': '8'}))
     assert passes(target, request(**{'rdt:l3_ways': '3'})) == ['h1']
     assert passes(target, request(**{'rdt:l3_ways': '4'})) == []
-    assert any("rdt_system_ways='-5'" in m for m in caplog.messages)
+    assert "Ignoring aggregate metadata: rdt_system_ways: '-5' is not a " \
+        "whole number" in caplog.messages
+
+
+def test_zero_ways_in_an_aggregate_is_refused_as_in_nova_conf(
+        caplog: pytest.LogCaptureFixture, rdt_conf: Any) -> None:
+    """``rdt_l3_ways=0`` metadata is refused as the option refuses it (a
+    cache domain has at least one way): ignored with the option's message,
+    the host falls back to nova.conf.  It was taken as a host of 0 ways,
+    which still passed pool requests it has no CAT for.
+    """
+    caplog.set_level(logging.WARNING, logger='nova_plugin')
+    meta = dict(CAP, rdt_l3_ways='0')
+    assert passes(host(meta=meta), request(**{'rdt:pool': 'hp'})) == []
+    assert "Ignoring aggregate metadata: rdt_l3_ways: '0' must be from 1 " \
+        "to 64" in caplog.messages
+    rdt_conf(rdt_l3_ways=11)
+    assert passes(host(meta=meta), request(**{'rdt:l3_ways': '9'})) == ['h1']
+    assert passes(host(meta=meta), request(**{'rdt:l3_ways': '10'})) == []
 
 
 # -- malformed specs ----------------------------------------------------------------

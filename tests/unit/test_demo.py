@@ -98,3 +98,27 @@ def test_a_closed_output_pipe_still_tears_everything_down(
                               workdir=str(tmp_path / 'demo'))
     assert demo.run(None, args) == 1   # type: ignore[arg-type]
     assert [b.torn_down for b in boxes] == [1]
+
+
+def test_metric_groups_read_by_prometheus_clients_parser() -> None:
+    """The demo's metrics summary reads the agent's exposition with
+    prometheus_client's parser: escaped label values, labels in any order
+    and samples without a group are read as Prometheus reads them.
+    """
+    from prometheus_client import CollectorRegistry, Counter, Gauge
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry()
+    ways = Gauge('ovs_rdt_group_l3_ways', 'ways', ['domain', 'group'],
+                 registry=registry)
+    ways.labels('0', 'ovsrdt-pool-hp').set(7)
+    ways.labels('1', 'ovsrdt-pool-hp').set(7)
+    ways.labels('0', 'odd "name" {x}').set(1)
+    Counter('ovs_rdt_bytes', 'bytes', ['group'],
+            registry=registry).labels('/').inc()
+    Gauge('ovs_rdt_up', 'up', registry=registry).set(1)
+    Gauge('other_metric', 'x', ['group'], registry=registry).labels('g')
+    text = generate_latest(registry).decode()
+    assert demo.groups_per_metric(text) == {
+        'ovs_rdt_group_l3_ways': {'ovsrdt-pool-hp', 'odd "name" {x}'},
+        'ovs_rdt_bytes_total': {'/'}}

@@ -6,7 +6,11 @@ import logging
 import pytest
 
 from nova_plugin import aggregates
+from nova_plugin import opts
 from ovs_rdt.core.capacity import Holding, HostCapacity, Usage
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import host_capacity
+from tests.inputs_table import ROWS, Row
 
 NONE = (None,) * 5
 
@@ -56,9 +60,51 @@ def test_bad_values_are_ignored_with_one_warning(
             agg(rdt_system_ways='4'))
     assert aggregates.host_capacity(aggs, NONE) == HostCapacity(11, 4, 16, 0)
     assert aggregates.host_capacity(aggs, NONE) == HostCapacity(11, 4, 16, 0)
-    assert [m for m in caplog.messages if 'rdt_system_ways=%r' % bad in m] \
-        == ['Ignoring aggregate metadata rdt_system_ways=%r: not a whole '
-            'number' % bad]
+    why = 'must be from 0 to 64' if bad.isdigit() else 'is not a whole number'
+    assert [m for m in caplog.messages if repr(bad) in m] \
+        == ['Ignoring aggregate metadata: rdt_system_ways: %r %s'
+            % (bad, why)]
+
+
+L3_WAYS_ROWS = [row for row in ROWS if list(row.values) == ['l3_ways']]
+
+
+@pytest.mark.parametrize('row', L3_WAYS_ROWS, ids=repr)
+def test_l3_ways_metadata_follows_the_option_rule(
+        row: Row, caplog: pytest.LogCaptureFixture) -> None:
+    """``rdt_l3_ways`` metadata takes and refuses what the option (and
+    ``rdt:l3_ways``) does, with its message: ``0`` and ``65`` included,
+    which it took as a host of 0 or 65 ways.
+    """
+    caplog.set_level(logging.WARNING, logger='nova_plugin')
+    raw = row.values['l3_ways']
+    aggs = (agg(rdt_l3_ways=raw, rdt_closids='16'),)
+    defaults = (11,) + NONE[1:]
+    got = aggregates.host_capacity(aggs, defaults)
+    if row.ok:
+        assert got == HostCapacity(row.expect[0], 0, 16, 0)
+        assert not caplog.messages
+        return
+    assert got == HostCapacity(11, 0, 16, 0)
+    assert caplog.messages == [
+        'Ignoring aggregate metadata: '
+        + row.message({'l3_ways': 'rdt_l3_ways'})]
+
+
+@pytest.mark.parametrize('key', sorted(host_capacity.RANGES))
+def test_every_number_option_and_its_metadata_share_one_range(
+        key: str) -> None:
+    """The nova.conf option and the aggregate metadata of each number
+    refuse the same values with the same words.
+    """
+    opt = {o.name: o for o in opts.OPTS}[key]
+    low, high = host_capacity.RANGES[key]
+    for raw in (str(low - 1) if low else '-1', str(high + 1)):
+        with pytest.raises(ValueError) as err:
+            opt.type(raw)
+        assert str(err.value) == '[ovs_rdt] ' + str(pytest.raises(
+            InvalidValue, host_capacity.parse, key, raw, key).value)
+    assert opt.type(str(low)) == low and opt.type(str(high)) == high
 
 
 # -- rdt_numa_l3 ----------------------------------------------------------------

@@ -5,6 +5,7 @@ import argparse
 import os
 
 import pytest
+import yaml
 
 from ovs_rdt.cmd import provider_config as pc
 from ovs_rdt.conf import Settings
@@ -106,24 +107,29 @@ def test_ways_shared_with_io_are_not_for_vms() -> None:
 def test_yaml_layout() -> None:
     doc = pc.document({'CUSTOM_X': {'total': 2, 'allocation_ratio': 1.0}},
                       ['CUSTOM_T'], name="it's")
-    assert pc.to_yaml(doc, 'hello\n\nworld') == '''\
+    text = pc.to_yaml(doc, 'hello\n\nworld')
+    assert text == '''\
 # hello
 #
 # world
 meta:
   schema_version: '1.0'
 providers:
-  - identification:
-      name: 'it''s'
-    inventories:
-      additional:
-        - CUSTOM_X:
-            total: 2
-            allocation_ratio: 1.0
-    traits:
-      additional:
-        - CUSTOM_T
+- identification:
+    name: it's
+  inventories:
+    additional:
+    - CUSTOM_X:
+        total: 2
+        allocation_ratio: 1.0
+  traits:
+    additional:
+    - CUSTOM_T
 '''
+    assert yaml.safe_load(text) == doc
+    # words YAML reads as booleans or null stay strings
+    for word in ('yes', 'no', 'on', 'off', 'null', 'true', '1.0', '0x1'):
+        assert yaml.safe_load(pc.to_yaml({'k': word})) == {'k': word}
 
 
 def test_default_identification_and_traits() -> None:
@@ -170,18 +176,16 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
     # per domain: pool hp 3 (not created yet: counted from the config),
     # COS1 2, system 2
     assert 'reserved per domain: 0=7 1=7.' in text
-    assert '''\
-        - CUSTOM_RDT_L3_WAY:
-            total: 22
-            reserved: 14
-''' in text
+    [provider] = yaml.safe_load(text)['providers']
+    inventories = {k: v for item in provider['inventories']['additional']
+                   for k, v in item.items()}
+    assert inventories['CUSTOM_RDT_L3_WAY'] == {
+        'total': 22, 'reserved': 14, 'min_unit': 1, 'max_unit': 8,
+        'step_size': 1, 'allocation_ratio': 1.0}
     # 8: MBA has fewer CLOSIDs than L3 here; root, pool hp, COS1 hold one
-    assert '''\
-        - CUSTOM_RDT_CLOSID:
-            total: 8
-            reserved: 3
-''' in text
-    assert "uuid: '$COMPUTE_NODE'" in text
+    assert inventories['CUSTOM_RDT_CLOSID']['total'] == 8
+    assert inventories['CUSTOM_RDT_CLOSID']['reserved'] == 3
+    assert provider['identification'] == {'uuid': '$COMPUTE_NODE'}
 
 
 def test_run_refuses_a_bad_uuid() -> None:
@@ -213,5 +217,5 @@ def test_run_names_the_provider(tmp_path: 'os.PathLike[str]',
     args = _args(name='compute-1')
     args.name = 'provider-config'   # what oslo.config's subcommand sets
     assert pc.run(settings, args) == 0
-    assert "  - identification:\n      name: 'compute-1'\n" in \
-        capsys.readouterr().out
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert doc['providers'][0]['identification'] == {'name': 'compute-1'}

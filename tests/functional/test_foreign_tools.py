@@ -163,7 +163,8 @@ def test_pqos_after_ovs_rdt(node: Node, pqos: Pqos) -> None:
     guest = node.tb.define(ONE_WAY, vcpus=1, memory_mib=32)
     node.tb.start(guest)
     before = node.ours()
-    for args in (['-s'], ['-e', 'llc:1=0x3'], ['-a', 'llc:1=2'], ['-R']):
+    for args in (['-s'], ['-e', 'llc:1=0x3'], ['-a', 'llc:1=2'], ['-R'],
+                 ['-m', 'all:0', '-t', '1'], ['-d']):
         res = pqos(*args)
         assert res.returncode == 1, (args, res.stdout, res.stderr)
         for text in INIT_FAILS:

@@ -266,10 +266,13 @@ class Hook:
         plan = self.ensure_group(dom, spec)
         group = self.group_of(dom, spec)
         masks = plan.masks_of(group) if plan is not None else {}
+        if masks:       # planned: core.plan is loaded already
+            from ovs_rdt.core.plan import domain_text
+            masks_text = ' L3:' + domain_text(masks)
+        else:
+            masks_text = ''
         self.log('info', 'reserved %s: group %s%s' % (
-            spec.describe(), group, ' L3:' + ';'.join(
-                '%d=%s' % item for item in sorted(masks.items()))
-            if masks else ''))
+            spec.describe(), group, masks_text))
         return 0
 
     def started(self, dom: Domain) -> int:

@@ -29,6 +29,7 @@ from ovs_rdt.agent import knobs as knobs_mod
 from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.pmd import Scan
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core import plan
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Platform, Request, pool_group
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import request
@@ -315,7 +316,7 @@ class PmdPlacer:
             l3 = {d: m for d, m in l3.items()
                   if d in self._allocation.cache_domains}
         counts = {m.count for m in l3.values()}
-        masks = ';'.join('%d=%s' % (d, m) for d, m in sorted(l3.items()))
+        masks = plan.domain_text(l3)
         ways = ' (%d ways)' % counts.pop() if len(counts) == 1 else ''
         return '%s L3 %s%s' % (group, masks, ways)
 

@@ -207,7 +207,7 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
     rc = Resctrl(emu.root, emu.sysfs)
     # man-db's trigger rebuilds every manual page index (10 s): off.
     root.run('rm', '-f', MAN_DB_SWITCH)
-    root.run('dpkg', '-i', artifacts.deb)
+    root.run('dpkg', '-i', root.put(artifacts.deb))
     for path in DEBIAN_PATHS:
         root.run('test', '-e', path)
     # The installed files only: Debian's python3 imports them from
@@ -358,7 +358,7 @@ def test_upgrade_through_the_package_with_guests_running(
     root, emu, ovs = node['root'], node['emu'], node['ovs']
     rc = Resctrl(emu.root, emu.sysfs)
     root.run('rm', '-f', MAN_DB_SWITCH)
-    root.run(*DPKG_I, previous_release.deb)
+    root.run(*DPKG_I, root.put(previous_release.deb))
     configure(root, emu, ovs, '[pool:noisy]\nl3_ways = 2\n')
     root.write(CONF, root.read(CONF).replace('pools = hp', 'pools = noisy'))
     mine = root.read(CONF)
@@ -390,7 +390,7 @@ def test_upgrade_through_the_package_with_guests_running(
                               previous_release.version)):
             # RELEASENOTES.md's steps: the package (the conffile kept),
             # the agent restarted (systemd would), libvirtd restarted.
-            res = root.run(*DPKG_I, deb)
+            res = root.run(*DPKG_I, root.put(deb))
             assert root.read(CONF) == mine, 'the conffile changed'
             assert root.run('dpkg-query', '-W', '-f', '${Version}',
                             'ovs-rdt').stdout.replace('~', '.') == version

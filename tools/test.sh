@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then the suites in two
 # lanes side by side (the machine has two cores and the real-parts suites
-# spend much of their time waiting on daemons and guests):
-#   real parts:  functional (real OvS, libvirt/KVM, the FUSE emulator,
-#                packages, Prometheus, pqos), then stress-quick (the stress
-#                suite on its CI budget; the long run is tox -e stress);
-#   python only: py3 (unit), pep8 (flake8/hacking + mypy), nova-functional
-#                (the Nova plugin inside the real nova package, tests/nova,
-#                then inside Nova's own functional framework with the real
-#                scheduler and Placement, tests/nova_functional: one
-#                virtualenv for both).
-# The real-parts lane prints as it goes; the other lane's output follows it.
+# spend much of their time waiting on daemons and guests), balanced so
+# that both end about together:
+#   first:   functional (real OvS, libvirt/KVM, the FUSE emulator,
+#            packages, Prometheus, pqos);
+#   second:  py3 (unit), pep8 (flake8/hacking + mypy), nova-functional (the
+#            Nova plugin inside the real nova package, tests/nova, then
+#            inside Nova's own functional framework with the real scheduler
+#            and Placement, tests/nova_functional: one virtualenv for both),
+#            then stress-quick (the stress suite on its CI budget; the long
+#            run is tox -e stress).
+# The first lane prints as it goes; the second lane's output follows it.
 # TOXENVS=a,b runs those environments one after the other instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +21,8 @@ if [ -n "${TOXENVS:-}" ]; then
     exec .venv/bin/tox -e "$TOXENVS" -- "$@"
 fi
 
-REAL=functional,stress-quick
-PY=py3,pep8,nova-functional
+REAL=functional
+PY=py3,pep8,nova-functional,stress-quick
 log=$(mktemp /tmp/ovs-rdt-tests-XXXXXX.log)
 began=$(date +%s)
 # Its own tox work dir: two tox runs must not build the package in the

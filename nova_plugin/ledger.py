@@ -459,12 +459,15 @@ class Ledger:
             for host in new_hosts:
                 migs.extend(nova.migration_state(m)
                             for m in nova.host_migrations(cctxt, host))
-            changed = self._take_migrations(migs)
-            load.update(u for u in changed if u not in self._instances)
-            if load:
-                changed.update(self._take_instances(
-                    [nova.instance_state(i)
-                     for i in nova.instances_by_uuid(cctxt, load)]))
+            moved = self._new_migrations(migs)
+            load.update(u for u in moved if u not in self._instances)
+            loaded = [nova.instance_state(i)
+                      for i in nova.instances_by_uuid(cctxt, load)] \
+                if load else []
+            # Every read is done: only now does the ledger change.
+            self._migrations.update(moved)
+            changed = set(moved)
+            changed.update(self._take_instances(loaded))
             state.read_at = now
             state.hosts.update(new_hosts)
             for uuid in changed:
@@ -492,15 +495,19 @@ class Ledger:
             changed.add(st.uuid)
         return changed
 
-    def _take_migrations(self, states: Iterable[MigrationState]) -> set[str]:
-        changed = set()
+    def _new_migrations(self, states: Iterable[MigrationState]
+                        ) -> dict[str, MigrationState]:
+        """The newest of ``states`` per instance where it differs from
+        what the ledger has; the ledger itself is left as it is.
+        """
+        moved: dict[str, MigrationState] = {}
         for st in states:
-            old = self._migrations.get(st.instance_uuid)
+            old = moved.get(st.instance_uuid) or \
+                self._migrations.get(st.instance_uuid)
             if old is not None and (old.id > st.id or old == st):
                 continue
-            self._migrations[st.instance_uuid] = st
-            changed.add(st.instance_uuid)
-        return changed
+            moved[st.instance_uuid] = st
+        return moved
 
     def _place(self, uuid: str) -> None:
         inst = self._instances.get(uuid)

@@ -227,6 +227,32 @@ def test_a_failed_read_applies_nothing(nova: FakeNova) -> None:
     assert nova.reads == [at(100 - ledger_mod.OVERLAP)]   # from the start
 
 
+def test_a_failed_instance_read_keeps_the_moves_it_saw_for_later(
+        nova: FakeNova) -> None:
+    """A move read before the instances' read failed is read again: the
+    ledger stored it before and the next read found nothing new, so the
+    move's destination was never counted.
+    """
+    led = Ledger(nova, holding)
+    nova.instances['a'] = inst('a', 'h2', 6, 150)
+    led.refresh('ctx', 'c', [('h1', 'h1'), ('h2', 'h2')])
+    assert held(led, 'h2') == {'a': [6]}
+    nova.now = at(300)
+    nova.migrations.append(mig('a', 'h2', 'h1', 250, old=6, new=6))
+    nova.instances['b'] = inst('b', 'h3', 2, 250)   # one more to load
+
+    def failing(context: Any, uuids: Any) -> Any:
+        raise RuntimeError('database unreachable')
+    loader = nova.instances_by_uuid
+    nova.instances_by_uuid = failing               # type: ignore
+    with pytest.raises(RuntimeError):
+        led.refresh('ctx', 'c')
+    nova.instances_by_uuid = loader                # type: ignore
+    led.refresh('ctx', 'c')
+    assert held(led, 'h1') == {'a': [6]}
+    assert held(led, 'h2') == {'a': [6]}
+
+
 # -- expected instances: Placement knows before the database -------------------
 def test_an_expected_instance_counts_where_placement_has_it(
         nova: FakeNova) -> None:

@@ -39,13 +39,25 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The options before the subcommand that take a value.
+VALUE_OPTIONS = ('--config-file', '--config-dir')
+
+
+def takes_value(word: str) -> bool:
+    """``word`` is one of :data:`VALUE_OPTIONS` with its value to follow,
+    spelt out or abbreviated as argparse accepts (``--config-f``).
+    """
+    return (word.startswith('--') and '=' not in word and len(word) > 2
+            and any(o.startswith(word) for o in VALUE_OPTIONS))
+
+
 def chosen(argv: list[str]) -> str | None:
     """The subcommand ``argv`` names (the first word that is not an option
     or an option's value), None if none.
     """
     words = iter(argv)
     for word in words:
-        if word in ('--config-file', '--config-dir'):
+        if takes_value(word):
             next(words, None)
         elif not word.startswith('-'):
             return word if word in SUBCOMMANDS else None

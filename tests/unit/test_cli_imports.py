@@ -42,6 +42,10 @@ def test_only_the_chosen_subcommand_is_imported(tmp_path):
     (['--debug', '--config-dir=/x', 'install-hook'], 'install-hook'),
     (['--config-file'], None),
     (['nonsense', 'apply'], None),
+    # abbreviated as argparse accepts them: the value is not the command
+    (['--config-f', 'status', 'top'], 'top'),
+    (['--config-d', 'x', 'status', '--json'], 'status'),
+    (['--config-f=status', 'top'], 'top'),
 ])
 def test_chosen(argv, name):
     assert main.chosen(argv) == name
@@ -55,3 +59,12 @@ def test_the_chosen_subcommands_arguments_still_parse(capsys):
     with pytest.raises(SystemExit):
         main.main(['emulate', '--help'])
     assert '--footprints' in capsys.readouterr().out
+
+
+def test_an_abbreviated_option_keeps_the_subcommands_arguments(
+        tmp_path, capsys):
+    conf = tmp_path / 'x.conf'
+    conf.write_text('')
+    with pytest.raises(SystemExit):
+        main.main(['--config-f', str(conf), 'status', '--help'])
+    assert '--json' in capsys.readouterr().out

@@ -7,7 +7,9 @@ option of the same name (:mod:`nova_plugin.opts`).  Several aggregates:
 the smallest capacity, the largest reservation, the pools every one of
 them lists, per NUMA node every L3 domain any of them lists.  A value is
 read by the rule of the option (:mod:`ovs_rdt.inputs.host_capacity`); a
-bad one is ignored with one warning, with the option's message.
+bad one leaves the host's capacity unknown (it fails RDT requests), with one
+warning in the option's words: taking another aggregate's value or the
+option's instead could promise ways the operator meant to keep.
 
 Nova-free: it gets raw metadata values, as
 :func:`nova_plugin.adapter.aggregate_metadata` reads them, and the
@@ -52,15 +54,18 @@ def host_capacity(aggregates: tuple,
     ``aggregates``: per aggregate, its values of KEYS (None: absent;
     values after them, as METADATA's NUMA_L3, are not read);
     ``defaults``: :func:`defaults`.  None without ``rdt_l3_ways`` and
-    ``rdt_closids``.  Cached: bad values warn once.
+    ``rdt_closids``, or with a value the option's rule refuses (one
+    warning).  Cached: bad values warn once.
     """
     merged: list[Any] = [None] * len(KEYS)
+    refused = False
     for raw in aggregates:
         for i, (key, value) in enumerate(zip(KEYS, raw)):
             if value is None:
                 continue
             parsed = _parse(key, value)
             if parsed is None:
+                refused = True
                 continue
             old = merged[i]
             if old is None:
@@ -76,7 +81,7 @@ def host_capacity(aggregates: tuple,
             merged[i] = frozenset(default) if KEYS[i] == 'rdt_pools' \
                 else default
     l3_ways, system_ways, closids, reserved, pools = merged
-    if l3_ways is None or closids is None:
+    if refused or l3_ways is None or closids is None:
         return None
     return capacity.HostCapacity(l3_ways, system_ways or 0, closids,
                                  reserved or 0, pools)
@@ -137,5 +142,6 @@ def _parse(key: str, value: str) -> Any:
     try:
         return capacity_text.parse(key, value, key)
     except InvalidValue as exc:
-        LOG.warning('Ignoring aggregate metadata: %(error)s', {'error': exc})
+        LOG.warning('Bad aggregate metadata, the host fails RDT requests '
+                    'until it is fixed: %(error)s', {'error': exc})
         return None

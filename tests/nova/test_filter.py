@@ -20,6 +20,10 @@ CAP = {'rdt_l3_ways': '11', 'rdt_system_ways': '2', 'rdt_closids': '16',
        'rdt_reserved_closids': '1'}
 _ids = itertools.count(1)
 
+#: How a refused aggregate value is logged (nova_plugin.aggregates).
+PREFIX = ('Bad aggregate metadata, the host fails RDT requests until it '
+          'is fixed: ')
+
 
 def uuid() -> str:
     return '00000000-0000-4000-8000-%012d' % next(_ids)
@@ -327,38 +331,44 @@ def test_several_aggregates_take_the_tightest_values() -> None:
     assert passes(target, request(**{'rdt:l3_ways': '6'})) == []
 
 
-def test_bad_aggregate_value_is_ignored_with_a_warning(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_aggregate_value_fails_the_host_with_a_warning(
+        caplog: pytest.LogCaptureFixture, rdt_conf: Any) -> None:
+    """A refused value leaves the host's capacity unknown: taking another
+    aggregate's value or nova.conf's instead could promise ways the
+    operator meant to keep (a reservation of 8 written as '-5' fell back
+    to the other aggregate's or the option's).
+    """
     caplog.set_level(logging.WARNING, logger='nova_plugin')
+    rdt_conf(rdt_l3_ways=11)
     meta = dict(CAP, rdt_l3_ways='eleven')
     assert passes(host(meta=meta), request(**{'rdt:l3_ways': '1'})) == []
-    assert "Ignoring aggregate metadata: rdt_l3_ways: 'eleven' is not a " \
-        "whole number" in caplog.messages
-    # a negative reservation is ignored too: the other aggregate's counts
+    assert "%srdt_l3_ways: 'eleven' is not a whole number" % PREFIX \
+        in caplog.messages
     target = host(meta=dict(CAP, rdt_system_ways='-5'))
     target.aggregates.append(objects.Aggregate(
-        id=2, name='b', metadata={'rdt_system_ways': '8'}))
-    assert passes(target, request(**{'rdt:l3_ways': '3'})) == ['h1']
-    assert passes(target, request(**{'rdt:l3_ways': '4'})) == []
-    assert "Ignoring aggregate metadata: rdt_system_ways: '-5' is not a " \
-        "whole number" in caplog.messages
+        id=2, name='b', metadata={'rdt_system_ways': '2'}))
+    assert passes(target, request(**{'rdt:l3_ways': '1'})) == []
+    assert "%srdt_system_ways: '-5' is not a whole number" % PREFIX \
+        in caplog.messages
+    # requests without rdt: specs still pass
+    assert passes(target, request()) == ['h1']
 
 
 def test_zero_ways_in_an_aggregate_is_refused_as_in_nova_conf(
         caplog: pytest.LogCaptureFixture, rdt_conf: Any) -> None:
     """``rdt_l3_ways=0`` metadata is refused as the option refuses it (a
-    cache domain has at least one way): ignored with the option's message,
-    the host falls back to nova.conf.  It was taken as a host of 0 ways,
-    which still passed pool requests it has no CAT for.
+    cache domain has at least one way), with the option's message, and
+    the host fails RDT requests, nova.conf's value notwithstanding.  It
+    was taken as a host of 0 ways, which still passed pool requests it
+    has no CAT for.
     """
     caplog.set_level(logging.WARNING, logger='nova_plugin')
     meta = dict(CAP, rdt_l3_ways='0')
     assert passes(host(meta=meta), request(**{'rdt:pool': 'hp'})) == []
-    assert "Ignoring aggregate metadata: rdt_l3_ways: '0' must be from 1 " \
-        "to 64" in caplog.messages
+    assert "%srdt_l3_ways: '0' must be from 1 to 64" % PREFIX \
+        in caplog.messages
     rdt_conf(rdt_l3_ways=11)
-    assert passes(host(meta=meta), request(**{'rdt:l3_ways': '9'})) == ['h1']
-    assert passes(host(meta=meta), request(**{'rdt:l3_ways': '10'})) == []
+    assert passes(host(meta=meta), request(**{'rdt:l3_ways': '1'})) == []
 
 
 # -- malformed specs ----------------------------------------------------------------

@@ -130,9 +130,7 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             why = self._try('the instances other requests placed could not '
                             'be looked up in Placement', ledger.settle,
                             context, providers, rdt_pass.uuids, rdt_pass.seq)
-            if why is not None:
-                for cell in by_cell:
-                    rdt_pass.read[cell] = rdt_pass.read[cell] or why
+            rdt_pass.unsettled = why
 
     def _try(self, why: str, call: Any, *args: Any) -> str | None:
         """``call(*args)``; ``why`` when it raised (warned about once a
@@ -169,8 +167,8 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         """Why the host cannot take the request; None: it can."""
         if rdt_pass.error is not None:
             return rdt_pass.error
-        unread = rdt_pass.read and \
-            rdt_pass.read.get(adapter.host_cell(host_state))
+        unread = rdt_pass.unsettled or (
+            rdt_pass.read and rdt_pass.read.get(adapter.host_cell(host_state)))
         if unread:
             return unread
         raw = adapter.aggregate_metadata(host_state, aggregates.METADATA)

@@ -37,7 +37,7 @@ class Pass:
 
     __slots__ = ('request', 'cells', 'error', 'defaults', 'numa_l3',
                  'uuids', 'seen', 'placed', 'warned', 'read', 'settled',
-                 'seq')
+                 'unsettled', 'seq')
 
     def __init__(self, request: capacity.Holding | None = None,
                  cells: int = 0, error: str | None = None) -> None:
@@ -64,6 +64,8 @@ class Pass:
         why it could not."""
         self.settled: bool = False
         """Whether the ledger looked up the expected instances for it."""
+        self.unsettled: str | None = None
+        """Why that look-up failed (every host fails the pass)."""
         self.seq = 0
         """Its number among the requests the ledger expects (0: none)."""
 

@@ -410,6 +410,28 @@ def test_host_passes_never_raises(caplog: pytest.LogCaptureFixture) -> None:
     assert flt.host_passes(host(), object()) is False
 
 
+def test_a_failed_placement_look_up_fails_hosts_asked_one_at_a_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_passes() host by host, hosts in two cells: the look-up of the
+    instances other requests placed fails once, for the whole pass; a host
+    of the second cell failed only the first one.
+    """
+    from nova_plugin import adapter
+    flt = load(PATH)[0]
+    cells = {'h1': 'cell1', 'h2': 'cell2'}
+    monkeypatch.setattr(adapter, 'request_context', lambda spec: object())
+    monkeypatch.setattr(adapter, 'host_cell', lambda hs: cells[hs.host])
+    monkeypatch.setattr(adapter, 'host_provider', lambda hs: hs.host)
+    monkeypatch.setattr(flt.ledger, 'refresh', lambda *args: None)
+
+    def unreachable(*args: Any) -> None:
+        raise RuntimeError('placement unreachable')
+    monkeypatch.setattr(flt.ledger, 'settle', unreachable)
+    spec = request(**{'rdt:l3_ways': '1'})
+    assert flt.host_passes(host('h1'), spec) is False
+    assert flt.host_passes(host('h2'), spec) is False
+
+
 # -- instances Nova gives as bare stubs ---------------------------------------------
 def test_bare_stubs_are_loaded_in_one_query_and_cached() -> None:
     ctx = nova_context.get_admin_context()

@@ -23,6 +23,7 @@ from nova_plugin import adapter
 from nova_plugin import aggregates
 from nova_plugin import opts
 from nova_plugin import passes
+from nova_plugin import throttle
 from nova_plugin import usage as instance_usage
 from ovs_rdt.core import capacity
 from ovs_rdt.core import topology
@@ -42,7 +43,7 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         self._passes = passes.Passes()
         self._usage = instance_usage.InstanceUsage(
             adapter, lambda: CONF.ovs_rdt.rdt_l3_way_kib)
-        self._read_failed_at = -60.0
+        self._read_failed = throttle.Throttle()
 
     @property
     def ledger(self) -> Any:
@@ -139,9 +140,7 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         try:
             call(*args)
         except Exception as exc:
-            now = time.monotonic()
-            if now - self._read_failed_at >= 60.0:
-                self._read_failed_at = now
+            if self._read_failed.due(time.monotonic()):
                 LOG.warning('RDTCacheFilter: %(why)s (hosts fail RDT '
                             'requests meanwhile): %(error)s',
                             {'why': why, 'error': exc})

@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable
 
 from nova_plugin import ledger as instance_ledger
+from nova_plugin import throttle
 from ovs_rdt.core import capacity
 from ovs_rdt.core import topology
 from ovs_rdt.core.ways import ways_holding
@@ -37,8 +38,6 @@ LOG = logging.getLogger(__name__)
 #: reused on the same host (an instance that changed meanwhile is the
 #: ledger's, which does not reuse it).
 LOADED_TTL = 60.0
-#: Seconds between two warnings about failed loads.
-WARN_INTERVAL = 60.0
 #: Loaded holdings kept before the expired ones are dropped.
 LOADED_MAX = 100000
 _UNSET = object()
@@ -59,7 +58,7 @@ class InstanceUsage:
         self._holding_slot = nova.private_slot('holding')  # on an Instance
         self._usage_slot = nova.private_slot('usage')  # on a HostState
         self._loaded: dict[tuple, tuple[float, capacity.Holding | None]] = {}
-        self._load_failed_at = -WARN_INTERVAL
+        self._load_failed = throttle.Throttle()
         self.ledger = instance_ledger.Ledger(nova, self._holding_of)
 
     def of_host(self, host_state: Any, instances: dict,
@@ -157,8 +156,7 @@ class InstanceUsage:
         try:
             found = nova.load_instances(todo)
         except Exception as exc:
-            if now - self._load_failed_at >= WARN_INTERVAL:
-                self._load_failed_at = now
+            if self._load_failed.due(now):
                 LOG.warning('RDTCacheFilter could not load the flavors of '
                             'the instances on %(host)s (hosts with instances '
                             'it cannot load fail RDT requests): %(error)s',

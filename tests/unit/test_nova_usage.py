@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from nova_plugin import aggregates
+from nova_plugin import throttle
 from nova_plugin import usage as instance_usage
 from ovs_rdt.core.capacity import Holding
 
@@ -204,7 +205,7 @@ def test_a_failed_load_fails_the_host_and_warns_once_a_minute(
     assert len(caplog.messages) == 1
     assert 'could not load the flavors of the instances on a' in \
         caplog.messages[0]
-    now[0] += instance_usage.WARN_INTERVAL
+    now[0] += throttle.WARN_INTERVAL
     nova.fail = False
     nova.db = {'1': Inst('1', ways(2))}
     assert of_host(usage, hosts[0]).used_ways(0) == 5   # not cached as None

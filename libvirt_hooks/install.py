@@ -187,8 +187,7 @@ def install(path: str, config_files: Sequence[str] | str,
 
     Refuses to replace a file that is not an ovs-rdt wrapper.
     """
-    import tempfile
-
+    from ovs_rdt import atomicfile
     from ovs_rdt.exceptions import ConfigError
 
     if os.path.lexists(path) and not is_ours(path):
@@ -196,20 +195,8 @@ def install(path: str, config_files: Sequence[str] | str,
                           'not replacing it' % path)
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    text = wrapper_text(config_files, config_dirs, python, paths)
-    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.',
-                               dir=directory)
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomicfile.write(path, wrapper_text(config_files, config_dirs, python,
+                                        paths), mode=0o755)
 
 
 def uninstall(path: str) -> bool:

@@ -1,8 +1,9 @@
 """Replacing a file whole: readers see the old text or the new, never half.
 
 The one way ovs-rdt replaces a file another process reads (the provider
-config nova-compute reads, the sandbox's hook configuration, the
-emulator's footprints and faults): a temporary file in the same directory,
+config nova-compute reads, the libvirt hook wrapper libvirtd runs, the
+sandbox's hook configuration, the emulator's footprints and faults): a
+temporary file in the same directory,
 written and flushed to disk (``fsync``), given its mode, then renamed over
 the target (``rename(2)`` is atomic within a file system) and the directory
 flushed so the rename survives a crash.  The temporary file never stays

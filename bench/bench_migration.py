@@ -10,8 +10,9 @@ hook at all (libvirtd reloaded in between), so the machine's drift hits both
 alike.  Prints the p50 wall time of a migration, the ratio (target
 <= 1.1x), and how long the hook's events of one migration took in all
 (its own ``handled in`` log lines: destination ``migrate``, ``prepare``,
-``started``; source ``stopped``, ``release``), with the ratio that time
-alone gives (on a shared 2-core machine the wall times are noisy).
+``started``; source ``release``; the wrapper ends the other events in the
+shell), per event and in all, with the ratio that time alone gives (on a
+shared 2-core machine the wall times are noisy).
 
 Needs root, /dev/kvm (or OVS_RDT_TCG=1), libvirt and FUSE.
 
@@ -119,9 +120,13 @@ def main() -> int:
                     raise SystemExit('migration %s -> %s failed: %s' % (
                         src.name, dst.name, res.stderr.strip()))
                 if hooked:
-                    spent = {'%s %s' % (n.name, e): ms for n in (dst, src)
-                             for e, ms in hook_ms(n).items()}
+                    spent = {(role, e): ms for role, n in (
+                        ('destination', dst), ('source', src))
+                        for e, ms in hook_ms(n).items()}
                     events.setdefault('total', []).append(sum(spent.values()))
+                    for (role, event), ms in spent.items():
+                        events.setdefault('%s %s' % (role, event),
+                                          []).append(ms)
             a.libvirtd.virsh('destroy', NAME)
             hooked = not hooked
             set_hook(nodes, hooked)
@@ -145,7 +150,9 @@ def main() -> int:
         'ratio', with_hook / without, min(times[True]) / min(times[False])))
     spent = statistics.median(events['total'])
     print('  %-26s %8.0f ms p50 (destination migrate+prepare+started, '
-          'source stopped+release)' % ('the hook\'s own time', spent))
+          'source release)' % ('the hook\'s own time', spent))
+    for key in sorted(k for k in events if k != 'total'):
+        print('    %-24s %8.1f ms p50' % (key, statistics.median(events[key])))
     print('  %-26s %8.2fx ((without + the hook\'s own time) / without: the '
           'same, less the machine\'s noise)' % ('ratio by the hook\'s time',
                                                 (without + spent) / without))

@@ -16,8 +16,11 @@ missing is an error, never the defaults.  The events handled:
 ``started begin``
     move the QEMU's vCPU threads (and, per ``[libvirt]
     include_emulator_threads``, its other threads) into that group.
-``stopped end`` / ``release end``
+``release end``
     remove the VM's dedicated group and give its ways back (idempotent).
+    libvirt runs it right after ``stopped end``, in the same call
+    (``qemuProcessStop``), whichever way the QEMU ended: ``stopped end``
+    does nothing here, and the wrapper ends it without starting Python.
 ``reconnect begin``
     libvirtd restarted: make sure the group exists and holds the threads.
     Never fails: libvirt would kill the guest.
@@ -51,7 +54,6 @@ if TYPE_CHECKING:
 EVENTS = {
     ('prepare', 'begin'): ('prepare', True),
     ('started', 'begin'): ('started', True),
-    ('stopped', 'end'): ('release', False),
     ('release', 'end'): ('release', False),
     ('reconnect', 'begin'): ('reconnect', False),
     ('migrate', 'begin'): ('check', True),

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
+from libvirt_hooks.hook import EVENTS
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -114,6 +116,16 @@ exit 0
 """
 
 
+# The events the hook does nothing for (``start begin``, ``stopped end``,
+# ``attach begin``...) end in the shell, without starting Python: a VM
+# start runs two interpreters, a stop one, a live migration four.  Standard
+# input is left unread: libvirt's virCommandProcessIO ignores the EPIPE of a
+# hook that closed it early ("child closed stdin early, ignoring EPIPE").
+_SKIP = """\
+case "$2 $3" in %(events)s) ;; *) exit 0 ;; esac
+"""
+
+
 def _sh_quote(text: str) -> str:
     import shlex
     return shlex.quote(text)
@@ -165,6 +177,8 @@ def wrapper_text(config_files: Sequence[str] | str,
         DEFAULT_CONFIG_FILE)
     return ('#!/bin/sh\n%s (written by "ovs-rdt install-hook"; do not edit)\n'
             '# config: %s\n' % (MARKER, shown.replace('\n', ' '))
+            + _SKIP % {'events': '|'.join(
+                "'%s %s'" % event for event in sorted(EVENTS))}
             + 'if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x %s ]; then\n'
             '    exec %s -I -S -c %s "$0" "$@"\nfi\n' % (py, py, quoted)
             + _FALLBACK % {

@@ -259,7 +259,7 @@ def test_failure_at_started_stops_the_guest(env: Env) -> None:
     err = start_fails(env, guest)
     assert ("ovs-rdt: stopping domain '%s': no running QEMU for the domain"
             % guest.name) in err
-    assert 'stopped end: removed group %s' % guest.group in env.tb.hook_log()
+    assert 'release end: removed group %s' % guest.group in env.tb.hook_log()
 
 
 def test_on_failure_warn_starts_the_guest_unmanaged(env: Env) -> None:

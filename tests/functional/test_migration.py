@@ -126,8 +126,11 @@ def test_live_migration_there_and_back(pair: Pair) -> None:
     arrived(b, guest, {0: 3, 1: 3, 2: 3, 3: 3})
     left(a, guest, a_empty)
     assert a.state(guest) == 'shut off'          # still defined there
-    assert [t.event for t in events(a, guest)][-2:] == ['stopped end',
-                                                        'release end']
+    trace = events(a, guest)
+    assert [t.event for t in trace][-2:] == ['stopped end', 'release end']
+    # The wrapper ends `stopped end` in the shell: `release end` removes it.
+    assert guest.group in trace[-2].groups
+    assert guest.group not in trace[-1].groups
 
     a.clear_logs()
     pair.migrate(guest, b)

@@ -61,6 +61,31 @@ def test_wrapper_is_sh_and_checks_its_interpreter(tmp_path):
                                    '\n')
 
 
+def test_events_the_hook_ignores_end_in_the_shell(tmp_path):
+    # An "interpreter" that records each start: only the events of
+    # hook.EVENTS start it; the others exit 0 at once, their input unread.
+    from libvirt_hooks.hook import EVENTS
+
+    starts = tmp_path / 'starts'
+    fake = tmp_path / 'python'
+    # (-I -S -c BODY WRAPPER DOMAIN OP SUBOP EXTRA)
+    fake.write_text('#!/bin/sh\nshift 5\necho "$@" >> %s\ncat >/dev/null\n'
+                    % starts)
+    fake.chmod(0o755)
+    path = wrapper(tmp_path, python=str(fake))
+    ignored = [('start', 'begin'), ('stopped', 'end'), ('attach', 'begin'),
+               ('prepare', 'end'), ('started', 'end'), ('release', 'begin')]
+    for op, subop in ignored:
+        res = run(path, ANNOTATED, op, subop)
+        assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
+    assert not starts.exists(), starts.read_text()
+    assert ('stopped', 'end') not in EVENTS and len(EVENTS) == 6
+    for op, subop in sorted(EVENTS):
+        assert run(path, ANNOTATED, op, subop).returncode == 0
+    lines = starts.read_text().splitlines()
+    assert lines == ['vm1 %s %s -' % event for event in sorted(EVENTS)]
+
+
 @pytest.mark.skipif(not os.path.exists(DEBIAN_PYTHON),
                     reason='no %s' % DEBIAN_PYTHON)
 def test_system_python_with_isolated_mode(tmp_path):

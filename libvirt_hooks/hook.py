@@ -41,7 +41,7 @@ import time
 
 TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from typing import Any, BinaryIO, Callable
 
     from libvirt_hooks.domain import Domain
     from ovs_rdt.core.allocator import Plan
@@ -60,7 +60,7 @@ EVENTS = {
     ('restore', 'begin'): ('check', True),
 }
 
-_MAX_STDIN = 4 * 1024 * 1024
+MAX_STDIN = 4 * 1024 * 1024
 _USAGE = ('usage: ovs-rdt-hook [--config-file FILE]... [--config-dir DIR]... '
           'DOMAIN OPERATION SUB-OPERATION [EXTRA] < domain.xml\n'
           '(run by libvirt from /etc/libvirt/hooks/qemu.d/; install it with '
@@ -125,7 +125,8 @@ class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
-                 name: str, op: str, subop: str) -> None:
+                 name: str, op: str, subop: str, err: Any = None,
+                 served: Callable[[Log], None] | None = None) -> None:
         from ovs_rdt.exceptions import show
 
         #: What the wrapper names (``--config-file``, ``--config-dir``).
@@ -134,6 +135,14 @@ class Hook:
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
+        #: Where the one line libvirt shows goes (the hook's stderr, or
+        #: the reply of :mod:`libvirt_hooks.server`).
+        self.err = sys.stderr if err is None else err
+        #: Run by the hook server (a process with logging of its own): it
+        #: is given this event's log, for the core's records.
+        self.served = served
+        if served is not None:
+            served(self.log)
         self._settings: Any = None
         self._manager: CacheManager | None = None
         self._rc: Resctrl | None = None
@@ -170,8 +179,9 @@ class Hook:
         if self._manager is None:
             from ovs_rdt import manager
             self._manager = manager.CacheManager(self.rc, self.settings)
-            _bridge_logging(self.log)
-            manager.LOG.on_import = lambda: _bridge_logging(self.log)
+            if self.served is None:     # (else the server forwards them)
+                _bridge_logging(self.log)
+                manager.LOG.on_import = lambda: _bridge_logging(self.log)
         return self._manager
 
     @property
@@ -418,13 +428,13 @@ class Hook:
                      '([libvirt] on_failure = warn): %s' % message)
             if self.op == 'started':
                 self.unreserve()
-            sys.stderr.write('ovs-rdt: warning: domain \'%s\' runs without a '
-                             'cache allocation: %s\n' % (show(dom_name),
-                                                         message))
+            self.err.write('ovs-rdt: warning: domain \'%s\' runs without a '
+                           'cache allocation: %s\n' % (show(dom_name),
+                                                       message))
             return 0
         self.log('error', message)
-        sys.stderr.write('ovs-rdt: %s domain \'%s\': %s\n'
-                         % (what, show(dom_name), message))
+        self.err.write('ovs-rdt: %s domain \'%s\': %s\n'
+                       % (what, show(dom_name), message))
         return 1
 
 
@@ -445,6 +455,19 @@ def pidfiles(run_dir: str, name: str) -> list[str]:
             for n in ((escaped, name) if escaped != name else (name,))]
 
 
+def log_record(log: Log, record: Any) -> None:
+    """One of the core's ``logging`` records as a line of ``log``
+    (levels by number: ``logging`` is not imported for this).
+    """
+    n = record.levelno
+    level = ('error' if n >= 40 else 'warning' if n >= 30 else
+             'info' if n >= 20 else 'debug')
+    try:
+        log(level, record.getMessage())
+    except Exception:  # noqa: BLE001 - logging must never raise
+        pass
+
+
 def _bridge_logging(log: Log) -> None:
     """Route the core's ``logging`` records (if it imported logging) to us."""
     if 'logging' not in sys.modules:
@@ -453,13 +476,7 @@ def _bridge_logging(log: Log) -> None:
 
     class _Handler(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            level = ('error' if record.levelno >= logging.ERROR else
-                     'warning' if record.levelno >= logging.WARNING else
-                     'info' if record.levelno >= logging.INFO else 'debug')
-            try:
-                log(level, record.getMessage())
-            except Exception:  # noqa: BLE001 - logging must never raise
-                pass
+            log_record(log, record)
 
     core = logging.getLogger('ovs_rdt')
     core.handlers[:] = [_Handler()]
@@ -475,7 +492,7 @@ def read_stdin(stream: BinaryIO) -> bytes:
         chunk = stream.read(65536)
         if not chunk:
             break
-        if size <= _MAX_STDIN:
+        if size <= MAX_STDIN:
             chunks.append(chunk)
         size += len(chunk)
     return b''.join(chunks)
@@ -498,11 +515,16 @@ def parse_args(argv: list[str]
     return found['--config-file'], found['--config-dir'], args
 
 
-def run(argv: list[str], data: bytes) -> int:
-    """Handle one event; ``data`` is the domain XML.  Returns the exit code."""
+def run(argv: list[str], data: bytes, err: Any = None,
+        served: Callable[[Log], None] | None = None) -> int:
+    """Handle one event; ``data`` is the domain XML.  Returns the exit code.
+
+    The line for libvirt goes to ``err`` (default: standard error);
+    ``served``: run by :mod:`libvirt_hooks.server` (see :class:`Hook`).
+    """
     parsed = parse_args(argv)
     if parsed is None:
-        sys.stderr.write(_USAGE)
+        (sys.stderr if err is None else err).write(_USAGE)
         return 2
     files, dirs, args = parsed
     name, op = args[0], args[1]
@@ -511,7 +533,7 @@ def run(argv: list[str], data: bytes) -> int:
     if event is None:
         return 0
     method, strict = event
-    hook = Hook(files, dirs, name, op, subop)
+    hook = Hook(files, dirs, name, op, subop, err, served)
     started = time.monotonic()
     try:
         rc = _handle(hook, method, strict, name, data)

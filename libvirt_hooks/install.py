@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
 HOOK_NAME = '50-ovs-rdt'
 MARKER = '# ovs-rdt libvirt hook wrapper'
+#: OpenBSD netcat (Debian's netcat-openbsd): the shell's client of the hook
+#: server (``-U``, ``-N``); without it, Python is.
+NETCAT = '/bin/nc.openbsd'
 
 
 def hook_path(hooks_dir: str | None, name: str = HOOK_NAME) -> str:
@@ -58,8 +61,12 @@ def package_paths() -> list[str]:
 
 
 # The wrapper's Python (double quotes only: it goes between sh's '...').
-# If the import fails (the packages removed or broken under a wrapper that
-# stays) it hands over to the wrapper's shell part, stdin still unread.
+# Its first argument says whether to ask the hook server first ("ask", with
+# nothing imported but _socket; libvirt_hooks.server: the protocol, and why
+# every failure there means "do it here") or not ("self").  Then it runs
+# the hook itself.  If the import fails (the packages removed or broken
+# under a wrapper that stays) it hands over to the wrapper's shell part,
+# the XML on its standard input again.
 #
 # The process lives for one event, so it skips the work that only pays off
 # in a long-lived one, a third of its CPU: the cyclic garbage collector
@@ -71,20 +78,86 @@ _BODY = """\
 import gc
 import sys
 gc.disable()
-sys.path += %(paths)s
-try:
-    from libvirt_hooks import domain  # noqa: F401 (every event needs it)
-    from libvirt_hooks.hook import main
-except Exception as exc:
-    import os
-    os.environ["OVS_RDT_HOOK_FAILED"] = "cannot import its packages (%%s: %%s)" %% (
-        type(exc).__name__, exc)
-    os.execv("/bin/sh", ["/bin/sh"] + sys.argv[1:])
-rc = main(%(config)s + sys.argv[2:])
+argv = %(config)s + sys.argv[3:]
+data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+rc = None
+if sys.argv[1] == "ask":
+    try:
+        import _socket
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        s.settimeout(%(timeout)d)
+        s.connect(%(socket)s)
+        s.sendall(%(protocol)s + b"\\n" + "\\0".join(argv).encode(
+            "utf-8", "surrogateescape") + b"\\0\\0" + data)
+        s.shutdown(_socket.SHUT_WR)
+        reply = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply.append(chunk)
+        head, nl, err = b"".join(reply).partition(b"\\n")
+        if nl:
+            rc = int(head)
+            sys.stderr.buffer.write(err)
+    except Exception:
+        rc = None
+if rc is None:
+    sys.path += %(paths)s
+    try:
+        from libvirt_hooks import domain  # noqa: F401 (every event needs it)
+        from libvirt_hooks.hook import run
+    except Exception as exc:
+        import os
+        os.environ["OVS_RDT_HOOK_FAILED"] = "cannot import its packages (%%s: %%s)" %% (
+            type(exc).__name__, exc)
+        fd = os.memfd_create("domain-xml")
+        os.write(fd, data)
+        os.lseek(fd, 0, 0)
+        os.dup2(fd, 0)
+        os.execv("/bin/sh", ["/bin/sh"] + sys.argv[2:])
+    sys.stdout = sys.stderr   # nothing may reach the stdout pipe (libvirt)
+    rc = run(argv, data)
 sys.stdout.flush()
 sys.stderr.flush()
 import os
 os._exit(rc)
+"""
+
+# How the wrapper starts the hook.  With a hook server's socket (``[libvirt]
+# hook_server``) and OpenBSD netcat, the shell itself is the client: the
+# request is the arguments and the XML (printf), the reply's first line the
+# exit status (libvirt_hooks.server).  Only when no server answers does it
+# start Python, to run the hook itself with the XML it read.  Without
+# netcat, Python asks the server (a client that imports nothing but
+# _socket), or without a socket, runs the hook.
+_RUN = """\
+py=%(py)s
+body=%(body)s
+if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x "$py" ]; then
+%(served)s    exec "$py" -I -S -c "$body" %(mode)s "$0" "$@"
+fi
+"""
+_SERVED = """\
+    sock=%(socket)s
+    nl='
+'
+    if [ -S "$sock" ] && [ -x %(netcat)s ]; then
+        xml=$(cat; echo .)
+        xml=${xml%%.}
+        reply=$( { printf '%%s\\n' %(protocol)s
+                   printf '%%s\\000' %(config)s "$@"
+                   printf '\\000%%s' "$xml"; } |
+                 %(netcat)s -N -U -w %(timeout)d "$sock" 2>/dev/null; echo .)
+        reply=${reply%%.}
+        rc=${reply%%%%"$nl"*}
+        case "$rc" in ''|*[!0-9]*) ;; *)
+            printf '%%s' "${reply#*"$nl"}" >&2
+            exit "$rc" ;;
+        esac
+        printf '%%s' "$xml" | "$py" -I -S -c "$body" self "$0" "$@"
+        exit $?
+    fi
 """
 
 # What the wrapper does when the hook cannot run: its interpreter is gone
@@ -148,12 +221,15 @@ def config_arguments(config_files: Sequence[str] | str,
 
 def wrapper_text(config_files: Sequence[str] | str,
                  config_dirs: Sequence[str] = (), python: str | None = None,
-                 paths: list[str] | None = None) -> str:
+                 paths: list[str] | None = None, socket: str | None = None,
+                 netcat: str = NETCAT) -> str:
     """The wrapper script.
 
-    A ``/bin/sh`` script that execs ``<python> -I -S -c <body>``.  A ``#!``
-    line naming the interpreter would, once that interpreter is gone (a
-    removed virtualenv), fail every event before any code of ours runs,
+    A ``/bin/sh`` script that ends the events the hook ignores, asks the
+    hook server on ``socket`` if one is given (``netcat``, else Python),
+    and execs ``<python> -I -S -c <body>`` to run the hook itself.  A
+    ``#!`` line naming the interpreter would, once that interpreter is gone
+    (a removed virtualenv), fail every event before any code of ours runs,
     and libvirt kills a guest whose ``reconnect`` hook fails; the shell
     checks first (under 1 ms).  The package paths go *after* the standard
     library, where ``site`` puts them: a stray ``enum`` or ``logging`` in a
@@ -161,15 +237,23 @@ def wrapper_text(config_files: Sequence[str] | str,
     """
     import json
 
+    from libvirt_hooks import server
     from ovs_rdt.conf import DEFAULT_CONFIG_FILE
 
     python = os.path.abspath(python or sys.executable)
     paths = package_paths() if paths is None else paths
     options = config_arguments(config_files, config_dirs)
-    body = _BODY % {'paths': json.dumps(paths),
-                    'config': json.dumps(options)}
-    quoted = "'%s'" % body if "'" not in body else _sh_quote(body)
-    py = _sh_quote(python)
+    protocol = server.PROTOCOL.decode()
+    body = _BODY % {'paths': json.dumps(paths), 'config': json.dumps(options),
+                    'timeout': server.TIMEOUT,
+                    'socket': json.dumps(socket or ''),
+                    'protocol': 'b' + json.dumps(protocol)}
+    served = ''
+    if socket:
+        served = _SERVED % {
+            'socket': _sh_quote(socket), 'netcat': _sh_quote(netcat),
+            'protocol': _sh_quote(protocol), 'timeout': server.TIMEOUT,
+            'config': ' '.join(_sh_quote(o) for o in options)}
     # The files the fallback looks into for on_failure = warn.
     files = [_sh_quote(v) if o == '--config-file' else _sh_quote(v) + '/*.conf'
              for o, v in zip(options[::2], options[1::2])]
@@ -177,10 +261,12 @@ def wrapper_text(config_files: Sequence[str] | str,
         DEFAULT_CONFIG_FILE)
     return ('#!/bin/sh\n%s (written by "ovs-rdt install-hook"; do not edit)\n'
             '# config: %s\n' % (MARKER, shown.replace('\n', ' '))
+            + ('# hook server: %s\n' % socket.replace('\n', ' ')
+               if socket else '')
             + _SKIP % {'events': '|'.join(
                 "'%s %s'" % event for event in sorted(EVENTS))}
-            + 'if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x %s ]; then\n'
-            '    exec %s -I -S -c %s "$0" "$@"\nfi\n' % (py, py, quoted)
+            + _RUN % {'py': _sh_quote(python), 'body': _sh_quote(body),
+                      'served': served, 'mode': 'ask' if socket else 'self'}
             + _FALLBACK % {
                 'why': _sh_quote('cannot run: %s is missing' % python),
                 'config': ' '.join(files) or _sh_quote(DEFAULT_CONFIG_FILE)})
@@ -196,7 +282,8 @@ def is_ours(path: str) -> bool:
 
 def install(path: str, config_files: Sequence[str] | str,
             config_dirs: Sequence[str] = (), python: str | None = None,
-            paths: list[str] | None = None) -> None:
+            paths: list[str] | None = None,
+            socket: str | None = None) -> None:
     """Write the wrapper atomically, mode 0755.
 
     Refuses to replace a file that is not an ovs-rdt wrapper.
@@ -210,7 +297,7 @@ def install(path: str, config_files: Sequence[str] | str,
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o755, exist_ok=True)
     atomicfile.write(path, wrapper_text(config_files, config_dirs, python,
-                                        paths), mode=0o755)
+                                        paths, socket), mode=0o755)
 
 
 def uninstall(path: str) -> bool:
@@ -280,10 +367,17 @@ def run(settings: Any, args: argparse.Namespace) -> int:
             conf.DEFAULT_CONFIG_FILE):
         print('warning: %s does not exist; the hook uses the defaults until '
               'it does' % conf.DEFAULT_CONFIG_FILE, file=sys.stderr)
-    conf.load_files(conf.config_paths(files, dirs))   # what the hook reads
-    install(path, files, dirs)
+    read = conf.load_files(conf.config_paths(files, dirs))  # the hook's
+    socket = None
+    if read.libvirt.hook_server:
+        from libvirt_hooks.server import socket_path
+        socket = socket_path(read.resctrl.root)
+    install(path, files, dirs, socket=socket)
     print('installed %s (config %s, python %s)'
           % (path, ' '.join(config_arguments(files, dirs))
              or conf.DEFAULT_CONFIG_FILE + ' if it exists', sys.executable))
+    if socket:
+        print('the hook asks ovs-rdt-agent first, on %s (and does the work '
+              'itself when no agent answers there)' % socket)
     print(restart)
     return 0

@@ -120,6 +120,17 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
         ('include_emulator_threads', 'bool', True,
          'Also move the QEMU threads that are not vCPUs (emulator, I/O) '
          'into the VM\'s group.', {}),
+        ('hook_server', 'bool', True,
+         'ovs-rdt-agent serves the libvirt hook\'s events on a Unix socket '
+         '(/run/ovs-rdt/hook-<hash of the resctrl root>.sock, mode 0600), '
+         'and the wrapper "ovs-rdt install-hook" writes is a small client '
+         'of it: each event then costs about the start of a bare '
+         'interpreter instead of importing the hook\'s modules again. The '
+         'agent runs exactly what the hook would, with the configuration '
+         'the wrapper names. When no agent answers there (not running, '
+         'restarting, or silent for 60 s), the hook does the work itself. '
+         'Read by the agent (at start and on SIGHUP) and by "ovs-rdt '
+         'install-hook" (re-run it after changing this).', {}),
         ('on_failure', 'choice', 'refuse',
          'What the hook does when a VM\'s request is invalid or cannot be '
          'met: "refuse" makes "virsh start" fail with the reason; "warn" '

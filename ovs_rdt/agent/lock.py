@@ -9,17 +9,9 @@ path still names the file it locked, and starts again if not.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 
-#: Where the agent keeps its files (tmpfs: gone at boot).
-RUN_DIR = '/run/ovs-rdt'
-
-
-def run_path(root: str, name: str, run_dir: str = RUN_DIR) -> str:
-    """``<run_dir>/<name>`` with ``{tag}`` the hash of the resctrl root."""
-    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
-    return os.path.join(run_dir, name.format(tag=tag))
+from ovs_rdt.runfiles import RUN_DIR, run_path
 
 
 class AgentLock:

@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.agent.lock import RUN_DIR, run_path
+from ovs_rdt.runfiles import RUN_DIR, run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
 from ovs_rdt import atomicfile
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group

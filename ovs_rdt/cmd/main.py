@@ -31,6 +31,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                 'mount an emulated resctrl filesystem (FUSE)'),
     'install-hook': ('libvirt_hooks.install',
                      'install the libvirt hook wrapper'),
+    'serve-hook': ('libvirt_hooks.server',
+                   'serve the libvirt hook\'s events in the foreground (what '
+                   'ovs-rdt-agent does), for a node without the agent'),
     'provider-config': ('ovs_rdt.cmd.provider_config',
                         'write a Nova provider config with the node\'s '
                         'cache-way inventory'),

@@ -170,6 +170,18 @@ class PrivateLibvirtd:
     def pid(self) -> int | None:
         return _read_pid(self.pidfile)
 
+    def enter(self) -> list[str]:
+        """The command prefix that runs a command in libvirtd's mount
+        namespace.
+
+        Where its hooks run (its /run/libvirt): e.g. a hook server
+        (:mod:`libvirt_hooks.server` serves only its own namespace).
+        """
+        pid = self.pid()
+        if pid is None:
+            raise SandboxError('libvirtd is not running (%s)' % self.pidfile)
+        return ['nsenter', '--target', str(pid), '--mount', '--']
+
     # -- life cycle ---------------------------------------------------------
     def prepare(self) -> None:
         """The private directories: the host's config, no guests, no hooks."""

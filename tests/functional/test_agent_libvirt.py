@@ -62,10 +62,16 @@ class Node:
             uri=uri or self.tb.libvirtd.ro_uri, **libvirt)
 
     def start_agent(self, patches: dict[str, str] | None = None,
-                    connected: bool = True) -> AgentProcess:
-        self.agent = AgentProcess(self.tb.config,
-                                  os.path.join(self.workdir, 'agent.log'),
-                                  patches).start()
+                    connected: bool = True,
+                    beside_libvirtd: bool = False) -> AgentProcess:
+        """Start the agent.
+
+        ``beside_libvirtd``: in the private libvirtd's mount namespace, as
+        on a node (where both see the same /run/libvirt).
+        """
+        self.agent = AgentProcess(
+            self.tb.config, os.path.join(self.workdir, 'agent.log'), patches,
+            self.tb.libvirtd.enter() if beside_libvirtd else None).start()
         if connected:
             wait_for(lambda: 'connected to libvirt at' in self.agent_log(),
                      timeout=60, what='the agent connected to libvirt')
@@ -300,3 +306,77 @@ def test_status_top_and_metrics_name_vms_as_libvirt_does(node: Node) -> None:
     text = cli(node, 'status')
     assert 'VM names: from QEMU command lines (libvirt at qemu:///system?' \
         'socket=/nonexistent/sock: ' in text
+
+
+def hook_pids(node: Node, guest: Guest, what: str) -> list[int]:
+    """The pids of the hook log lines about ``guest`` that contain ``what``."""
+    return [int(line.split('ovs-rdt-hook[')[1].split(']')[0])
+            for line in node.tb.hook_log().splitlines()
+            if 'ovs-rdt-hook[' in line and "domain '%s'" % guest.name
+            in line and what in line]
+
+
+def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
+    """[libvirt] hook_server (the default): the wrapper hands libvirt's
+    events to the agent, which runs them as the hook would; with the agent
+    killed, the wrapper does them itself, and the next agent serves again.
+    An agent that does not see libvirtd's /run (another mount namespace)
+    serves nothing, and says why.
+    """
+    from libvirt_hooks import install
+    from libvirt_hooks.server import socket_path
+
+    sock = socket_path(node.emu.root)
+    install.install(node.tb.hook, node.tb.config, socket=sock)
+    guest = node.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    try:
+        # Outside libvirtd's namespace (the test's own): not served.
+        agent = node.start_agent()
+        wait_for(lambda: 'serving the libvirt hook on %s' % sock
+                 in node.agent_log(), timeout=30, what='the hook server')
+        assert os.stat(sock).st_mode & 0o777 == 0o600
+        node.tb.start(guest)
+        assert node.tb.vcpu_tids(guest) <= node.tasks(guest.group)
+        assert agent.proc.pid not in hook_pids(node, guest, '')
+        assert 'runs in another mnt namespace' in node.agent_log()
+        node.tb.destroy(guest)
+        agent.stop()
+        assert not os.path.exists(sock)
+
+        agent = node.start_agent(beside_libvirtd=True)
+        wait_for(lambda: agent.log().count('serving the libvirt hook on')
+                 == 2, timeout=30, what='the hook server')
+        node.tb.start(guest)
+        assert node.tb.vcpu_tids(guest) <= node.tasks(guest.group)
+        assert node.rc.group(guest.group).l3[0].count == 2
+        pid = agent.proc.pid
+        assert hook_pids(node, guest, 'prepare begin: reserved')[-1] == pid
+        assert hook_pids(node, guest, 'started begin: moved vCPU')[-1] == pid
+        node.tb.destroy(guest)
+        released = hook_pids(node, guest, 'release end: removed group')
+        assert released[-1] == pid
+        assert guest.group not in node.vm_groups()
+
+        agent.proc.kill()                  # its socket stays, dead
+        agent.proc.wait()
+        node.tb.start(guest)
+        assert node.tb.vcpu_tids(guest) <= node.tasks(guest.group)
+        assert hook_pids(node, guest, 'started begin: moved vCPU')[-1] \
+            not in (pid, os.getpid())
+        node.tb.destroy(guest)
+        assert guest.group not in node.vm_groups()
+
+        agent = node.start_agent(beside_libvirtd=True)   # replaces it
+        wait_for(lambda: agent.log().count('serving the libvirt hook on')
+                 == 3, timeout=30, what='the hook server')
+        node.tb.start(guest)
+        assert hook_pids(node, guest, 'started begin: moved vCPU')[-1] == \
+            agent.proc.pid
+        node.tb.destroy(guest)
+        agent.stop()
+        assert not os.path.exists(sock)
+        assert 'Traceback' not in node.agent_log()
+    finally:
+        install.install(node.tb.hook, node.tb.config)
+        if os.path.exists(sock):
+            os.unlink(sock)

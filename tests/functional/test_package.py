@@ -43,8 +43,10 @@ UNIT = '/lib/systemd/system/ovs-rdt-agent.service'
 MAN_DB_SWITCH = '/var/lib/man-db/auto-update'
 #: What differs after the purge and is not the package's: the man-db switch
 #: this test turns off, and libuuid's clock, which OvS's Python IDL (in the
-#: agent) moves with every uuid1().
-OTHERS = ['-' + MAN_DB_SWITCH, '~/var/lib/libuuid/clock.txt']
+#: agent) moves with every uuid1() (and creates on a machine where nothing
+#: has called it yet).
+OTHERS = ['-' + MAN_DB_SWITCH, '~/var/lib/libuuid/clock.txt',
+          '+/var/lib/libuuid/clock.txt']
 #: Where Debian wants each part (dpkg -c of the .deb must list them all).
 DEBIAN_PATHS = (
     '/usr/bin/ovs-rdt', '/usr/bin/ovs-rdt-agent', '/usr/bin/ovs-rdt-hook',

@@ -483,8 +483,8 @@ def test_main_reads_stdin_and_keeps_stdout_clean(node, monkeypatch, capsys):
 
 
 def test_read_stdin_drains_but_bounds():
-    data = hook.read_stdin(io.BytesIO(b'x' * (hook._MAX_STDIN + 200000)))
-    assert hook._MAX_STDIN < len(data) < hook._MAX_STDIN + 70000
+    data = hook.read_stdin(io.BytesIO(b'x' * (hook.MAX_STDIN + 200000)))
+    assert hook.MAX_STDIN < len(data) < hook.MAX_STDIN + 70000
 
 
 def test_concurrent_prepares_share_nothing(node, capsys):
@@ -521,7 +521,8 @@ def test_wrapper_runs_the_hook(node, tmp_path):
     assert os.stat(path).st_mode & 0o777 == 0o755
     text = open(path).read()
     assert text.startswith('#!/bin/sh\n')
-    assert 'exec %s -I -S -c' % os.path.abspath(sys.executable) in text
+    assert 'py=%s\n' % os.path.abspath(sys.executable) in text
+    assert 'exec "$py" -I -S -c "$body" self "$0" "$@"' in text
     assert str(node.config) in text
     # No resctrl needed: the VM asks for nothing.
     res = subprocess.run([path, 'vm1', 'prepare', 'begin', '-'], input=xml(),
@@ -539,7 +540,7 @@ def test_wrapper_runs_the_hook(node, tmp_path):
 def test_wrapper_quotes_odd_paths(node, tmp_path):
     text = install.wrapper_text(str(node.config), python='/opt/my python/py')
     assert text.startswith('#!/bin/sh\n')
-    assert "exec '/opt/my python/py' -I -S -c" in text
+    assert "py='/opt/my python/py'\n" in text
     path = tmp_path / 'w'
     path.write_text(text.replace("'/opt/my python/py'", sys.executable))
     path.chmod(0o755)

@@ -51,8 +51,9 @@ def test_wrapper_is_sh_and_checks_its_interpreter(tmp_path):
     text = open(path).read()
     assert text.startswith('#!/bin/sh\n' + install.MARKER)
     python = os.path.abspath(sys.executable)
-    assert '[ -x %s ]; then\n    exec %s -I -S -c ' % (python, python) \
-        in text
+    assert 'py=%s\n' % python in text
+    assert 'if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x "$py" ]; then\n' \
+        '    exec "$py" -I -S -c "$body" self "$0" "$@"\nfi\n' in text
     assert install.is_ours(path)
     res = run(path, ZERO)
     assert res.returncode == 1 and res.stdout == b''
@@ -68,8 +69,8 @@ def test_events_the_hook_ignores_end_in_the_shell(tmp_path):
 
     starts = tmp_path / 'starts'
     fake = tmp_path / 'python'
-    # (-I -S -c BODY WRAPPER DOMAIN OP SUBOP EXTRA)
-    fake.write_text('#!/bin/sh\nshift 5\necho "$@" >> %s\ncat >/dev/null\n'
+    # (-I -S -c BODY MODE WRAPPER DOMAIN OP SUBOP EXTRA)
+    fake.write_text('#!/bin/sh\nshift 6\necho "$@" >> %s\ncat >/dev/null\n'
                     % starts)
     fake.chmod(0o755)
     path = wrapper(tmp_path, python=str(fake))

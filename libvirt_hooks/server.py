@@ -1,0 +1,327 @@
+"""The hook's events served by a long-lived process (``ovs-rdt-agent``).
+
+libvirt runs the hook as a new process for every event, several per VM
+start and per migration, holding the domain's lock.  Most of such a
+process's CPU is the interpreter importing the hook's modules, again at
+every event.  When the wrapper written by ``ovs-rdt install-hook`` names a
+socket (``[libvirt] hook_server``, the default), it is a small client
+instead: it imports nothing but ``_socket``, hands its arguments and the
+domain XML to the process listening there (the agent, or ``ovs-rdt
+serve-hook``), and exits with the status that process answers and the line
+it writes.  The server runs exactly what the hook would (:func:`hook.run
+<libvirt_hooks.hook.run>`, the wrapper's configuration files read at every
+event), one thread per event, serialised on the resctrl ``flock`` as
+separate hook processes are.
+
+The server serves only a hook that runs as its own user in its own mount
+and PID namespaces (:meth:`HookServer.foreign`): paths and pids mean the
+same to both.  Whenever it does not answer (not running, another
+namespace, gone or silent for :data:`TIMEOUT` seconds mid-event), the
+client does the work itself,
+as a wrapper without a socket does: every handled event is idempotent, so
+an event the server had begun is safe to run again.  The server never
+calls libvirt.
+
+Protocol (``ovs-rdt-hook/1``): the request is that line, a newline, the
+arguments joined by NUL, two NULs, then the domain XML to the end of the
+stream (the client shuts down its writing side); the reply is the exit
+status in decimal, a newline, then what the hook wrote for libvirt.  A
+server that does not speak the client's protocol closes without a reply.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from libvirt_hooks import hook
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+PROTOCOL = b'ovs-rdt-hook/1'
+#: Seconds the client waits for an answer before doing the work itself
+#: (twice the default resctrl lock_timeout: the server may be waiting for
+#: the lock, as the client then would).
+TIMEOUT = 60
+#: The largest request served (the domain XML as the hook bounds it, and
+#: the arguments); a larger one is left to the hook.
+_MAX_REQUEST = hook.MAX_STDIN + 65536
+
+
+def socket_path(root: str) -> str:
+    """``/run/ovs-rdt/hook-<hash of the resctrl root>.sock``.
+
+    One server per resctrl root, as one agent (:mod:`ovs_rdt.agent.lock`).
+    """
+    from ovs_rdt.runfiles import run_path
+    return run_path(root, 'hook-{tag}.sock')
+
+
+def parse_request(data: bytes) -> tuple[list[str], bytes] | None:
+    """(arguments, domain XML) of a request, None if not one of ours."""
+    line, nl, rest = data.partition(b'\n')
+    if line != PROTOCOL or not nl:
+        return None
+    head, sep, xml = rest.partition(b'\0\0')
+    if not sep:
+        return None
+    argv = [a.decode('utf-8', 'surrogateescape') for a in head.split(b'\0')]
+    return argv, xml
+
+
+class _Forward(logging.Handler):
+    """The core's log records, to the log of the event this thread serves.
+
+    (As the hook process routes them to its own.)
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log = getattr(self.current, 'log', None)
+        if log is not None:
+            hook.log_record(log, record)
+
+
+class _Err:
+    """The hook's line for libvirt, collected for the reply."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class HookServer:
+    """Serves hook events on a Unix socket (mode 0600), a thread each."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._forward = _Forward()
+        #: Events served.
+        self.served = 0
+        self._stop = threading.Event()
+        self._ino = 0
+        #: The last reason an event was not served (logged once).
+        self._refused: str | None = None
+        #: Threads serving an event now (stop() lets them finish).
+        self._events: set[threading.Thread] = set()
+        self._events_lock = threading.Lock()
+
+    def start(self) -> HookServer:
+        """Listen (replacing a socket nobody listens on).
+
+        OSError if it cannot, or if another server listens there.
+        """
+        os.makedirs(os.path.dirname(self.path), mode=0o755, exist_ok=True)
+        if os.path.exists(self.path):
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(self.path)
+            except OSError:
+                os.unlink(self.path)          # left by a killed server
+            else:
+                raise OSError('another hook server listens on %s'
+                              % self.path)
+            finally:
+                probe.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            tmp = '%s.%d.tmp' % (self.path, os.getpid())
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+            sock.bind(tmp)
+            os.chmod(tmp, 0o600)           # root's hook only
+            sock.listen(64)
+            os.replace(tmp, self.path)
+            self._ino = os.stat(self.path).st_ino
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        core = logging.getLogger('ovs_rdt')
+        if self._forward not in core.handlers:
+            core.addHandler(self._forward)
+        self._thread = threading.Thread(target=self._accept, daemon=True,
+                                        name='hook-server')
+        self._thread.start()
+        LOG.info('serving the libvirt hook on %s', self.path)
+        return self
+
+    def stop(self) -> None:
+        """Stop listening, remove the socket, and let the events being
+        served finish (up to :data:`TIMEOUT` seconds in all): an agent
+        stopping never leaves one half-applied.
+        """
+        self._stop.set()
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+            try:
+                if os.stat(self.path).st_ino == self._ino:
+                    os.unlink(self.path)      # (not a later server's)
+            except FileNotFoundError:
+                pass
+        if self._thread is not None:
+            self._thread.join(5)
+        deadline = time.monotonic() + TIMEOUT
+        with self._events_lock:
+            events = list(self._events)
+        for thread in events:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        logging.getLogger('ovs_rdt').removeHandler(self._forward)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            sock = self._sock
+            if sock is None:
+                return
+            try:
+                conn, _addr = sock.accept()
+            except OSError:
+                if self._stop.is_set():
+                    return
+                time.sleep(0.05)
+                continue
+            thread = threading.Thread(target=self._serve, args=(conn,),
+                                      daemon=True, name='hook-event')
+            with self._events_lock:
+                self._events.add(thread)
+            thread.start()
+
+    def foreign(self, conn: socket.socket) -> str | None:
+        """Why this client's event is not this process's to run, or None.
+
+        The hook must see what libvirt's hook sees: the same user, and the
+        same mount and PID namespaces (libvirtd's /run/libvirt, its QEMU
+        pids).  A libvirtd in a container of its own, or a sandbox's, runs
+        its hook where this server's paths mean something else.
+        """
+        import struct
+
+        pid, uid, _gid = struct.unpack('3i', conn.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))
+        if uid != os.geteuid():
+            return 'uid %d is not this server\'s' % uid
+        for ns in ('mnt', 'pid'):
+            try:
+                theirs = os.readlink('/proc/%d/ns/%s' % (pid, ns))
+            except OSError as exc:
+                return 'cannot read the %s namespace of pid %d: %s' % (
+                    ns, pid, exc.strerror)
+            if theirs != os.readlink('/proc/self/ns/%s' % ns):
+                return ('pid %d runs in another %s namespace (%s; libvirtd '
+                        'in a container or a sandbox of its own?)'
+                        % (pid, ns, theirs))
+        return None
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._serve_one(conn)
+        finally:
+            with self._events_lock:
+                self._events.discard(threading.current_thread())
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                why = self.foreign(conn)
+                if why is not None:
+                    if why != self._refused:
+                        self._refused = why
+                        LOG.warning('hook server: not serving an event: %s; '
+                                    'the hook does it itself', why)
+                    return
+                conn.settimeout(TIMEOUT)
+                chunks = []
+                size = 0
+                while True:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > _MAX_REQUEST:
+                        LOG.warning('hook server: a request over %d bytes; '
+                                    'the hook does it itself', _MAX_REQUEST)
+                        return
+                request = parse_request(b''.join(chunks))
+                if request is None:
+                    LOG.warning('hook server: a request not in %s; closed '
+                                'without an answer', PROTOCOL.decode())
+                    return
+                conn.sendall(self.handle(*request))
+        except Exception as exc:  # noqa: BLE001 - the client falls back
+            LOG.warning('hook server: an event was not answered (%s: %s); '
+                        'the hook does it itself', type(exc).__name__, exc)
+
+    def handle(self, argv: list[str], xml: bytes) -> bytes:
+        """Run one event as the hook would; the reply."""
+        err = _Err()
+        current = self._forward.current
+
+        def served(log: Any) -> None:
+            current.log = log
+
+        cpu = time.process_time()
+        try:
+            rc = hook.run(argv, xml, err, served)
+        finally:
+            current.log = None
+        self.served += 1
+        # (The process's CPU: the event's own when it serves one at a time,
+        # which is what bench/bench_hook.py reads.)
+        LOG.debug('served %s: exit %d, %.2f ms of CPU', ' '.join(argv[-4:]),
+                  rc, (time.process_time() - cpu) * 1000)
+        return b'%d\n' % rc + ''.join(err.parts).encode('utf-8', 'replace')
+
+
+def add_arguments(parser: Any) -> None:
+    """``ovs-rdt serve-hook`` takes no options of its own."""
+
+
+def run(settings: Any, args: Any) -> int:
+    """``ovs-rdt serve-hook``: serve the hook's events in the foreground.
+
+    What ovs-rdt-agent does with ``[libvirt] hook_server``, for a node that
+    runs no agent; until SIGTERM or SIGINT.
+    """
+    import signal
+
+    from ovs_rdt.exceptions import RDTError
+
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    path = socket_path(settings.resctrl.root)
+    try:
+        server = HookServer(path).start()
+    except OSError as exc:
+        raise RDTError('cannot serve the hook on %s: %s' % (path, exc))
+    print('serving the libvirt hook on %s (the wrapper of "ovs-rdt '
+          'install-hook" with [libvirt] hook_server = true asks here)'
+          % path, flush=True)
+    try:
+        done.wait()
+    finally:
+        server.stop()
+    return 0

@@ -377,13 +377,14 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
             raise RDTError('ovs-rdt-agent reports %s' % status)
         return status.startswith('ok') and status
 
-    progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
-                  lambda: (box.start_agent(config_file),
-                           wait_for(agent_ok, args.start_timeout,
-                                    'the agent\'s rdt-status')))
     progress.step('starting a private libvirtd with the ovs-rdt hook '
                   '(first start probes QEMU: up to a minute)',
                   lambda: box.start_libvirtd(config_file, args.start_timeout))
+    progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp; '
+                  'it serves the hook\'s events)',
+                  lambda: (box.start_agent(config_file),
+                           wait_for(agent_ok, args.start_timeout,
+                                    'the agent\'s rdt-status')))
     emulator = shutil.which('qemu-system-x86_64') or 'qemu-system-x86_64'
     virt = 'qemu' if args.tcg else 'kvm'
 

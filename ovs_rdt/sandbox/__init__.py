@@ -114,10 +114,15 @@ class Sandbox:
 
     # -- the agent -----------------------------------------------------------
     def start_agent(self, config_file: str) -> int:
+        """ovs-rdt-agent; in the private libvirtd's mount namespace when
+        one runs, as on a node, where it serves the hook's events.
+        """
+        prefix = self.libvirtd.enter() if self.state.get('libvirtd') else []
         log = open(os.path.join(self.workdir, 'agent.log'), 'ab')
         proc = subprocess.Popen(
-            [sys.executable, '-m', 'ovs_rdt.agent.service', '--config-file',
-             config_file], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+            prefix + [sys.executable, '-m', 'ovs_rdt.agent.service',
+                      '--config-file', config_file],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL,
             start_new_session=True)
         self.state['pids']['ovs-rdt-agent'] = proc.pid
         self.save()

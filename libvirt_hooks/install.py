@@ -46,20 +46,6 @@ def hook_path(hooks_dir: str | None, name: str = HOOK_NAME) -> str:
     return os.path.join(base, name)
 
 
-def package_paths() -> list[str]:
-    """The sys.path entries that hold libvirt_hooks and ovs_rdt."""
-    import libvirt_hooks
-    import ovs_rdt
-
-    out: list[str] = []
-    for pkg in (libvirt_hooks, ovs_rdt):
-        parent = os.path.dirname(os.path.dirname(os.path.abspath(
-            pkg.__file__ or '')))
-        if parent not in out:
-            out.append(parent)
-    return out
-
-
 # The wrapper's Python (double quotes only: it goes between sh's '...').
 # Its first argument says whether to ask the hook server first ("ask", with
 # nothing imported but _socket; libvirt_hooks.server: the protocol, and why
@@ -97,7 +83,7 @@ if sys.argv[1] == "ask":
                 break
             reply.append(chunk)
         head, nl, err = b"".join(reply).partition(b"\\n")
-        if nl:
+        if nl and head.isdigit() and len(head) <= 3:
             rc = int(head)
             sys.stderr.buffer.write(err)
     except Exception:
@@ -151,7 +137,8 @@ _SERVED = """\
                  %(netcat)s -N -U -w %(timeout)d "$sock" 2>/dev/null; echo .)
         reply=${reply%%.}
         rc=${reply%%%%"$nl"*}
-        case "$rc" in ''|*[!0-9]*) ;; *)
+        case "$reply" in *"$nl"*) ;; *) rc= ;; esac
+        case "$rc" in [0-9]|[0-9][0-9]|[0-9][0-9][0-9])
             printf '%%s' "${reply#*"$nl"}" >&2
             exit "$rc" ;;
         esac
@@ -241,9 +228,9 @@ def wrapper_text(config_files: Sequence[str] | str,
     from ovs_rdt.conf import DEFAULT_CONFIG_FILE
 
     python = os.path.abspath(python or sys.executable)
-    paths = package_paths() if paths is None else paths
+    paths = server.package_paths() if paths is None else paths
     options = config_arguments(config_files, config_dirs)
-    protocol = server.PROTOCOL.decode()
+    protocol = server.header(paths)
     body = _BODY % {'paths': json.dumps(paths), 'config': json.dumps(options),
                     'timeout': server.TIMEOUT,
                     'socket': json.dumps(socket or ''),

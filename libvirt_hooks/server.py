@@ -45,10 +45,16 @@ if TYPE_CHECKING:
 LOG = logging.getLogger(__name__)
 
 PROTOCOL = b'ovs-rdt-hook/1'
-#: Seconds the client waits for an answer before doing the work itself
-#: (twice the default resctrl lock_timeout: the server may be waiting for
-#: the lock, as the client then would).
-TIMEOUT = 60
+#: Seconds the client waits for an answer before doing the work itself:
+#: four times the default resctrl lock_timeout (``started`` may wait for
+#: the lock twice), so that only a server that is stuck is left.  An event
+#: it completes after that is one the client has done again (every event is
+#: idempotent); a group it made for a VM whose start the client then
+#: refused stays until the agent's reconciliation removes it.
+TIMEOUT = 120
+#: How long stop() lets the events being served finish: under systemd's
+#: TimeoutStopSec (15 s) for the agent.
+STOP_WAIT = 10
 #: The largest request served (the domain XML as the hook bounds it, and
 #: the arguments); a larger one is left to the hook.
 _MAX_REQUEST = hook.MAX_STDIN + 65536
@@ -63,16 +69,71 @@ def socket_path(root: str) -> str:
     return run_path(root, 'hook-{tag}.sock')
 
 
-def parse_request(data: bytes) -> tuple[list[str], bytes] | None:
-    """(arguments, domain XML) of a request, None if not one of ours."""
+def package_paths() -> list[str]:
+    """The sys.path entries that hold libvirt_hooks and ovs_rdt."""
+    import libvirt_hooks
+    import ovs_rdt
+
+    out: list[str] = []
+    for pkg in (libvirt_hooks, ovs_rdt):
+        parent = os.path.dirname(os.path.dirname(os.path.abspath(
+            pkg.__file__ or '')))
+        if parent not in out:
+            out.append(parent)
+    return out
+
+
+def header(paths: list[str]) -> str:
+    """The request's first line: the protocol and the package directories
+    the wrapper runs the hook from (JSON: one line, whatever the paths).
+    """
+    import json
+    return '%s %s' % (PROTOCOL.decode(), json.dumps(paths))
+
+
+def parse_request(data: bytes
+                  ) -> tuple[list[str], list[str], bytes] | None:
+    """(the wrapper's package paths, arguments, domain XML) of a request,
+    None if not one of ours.
+    """
+    import json
+
     line, nl, rest = data.partition(b'\n')
-    if line != PROTOCOL or not nl:
+    protocol, _, paths = line.partition(b' ')
+    if protocol != PROTOCOL or not nl:
         return None
     head, sep, xml = rest.partition(b'\0\0')
     if not sep:
         return None
+    try:
+        where = json.loads(paths.decode('utf-8', 'surrogateescape'))
+    except ValueError:
+        return None
+    if not isinstance(where, list) or not all(isinstance(p, str)
+                                              for p in where):
+        return None
     argv = [a.decode('utf-8', 'surrogateescape') for a in head.split(b'\0')]
-    return argv, xml
+    return where, argv, xml
+
+
+def _package_dirs() -> dict[str, int]:
+    """This process's package directories (every one with a module of
+    ours) and their modification times: an upgrade in place replaces files
+    in them, and this process would then mix old and new code.
+    """
+    import libvirt_hooks
+    import ovs_rdt
+
+    out: dict[str, int] = {}
+    for pkg in (libvirt_hooks, ovs_rdt):
+        top = os.path.dirname(os.path.abspath(pkg.__file__ or ''))
+        for dirpath, dirs, _files in os.walk(top):
+            dirs[:] = [d for d in dirs if d != '__pycache__']
+            try:
+                out[dirpath] = os.stat(dirpath).st_mtime_ns
+            except OSError:
+                pass
+    return out
 
 
 class _Forward(logging.Handler):
@@ -117,8 +178,11 @@ class HookServer:
         self.served = 0
         self._stop = threading.Event()
         self._ino = 0
-        #: The last reason an event was not served (logged once).
-        self._refused: str | None = None
+        #: The reasons events were not served (each logged once).
+        self._refused: set[str] = set()
+        #: The wrapper's package paths this process runs the hook from.
+        self._paths = [os.path.realpath(p) for p in package_paths()]
+        self._dirs = _package_dirs()
         #: Threads serving an event now (stop() lets them finish).
         self._events: set[threading.Thread] = set()
         self._events_lock = threading.Lock()
@@ -141,8 +205,8 @@ class HookServer:
             finally:
                 probe.close()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        tmp = '%s.%d.tmp' % (self.path, os.getpid())
         try:
-            tmp = '%s.%d.tmp' % (self.path, os.getpid())
             if os.path.lexists(tmp):
                 os.unlink(tmp)
             sock.bind(tmp)
@@ -152,6 +216,8 @@ class HookServer:
             self._ino = os.stat(self.path).st_ino
         except BaseException:
             sock.close()
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
             raise
         self._sock = sock
         core = logging.getLogger('ovs_rdt')
@@ -165,8 +231,8 @@ class HookServer:
 
     def stop(self) -> None:
         """Stop listening, remove the socket, and let the events being
-        served finish (up to :data:`TIMEOUT` seconds in all): an agent
-        stopping never leaves one half-applied.
+        served finish (up to :data:`STOP_WAIT` seconds in all; one still
+        running then is the client's to do again).
         """
         self._stop.set()
         sock, self._sock = self._sock, None
@@ -183,7 +249,7 @@ class HookServer:
                 pass
         if self._thread is not None:
             self._thread.join(5)
-        deadline = time.monotonic() + TIMEOUT
+        deadline = time.monotonic() + STOP_WAIT
         with self._events_lock:
             events = list(self._events)
         for thread in events:
@@ -208,8 +274,9 @@ class HookServer:
                 self._events.add(thread)
             thread.start()
 
-    def foreign(self, conn: socket.socket) -> str | None:
-        """Why this client's event is not this process's to run, or None.
+    def foreign(self, conn: socket.socket) -> tuple[str, str] | None:
+        """Why this client's event is not this process's to run, or None:
+        (the reason, and the same without what varies per event).
 
         The hook must see what libvirt's hook sees: the same user, and the
         same mount and PID namespaces (libvirtd's /run/libvirt, its QEMU
@@ -221,18 +288,43 @@ class HookServer:
         pid, uid, _gid = struct.unpack('3i', conn.getsockopt(
             socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))
         if uid != os.geteuid():
-            return 'uid %d is not this server\'s' % uid
+            return 'uid %d is not this server\'s' % uid, 'uid %d' % uid
         for ns in ('mnt', 'pid'):
             try:
                 theirs = os.readlink('/proc/%d/ns/%s' % (pid, ns))
             except OSError as exc:
-                return 'cannot read the %s namespace of pid %d: %s' % (
-                    ns, pid, exc.strerror)
+                return ('cannot read the %s namespace of pid %d: %s' % (
+                    ns, pid, exc.strerror), 'ns ' + ns)
             if theirs != os.readlink('/proc/self/ns/%s' % ns):
                 return ('pid %d runs in another %s namespace (%s; libvirtd '
                         'in a container or a sandbox of its own?)'
-                        % (pid, ns, theirs))
+                        % (pid, ns, theirs), '%s %s' % (ns, theirs))
         return None
+
+    def stale(self, paths: list[str]) -> tuple[str, str] | None:
+        """Why this process's code is not the wrapper's, or None."""
+        if [os.path.realpath(p) for p in paths] != self._paths:
+            return ('the wrapper runs the hook from %s, this process from %s '
+                    '(re-run "ovs-rdt install-hook" with its ovs-rdt)'
+                    % (':'.join(paths), ':'.join(self._paths)),
+                    'paths %r' % paths)
+        for path, mtime in self._dirs.items():
+            try:
+                now = os.stat(path).st_mtime_ns
+            except OSError:
+                now = None
+            if now != mtime:
+                return ('%s changed since this process started (an upgrade?): '
+                        'restart it to serve the hook with the new code'
+                        % path, 'changed')
+        return None
+
+    def _refuse(self, why: tuple[str, str]) -> None:
+        """Log why an event is not served, once per kind of reason."""
+        if why[1] not in self._refused:
+            self._refused.add(why[1])
+            LOG.warning('hook server: not serving the hook\'s events: %s; '
+                        'the hook does them itself', why[0])
 
     def _serve(self, conn: socket.socket) -> None:
         try:
@@ -246,10 +338,7 @@ class HookServer:
             with conn:
                 why = self.foreign(conn)
                 if why is not None:
-                    if why != self._refused:
-                        self._refused = why
-                        LOG.warning('hook server: not serving an event: %s; '
-                                    'the hook does it itself', why)
+                    self._refuse(why)
                     return
                 conn.settimeout(TIMEOUT)
                 chunks = []
@@ -264,12 +353,19 @@ class HookServer:
                         LOG.warning('hook server: a request over %d bytes; '
                                     'the hook does it itself', _MAX_REQUEST)
                         return
+                if not chunks:
+                    return          # a probe (another server starting)
                 request = parse_request(b''.join(chunks))
                 if request is None:
                     LOG.warning('hook server: a request not in %s; closed '
                                 'without an answer', PROTOCOL.decode())
                     return
-                conn.sendall(self.handle(*request))
+                paths, argv, xml = request
+                why = self.stale(paths)
+                if why is not None:
+                    self._refuse(why)
+                    return
+                conn.sendall(self.handle(argv, xml))
         except Exception as exc:  # noqa: BLE001 - the client falls back
             LOG.warning('hook server: an event was not answered (%s: %s); '
                         'the hook does it itself', type(exc).__name__, exc)

@@ -186,7 +186,7 @@ def test_libvirtd_that_never_comes_up_fails_in_one_line_and_cleans_up(
     err = result.stderr
     assert result.returncode == 1, result.stdout + err
     assert 'Traceback' not in err + result.stdout
-    assert '[6/10]' in result.stdout and 'FAILED' in result.stdout
+    assert '[5/10]' in result.stdout and 'FAILED' in result.stdout
     lines = [ln for ln in err.splitlines() if ln.startswith('ovs-rdt demo:')]
     assert len(lines) == 1, err
     assert 'libvirtd exited with status 1' in lines[0]

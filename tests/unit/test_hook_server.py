@@ -37,10 +37,10 @@ def served(request, node, tmp_path):  # noqa: F811 (the fixture above)
     sock = str(tmp_path / 'run-ovs-rdt' / 'hook.sock')
     wrapper = str(tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt')
 
-    def reinstall():
+    def reinstall(paths=None):
         with open(wrapper + '.tmp', 'w') as fh:
             fh.write(install.wrapper_text(str(node.config), socket=sock,
-                                          netcat=netcat))
+                                          netcat=netcat, paths=paths))
         os.chmod(wrapper + '.tmp', 0o755)
         os.replace(wrapper + '.tmp', wrapper)
     os.makedirs(os.path.dirname(wrapper))
@@ -67,12 +67,17 @@ def served(request, node, tmp_path):  # noqa: F811 (the fixture above)
 def test_parse_request():
     body = b'\0'.join([b'--config-file', b'/etc/x.conf', b'vm1', b'prepare',
                        b'begin', b'-'])
-    assert server.parse_request(server.PROTOCOL + b'\n' + body + b'\0\0<d/>') \
-        == (['--config-file', '/etc/x.conf', 'vm1', 'prepare', 'begin', '-'],
-            b'<d/>')
-    assert server.parse_request(b'ovs-rdt-hook/2\n' + body + b'\0\0<d/>') \
+    head = server.header(['/usr/lib/python3/dist-packages']).encode()
+    assert head == b'ovs-rdt-hook/1 ["/usr/lib/python3/dist-packages"]'
+    assert server.parse_request(head + b'\n' + body + b'\0\0<d/>') == (
+        ['/usr/lib/python3/dist-packages'],
+        ['--config-file', '/etc/x.conf', 'vm1', 'prepare', 'begin', '-'],
+        b'<d/>')
+    assert server.parse_request(b'ovs-rdt-hook/2 []\n' + body + b'\0\0<d/>') \
         is None
-    assert server.parse_request(server.PROTOCOL + b'\n' + body) is None
+    assert server.parse_request(b'ovs-rdt-hook/1 nope\n' + body +
+                                b'\0\0<d/>') is None
+    assert server.parse_request(head + b'\n' + body) is None
     assert server.parse_request(b'') is None
 
 
@@ -136,12 +141,14 @@ def test_the_core_s_log_records_go_to_the_event_s_log(served, monkeypatch):
         "WARNING domain 'vm7' prepare begin: kept vm1"), lines
 
 
-@pytest.mark.parametrize('fault', ['none', 'closes', 'garbage', 'silent'])
+@pytest.mark.parametrize('fault', ['none', 'closes', 'garbage', 'bare',
+                                   'silent'])
 def test_a_server_that_does_not_answer_is_done_without(served, monkeypatch,
                                                        fault):
     # None listening; one that closes without a reply (another protocol);
-    # one answering nonsense; one that never answers (the client's
-    # timeout, 1 s here): the hook does the event itself.
+    # one answering nonsense, or a status without the newline that ends
+    # it; one that never answers (the client's timeout, 1 s here): the
+    # hook does the event itself.
     monkeypatch.setattr(server, 'TIMEOUT', 1)
     served.reinstall()
     stop = threading.Event()
@@ -163,6 +170,9 @@ def test_a_server_that_does_not_answer_is_done_without(served, monkeypatch,
                     conn.close()
                 elif fault == 'garbage':
                     conn.sendall(b'yes please')
+                    conn.close()
+                elif fault == 'bare':           # a status without its line
+                    conn.sendall(b'0')
                     conn.close()
                 else:
                     held.append(conn)
@@ -276,3 +286,39 @@ def test_stop_lets_the_events_being_served_finish(served, monkeypatch):
     assert result[0].returncode == 0, result[0].stderr
     assert srv.served == 1 and GROUP in served.groups()
     assert pids(served, 'prepare begin: reserved') == [os.getpid()]
+
+
+def test_only_the_wrapper_s_own_code_is_served(served, tmp_path, caplog):
+    # A wrapper of another installation (another virtualenv) is not served;
+    # nor, after an upgrade in place, is any wrapper until a restart.
+    import libvirt_hooks
+
+    srv = served.serve()
+    site = tmp_path / 'other-site'
+    site.mkdir()
+    for pkg in ('libvirt_hooks', 'ovs_rdt'):
+        os.symlink(os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(libvirt_hooks.__file__))), pkg), str(site / pkg))
+    served.reinstall(paths=[str(site)])
+    res = served.exec(L3_3, 'migrate', 'begin')
+    assert res.returncode == 0, res.stderr
+    assert srv.served == 0
+    assert pids(served, 'migrate begin: capacity check')[0] != os.getpid()
+    served.reinstall()
+    assert served.exec(L3_3, 'migrate', 'begin').returncode == 0
+    assert srv.served == 1
+    pkg_dir = os.path.dirname(os.path.abspath(libvirt_hooks.__file__))
+    before = os.stat(pkg_dir).st_mtime_ns
+    os.utime(pkg_dir, ns=(before, before + 10 ** 9))      # "upgraded"
+    try:
+        for _ in range(2):
+            assert served.exec(L3_3, 'migrate', 'begin').returncode == 0
+        assert srv.served == 1
+    finally:
+        os.utime(pkg_dir, ns=(before, before))
+    assert served.exec(L3_3, 'migrate', 'begin').returncode == 0
+    assert srv.served == 2
+    warned = [r.getMessage() for r in caplog.records
+              if 'not serving the hook' in r.getMessage()]
+    assert len(warned) == 2, warned         # each kind of reason once
+    assert 'changed since this process started' in warned[1]

@@ -5,8 +5,9 @@ Xeon Gold 6230, node ``b`` an E7-8890 v4, each a private libvirtd with its
 own host UUID), a KVM guest of 64 MiB without a disk asking for
 ``<rdt:l3 ways="3"/>``.  A round starts the guest on ``a``, times ``virsh
 migrate --live --p2p`` (what Nova asks for) to ``b`` and back, and destroys
-it; the rounds take turns between no hook at all, the hook served by a
-hook server on each node (``ovs-rdt serve-hook`` in that libvirtd's mount
+it; the rounds take turns between no hook at all, a hook that only exits
+0 (libvirt's own cost of running one), the hook served by a hook server on
+each node (``ovs-rdt serve-hook`` in that libvirtd's mount
 namespace: what the node's ovs-rdt-agent does, ``[libvirt] hook_server``,
 the default) and the hook doing the work itself (no server answering),
 libvirtd reloaded in between, so the machine's drift hits all alike.
@@ -37,6 +38,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path.insert(0, REPO)
 
 from libvirt_hooks import install  # noqa: E402
+from ovs_rdt import atomicfile  # noqa: E402
 from ovs_rdt.sandbox.node import Node, migrate  # noqa: E402
 from ovs_rdt.sandbox.wait import wait_for  # noqa: E402
 
@@ -57,7 +59,11 @@ def guest_xml() -> str:
             "</devices></domain>" % (VIRT_TYPE, NAME, uuid.uuid4()))
 
 
-SETTINGS = ('without the hook', 'served', 'by itself')
+SETTINGS = ('without the hook', 'an exit-0 hook', 'served', 'by itself')
+#: libvirt's own cost of running a hook at all (the XML formatted, a fork
+#: and exec per event): a wrapper that only exits 0.
+NULL_HOOK = '#!/bin/sh\n%s (a benchmark\'s do-nothing hook)\nexit 0\n' % (
+    install.MARKER)
 
 
 def set_hook(nodes: list[Node], setting: str,
@@ -65,6 +71,8 @@ def set_hook(nodes: list[Node], setting: str,
     for node in nodes:
         if setting == 'without the hook':
             install.uninstall(node.hook)
+        elif setting == 'an exit-0 hook':
+            atomicfile.write(node.hook, NULL_HOOK, mode=0o755)
         else:
             install.install(node.hook, node.config_file,
                             socket=sockets[node.name] if setting == 'served'
@@ -130,7 +138,7 @@ def main() -> int:
                     if res.returncode != 0:
                         raise SystemExit('migration %s -> %s failed: %s' % (
                             src.name, dst.name, res.stderr.strip()))
-                    if setting == 'without the hook':
+                    if setting in SETTINGS[:2]:
                         continue
                     spent = {(role, e): ms for role, n in (
                         ('destination', dst), ('source', src))
@@ -161,7 +169,7 @@ def main() -> int:
                   setting, p50, min(times[setting]) * 1000,
                   max(times[setting]) * 1000, p50 / base,
                   min(times[setting]) / fastest))
-    for setting in SETTINGS[1:]:
+    for setting in SETTINGS[2:]:
         per = events[setting]
         spent = statistics.median(per['total'])
         print('  the hook\'s own time, %-9s %5.0f ms p50 (%s), (without + '

@@ -22,11 +22,13 @@ as a wrapper without a socket does: every handled event is idempotent, so
 an event the server had begun is safe to run again.  The server never
 calls libvirt.
 
-Protocol (``ovs-rdt-hook/1``): the request is that line, a newline, the
-arguments joined by NUL, two NULs, then the domain XML to the end of the
-stream (the client shuts down its writing side); the reply is the exit
+Protocol (``ovs-rdt-hook/1``): the request is a line of that name, a
+space and the wrapper's package directories in JSON (:func:`header`), then
+the arguments joined by NUL, two NULs, then the domain XML to the end of
+the stream (the client shuts down its writing side); the reply is the exit
 status in decimal, a newline, then what the hook wrote for libvirt.  A
-server that does not speak the client's protocol closes without a reply.
+server that does not speak the client's protocol, or runs other code than
+the wrapper names (:meth:`HookServer.stale`), closes without a reply.
 """
 from __future__ import annotations
 

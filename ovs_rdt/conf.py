@@ -128,7 +128,7 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'interpreter instead of importing the hook\'s modules again. The '
          'agent runs exactly what the hook would, with the configuration '
          'the wrapper names. When no agent answers there (not running, '
-         'restarting, or silent for 60 s), the hook does the work itself. '
+         'restarting, or silent for 120 s), the hook does the work itself. '
          'Read by the agent (at start and on SIGHUP) and by "ovs-rdt '
          'install-hook" (re-run it after changing this).', {}),
         ('on_failure', 'choice', 'refuse',

@@ -29,7 +29,7 @@ from ovs_rdt import atomicfile
 from ovs_rdt.sandbox.emulator import MountedEmulator
 from ovs_rdt.sandbox.libvirtd import (PrivateLibvirtd, START_TIMEOUT,
                                       make_shared, unmake_shared)
-from ovs_rdt.sandbox.wait import SandboxError, run
+from ovs_rdt.sandbox.wait import SandboxError, kill_after, run
 
 #: Where QEMU's migration stream goes (and the destination QEMU listens).
 LOOPBACK = '127.0.0.1'
@@ -110,14 +110,10 @@ class Node:
         if server is None or server.poll() is not None:
             return []
         server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-            return ['%s hook server: killed (did not end on SIGTERM)'
-                    % self.name]
-        return []
+        killed = kill_after(server.pid, 15)
+        server.wait()
+        return ['%s hook server: killed (did not end on SIGTERM)'
+                % self.name] if killed else []
 
     def resctrl_section(self) -> str:
         return '[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n' % (

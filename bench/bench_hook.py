@@ -247,9 +247,21 @@ class Server:
         return self.log.read()
 
     def last_cpu(self) -> float:
-        """Seconds of CPU of the one event served since the last call."""
-        found = re.findall(rb'served .*: exit \d+, ([0-9.]+) ms of CPU',
-                           self.text())
+        """Seconds of CPU of the one event served since the last call
+        (``release end`` is answered first and done after: its line may
+        come a moment after the hook process exited).
+        """
+        from ovs_rdt.sandbox.wait import SandboxError, wait_for
+
+        def lines() -> list[bytes]:
+            return re.findall(rb'served .*: exit \d+, ([0-9.]+) ms of CPU',
+                              self.text())
+        try:
+            wait_for(lambda: len(lines()) > self.seen, 10,
+                     'the server\'s line', step=0.005)
+        except SandboxError:
+            pass
+        found = lines()
         if len(found) != self.seen + 1:
             raise SystemExit('the server did not serve the event (or more)')
         self.seen += 1

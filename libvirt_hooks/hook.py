@@ -21,6 +21,9 @@ missing is an error, never the defaults.  The events handled:
     libvirt runs it right after ``stopped end``, in the same call
     (``qemuProcessStop``), whichever way the QEMU ended: ``stopped end``
     does nothing here, and the wrapper ends it without starting Python.
+    libvirt ignores its status ("we can't stop the operation even if the
+    script raised an error"): served, it is answered once the group is
+    locked (:meth:`Hook.release`), and done after.
 ``reconnect begin``
     libvirtd restarted: make sure the group exists and holds the threads.
     Never fails: libvirt would kill the guest.
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
     from ovs_rdt.core.model import Request
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
-    from ovs_rdt.resctrl import Resctrl
+    from ovs_rdt.resctrl import KnownPlatforms, Resctrl
 
 # event -> (handler name, strict): strict events may refuse (exit 1).
 EVENTS = {
@@ -126,7 +129,9 @@ class Hook:
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
                  name: str, op: str, subop: str, err: Any = None,
-                 served: Callable[[Log], None] | None = None) -> None:
+                 served: Callable[[Log], None] | None = None,
+                 platforms: KnownPlatforms | None = None,
+                 answer: Callable[[], None] | None = None) -> None:
         from ovs_rdt.exceptions import show
 
         #: What the wrapper names (``--config-file``, ``--config-dir``).
@@ -143,6 +148,11 @@ class Hook:
         self.served = served
         if served is not None:
             served(self.log)
+        #: The platforms the hook server read at earlier events.
+        self.platforms = platforms
+        #: The hook server's early answer (exit 0) to libvirt, for an
+        #: event whose status libvirt ignores (:meth:`release`).
+        self.answer = answer
         self._settings: Any = None
         self._manager: CacheManager | None = None
         self._rc: Resctrl | None = None
@@ -193,7 +203,7 @@ class Hook:
 
     def make_resctrl(self) -> Resctrl:
         from ovs_rdt.resctrl import Resctrl
-        return Resctrl.from_settings(self.settings)
+        return Resctrl.from_settings(self.settings, self.platforms)
 
     def group_exists(self, group: str) -> bool:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
@@ -366,8 +376,15 @@ class Hook:
             return 0
         if not exists:
             return 0
-        # Never refused for want of room (the manager logs what it kept).
-        self.manager.release(group)
+        with self.rc.lock():
+            # libvirt ignores this event's status: a hook server answers
+            # now, the group locked, so that whatever comes next (the VM
+            # started again, by the server or by a hook process) waits for
+            # the removal on the lock.  Never refused for want of room (the
+            # manager logs what it kept).
+            if self.answer is not None:
+                self.answer()
+            self.manager.release(group)
         self.log('info', 'removed group %s' % group)
         return 0
 
@@ -378,7 +395,9 @@ class Hook:
         if spec is None:
             return 0
         if spec.pool is None:
-            plan = self.manager.preview(change=self.request(dom, spec))
+            # (Read under the lock the plan is made under, as ensure_group.)
+            with self.rc.lock(exclusive=False):
+                plan = self.manager.preview(change=self.request(dom, spec))
         elif not self.group_exists(self.group_of(dom, spec)):
             plan = self.manager.preview(remove=vm_group(dom.uuid))
         else:
@@ -516,11 +535,15 @@ def parse_args(argv: list[str]
 
 
 def run(argv: list[str], data: bytes, err: Any = None,
-        served: Callable[[Log], None] | None = None) -> int:
+        served: Callable[[Log], None] | None = None,
+        platforms: KnownPlatforms | None = None,
+        answer: Callable[[], None] | None = None) -> int:
     """Handle one event; ``data`` is the domain XML.  Returns the exit code.
 
     The line for libvirt goes to ``err`` (default: standard error);
-    ``served``: run by :mod:`libvirt_hooks.server` (see :class:`Hook`).
+    ``served``: run by :mod:`libvirt_hooks.server` (see :class:`Hook`),
+    which keeps the ``platforms`` it read between events and may be
+    ``answer``-ed early (exit 0) by ``release``.
     """
     parsed = parse_args(argv)
     if parsed is None:
@@ -533,7 +556,7 @@ def run(argv: list[str], data: bytes, err: Any = None,
     if event is None:
         return 0
     method, strict = event
-    hook = Hook(files, dirs, name, op, subop, err, served)
+    hook = Hook(files, dirs, name, op, subop, err, served, platforms, answer)
     started = time.monotonic()
     try:
         rc = _handle(hook, method, strict, name, data)

@@ -32,6 +32,9 @@ MARKER = '# ovs-rdt libvirt hook wrapper'
 #: OpenBSD netcat (Debian's netcat-openbsd): the shell's client of the hook
 #: server (``-U``, ``-N``); without it, Python is.
 NETCAT = '/bin/nc.openbsd'
+#: The arguments libvirt gives a hook: domain, operation, sub-operation,
+#: extra (``-`` when none): what the shell's client sends.
+LIBVIRT_ARGS = ('$1', '$2', '$3', '$4')
 
 
 def hook_path(hooks_dir: str | None, name: str = HOOK_NAME) -> str:
@@ -67,14 +70,14 @@ gc.disable()
 argv = %(config)s + sys.argv[3:]
 data = sys.stdin.buffer.read() if sys.stdin is not None else b""
 rc = None
-if sys.argv[1] == "ask":
+if sys.argv[1] == "ask" and not any("\\n" in a for a in argv):
     try:
         import _socket
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         s.settimeout(%(timeout)d)
         s.connect(%(socket)s)
-        s.sendall(%(protocol)s + b"\\n" + "\\0".join(argv).encode(
-            "utf-8", "surrogateescape") + b"\\0\\0" + data)
+        s.sendall(("%%s\\n%%d\\n" %% (%(protocol)s, len(argv)) + "".join(
+            a + "\\n" for a in argv)).encode("utf-8", "surrogateescape") + data)
         s.shutdown(_socket.SHUT_WR)
         reply = []
         while True:
@@ -82,8 +85,9 @@ if sys.argv[1] == "ask":
             if not chunk:
                 break
             reply.append(chunk)
-        head, nl, err = b"".join(reply).partition(b"\\n")
-        if nl and head.isdigit() and len(head) <= 3:
+        reply = b"".join(reply)
+        head, nl, err = reply[:-1].partition(b"\\n")
+        if reply.endswith(b"\\n.") and head.isdigit() and len(head) <= 3:
             rc = int(head)
             sys.stderr.buffer.write(err)
     except Exception:
@@ -111,12 +115,18 @@ os._exit(rc)
 """
 
 # How the wrapper starts the hook.  With a hook server's socket (``[libvirt]
-# hook_server``) and OpenBSD netcat, the shell itself is the client: the
-# request is the arguments and the XML (printf), the reply's first line the
-# exit status (libvirt_hooks.server).  Only when no server answers does it
+# hook_server``) and OpenBSD netcat, the shell itself is the client
+# (libvirt_hooks.server: the protocol): the request is a here-document,
+# the reply's first line the exit status, its last a "." (a reply cut
+# short is none).  Every process counts, on a loaded node most of all: the
+# XML is read by cat and the request sent by nc, each the last command of
+# its $(...) (the subshell execs it), the here-document written by one
+# more fork: three forks, two execs.  Only when no server answers does it
 # start Python, to run the hook itself with the XML it read.  Without
-# netcat, Python asks the server (a client that imports nothing but
-# _socket), or without a socket, runs the hook.
+# netcat, or for other than libvirt's four arguments, Python asks the
+# server (a client that imports nothing but _socket); without a socket it
+# runs the hook.  Arguments with a newline (the protocol's separator;
+# libvirt refuses one in a domain name) are not asked for by either.
 _RUN = """\
 py=%(py)s
 body=%(body)s
@@ -128,21 +138,26 @@ _SERVED = """\
     sock=%(socket)s
     nl='
 '
-    if [ -S "$sock" ] && [ -x %(netcat)s ]; then
-        xml=$(cat; echo .)
-        xml=${xml%%.}
-        reply=$( { printf '%%s\\n' %(protocol)s
-                   printf '%%s\\000' %(config)s "$@"
-                   printf '\\000%%s' "$xml"; } |
-                 %(netcat)s -N -U -w %(timeout)d "$sock" 2>/dev/null; echo .)
-        reply=${reply%%.}
-        rc=${reply%%%%"$nl"*}
-        case "$reply" in *"$nl"*) ;; *) rc= ;; esac
-        case "$rc" in [0-9]|[0-9][0-9]|[0-9][0-9][0-9])
-            printf '%%s' "${reply#*"$nl"}" >&2
-            exit "$rc" ;;
+    if [ -S "$sock" ] && [ -x %(netcat)s ] && [ $# -eq %(argc)d ]; then
+        xml=$(cat)
+        case "$*" in *"$nl"*) ;; *)
+            head=%(head)s
+            reply=$(%(netcat)s -N -U -w %(timeout)d "$sock" 2>/dev/null <<EOF
+$head
+%(args)s
+$xml
+EOF
+)
+            case "$reply" in *"$nl.")
+                rc=${reply%%%%"$nl"*}
+                case "$rc" in [0-9]|[0-9][0-9]|[0-9][0-9][0-9])
+                    reply=${reply%%.}
+                    printf '%%s' "${reply#*"$nl"}" >&2
+                    exit "$rc" ;;
+                esac ;;
+            esac ;;
         esac
-        printf '%%s' "$xml" | "$py" -I -S -c "$body" self "$0" "$@"
+        printf '%%s\\n' "$xml" | "$py" -I -S -c "$body" self "$0" "$@"
         exit $?
     fi
 """
@@ -195,13 +210,21 @@ def config_arguments(config_files: Sequence[str] | str,
                      config_dirs: Sequence[str] = ()) -> list[str]:
     """The hook's command-line options for these files and directories
     (absolute: libvirt runs the hook from another directory).
+
+    A path with a newline is refused: the hook server's protocol carries
+    an argument a line (:mod:`libvirt_hooks.server`).
     """
+    from ovs_rdt.exceptions import ConfigError
+
     if isinstance(config_files, str):
         config_files = [config_files]
     out: list[str] = []
     for opt, paths in (('--config-file', config_files),
                        ('--config-dir', config_dirs)):
         for path in paths:
+            if '\n' in path:
+                raise ConfigError('%s %r: the hook cannot be given a path '
+                                  'with a newline' % (opt, path))
             out += [opt, os.path.abspath(path)]
     return out
 
@@ -231,16 +254,19 @@ def wrapper_text(config_files: Sequence[str] | str,
     paths = server.package_paths() if paths is None else paths
     options = config_arguments(config_files, config_dirs)
     protocol = server.header(paths)
+    # The request's lines before libvirt's arguments (the shell's).
+    head = '\n'.join([protocol, str(len(options) + len(LIBVIRT_ARGS))]
+                     + options)
     body = _BODY % {'paths': json.dumps(paths), 'config': json.dumps(options),
                     'timeout': server.TIMEOUT,
                     'socket': json.dumps(socket or ''),
-                    'protocol': 'b' + json.dumps(protocol)}
+                    'protocol': json.dumps(protocol)}
     served = ''
     if socket:
         served = _SERVED % {
             'socket': _sh_quote(socket), 'netcat': _sh_quote(netcat),
-            'protocol': _sh_quote(protocol), 'timeout': server.TIMEOUT,
-            'config': ' '.join(_sh_quote(o) for o in options)}
+            'head': _sh_quote(head), 'timeout': server.TIMEOUT,
+            'argc': len(LIBVIRT_ARGS), 'args': '\n'.join(LIBVIRT_ARGS)}
     # The files the fallback looks into for on_failure = warn.
     files = [_sh_quote(v) if o == '--config-file' else _sh_quote(v) + '/*.conf'
              for o, v in zip(options[::2], options[1::2])]

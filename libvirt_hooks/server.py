@@ -22,13 +22,24 @@ as a wrapper without a socket does: every handled event is idempotent, so
 an event the server had begun is safe to run again.  The server never
 calls libvirt.
 
-Protocol (``ovs-rdt-hook/1``): the request is a line of that name, a
-space and the wrapper's package directories in JSON (:func:`header`), then
-the arguments joined by NUL, two NULs, then the domain XML to the end of
-the stream (the client shuts down its writing side); the reply is the exit
-status in decimal, a newline, then what the hook wrote for libvirt.  A
-server that does not speak the client's protocol, or runs other code than
-the wrapper names (:meth:`HookServer.stale`), closes without a reply.
+Protocol (``ovs-rdt-hook/2``): the request is a line of that name, a
+space and the wrapper's package directories in JSON (:func:`header`), a
+line with the number of arguments, the arguments a line each (a client
+asks only for arguments without a newline: libvirt refuses one in a domain
+name), then the domain XML to the end of the stream (the client shuts down
+its writing side).  The reply is the exit status in decimal and a newline,
+what the hook wrote for libvirt (lines, each ending in a newline), and a
+last line ``.`` without one: a reply cut short is no reply.  A server that
+does not speak the client's protocol, or runs other code than the wrapper
+names (:meth:`HookServer.stale`), closes without a reply.
+
+The server also keeps, between events, the platform it read of the resctrl
+mount (:class:`~ovs_rdt.resctrl.KnownPlatforms`: each event checks that
+the mount has not changed), and lets the hook answer early: ``release
+end``, whose status libvirt ignores, is answered (exit 0) once the hook
+holds the resctrl lock, and done after; whatever libvirt does next waits
+for it on that lock (:meth:`Hook.release
+<libvirt_hooks.hook.Hook.release>`).
 """
 from __future__ import annotations
 
@@ -39,14 +50,17 @@ import threading
 import time
 
 from libvirt_hooks import hook
+from ovs_rdt.resctrl import KnownPlatforms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 LOG = logging.getLogger(__name__)
 
-PROTOCOL = b'ovs-rdt-hook/1'
+PROTOCOL = b'ovs-rdt-hook/2'
+#: The most arguments a request may have.
+MAX_ARGS = 64
 #: Seconds the client waits for an answer before doing the work itself:
 #: four times the default resctrl lock_timeout (``started`` may wait for
 #: the lock twice), so that only a server that is stuck is left.  An event
@@ -104,9 +118,15 @@ def parse_request(data: bytes
     protocol, _, paths = line.partition(b' ')
     if protocol != PROTOCOL or not nl:
         return None
-    head, sep, xml = rest.partition(b'\0\0')
-    if not sep:
+    count, nl, rest = rest.partition(b'\n')
+    if not nl or not count.isdigit() or int(count) > MAX_ARGS:
         return None
+    args = []
+    for _ in range(int(count)):
+        arg, nl, rest = rest.partition(b'\n')
+        if not nl:
+            return None
+        args.append(arg)
     try:
         where = json.loads(paths.decode('utf-8', 'surrogateescape'))
     except ValueError:
@@ -114,8 +134,17 @@ def parse_request(data: bytes
     if not isinstance(where, list) or not all(isinstance(p, str)
                                               for p in where):
         return None
-    argv = [a.decode('utf-8', 'surrogateescape') for a in head.split(b'\0')]
-    return where, argv, xml
+    argv = [a.decode('utf-8', 'surrogateescape') for a in args]
+    return where, argv, rest
+
+
+def reply(status: int, text: str) -> bytes:
+    """The answer to a request: the status line, ``text`` (lines) and the
+    last line, ``.``.
+    """
+    if text and not text.endswith('\n'):
+        text += '\n'
+    return b'%d\n%s.' % (status, text.encode('utf-8', 'replace'))
 
 
 def _package_dirs() -> dict[str, int]:
@@ -178,6 +207,7 @@ class HookServer:
         self._forward = _Forward()
         #: Events served.
         self.served = 0
+        self._served_lock = threading.Lock()
         self._stop = threading.Event()
         self._ino = 0
         #: The reasons events were not served (each logged once).
@@ -188,6 +218,8 @@ class HookServer:
         #: Threads serving an event now (stop() lets them finish).
         self._events: set[threading.Thread] = set()
         self._events_lock = threading.Lock()
+        #: What the events read of the platform (the next ones check it).
+        self.platforms = KnownPlatforms()
 
     def start(self) -> HookServer:
         """Listen (replacing a socket nobody listens on).
@@ -234,7 +266,10 @@ class HookServer:
     def stop(self) -> None:
         """Stop listening, remove the socket, and let the events being
         served finish (up to :data:`STOP_WAIT` seconds in all; one still
-        running then is the client's to do again).
+        running then is the client's to do again, but for a release
+        answered early: the rest of it is milliseconds under the lock it
+        holds, and if this process dies first the group waits for the
+        agent's reconciliation).
         """
         self._stop.set()
         sock, self._sock = self._sock, None
@@ -359,38 +394,66 @@ class HookServer:
                     return          # a probe (another server starting)
                 request = parse_request(b''.join(chunks))
                 if request is None:
-                    LOG.warning('hook server: a request not in %s; closed '
-                                'without an answer', PROTOCOL.decode())
+                    self._refuse(('a request not in %s (a wrapper of '
+                                  'another version? re-run "ovs-rdt '
+                                  'install-hook")' % PROTOCOL.decode(),
+                                  'protocol'))
                     return
                 paths, argv, xml = request
                 why = self.stale(paths)
                 if why is not None:
                     self._refuse(why)
                     return
-                conn.sendall(self.handle(argv, xml))
+                self.handle(argv, xml, lambda data: _send(conn, data))
         except Exception as exc:  # noqa: BLE001 - the client falls back
             LOG.warning('hook server: an event was not answered (%s: %s); '
                         'the hook does it itself', type(exc).__name__, exc)
 
-    def handle(self, argv: list[str], xml: bytes) -> bytes:
-        """Run one event as the hook would; the reply."""
+    def handle(self, argv: list[str], xml: bytes,
+               send: Callable[[bytes], None]) -> None:
+        """Run one event as the hook would; ``send`` its reply, once: at
+        the end, or when the hook answers early (``release``: exit 0,
+        the rest of the work done after).
+        """
         err = _Err()
         current = self._forward.current
+        sent: list[str] = []
 
         def served(log: Any) -> None:
             current.log = log
 
+        def answer() -> None:
+            if not sent:
+                sent.append('early')
+                send(reply(0, ''))
+
         cpu = time.process_time()
         try:
-            rc = hook.run(argv, xml, err, served)
+            rc = hook.run(argv, xml, err, served, self.platforms, answer)
         finally:
             current.log = None
-        self.served += 1
+        with self._served_lock:
+            self.served += 1
+        if not sent:
+            send(reply(rc, ''.join(err.parts)))
         # (The process's CPU: the event's own when it serves one at a time,
         # which is what bench/bench_hook.py reads.)
-        LOG.debug('served %s: exit %d, %.2f ms of CPU', ' '.join(argv[-4:]),
-                  rc, (time.process_time() - cpu) * 1000)
-        return b'%d\n' % rc + ''.join(err.parts).encode('utf-8', 'replace')
+        LOG.debug('served %s: exit %d%s, %.2f ms of CPU', ' '.join(argv[-4:]),
+                  rc, ' (answered 0 first)' if sent == ['early'] else '',
+                  (time.process_time() - cpu) * 1000)
+
+
+def _send(conn: socket.socket, data: bytes) -> None:
+    """The reply, then the end of it (the client reads to the end).
+
+    A client gone (its timeout passed) does the event itself.
+    """
+    try:
+        conn.sendall(data)
+        conn.shutdown(socket.SHUT_WR)
+    except OSError as exc:
+        LOG.warning('hook server: the hook\'s client went before its answer '
+                    '(%s); it does the event itself', exc.strerror or exc)
 
 
 def add_arguments(parser: Any) -> None:

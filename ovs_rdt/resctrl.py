@@ -170,6 +170,46 @@ class MountState:
         return hash(self._key())
 
 
+class KnownPlatforms:
+    """The platforms a long-lived process has read, by mount, for the
+    :class:`Resctrl` objects it makes one at a time (the hook server makes
+    one per event): reading ``info/`` is most of an event's work, and its
+    facts do not change while the mount stays.  Each object takes one only
+    once it has checked the mount (:meth:`Resctrl.platform`); the CPU to
+    cache domain map it reads anew (CPUs go on- and offline).  Shared
+    between threads: one dict operation at a time.
+    """
+
+    def __init__(self) -> None:
+        #: root -> (the mount's identity, platform, signature): the
+        #: latest only.
+        self._by_root: dict[str, tuple[tuple, Platform, MountState]] = {}
+
+    @staticmethod
+    def identity(rc: 'Resctrl') -> tuple | None:
+        """What tells one mount at ``rc``'s root from the next (its device
+        and the root's ctime, set when the mount made it), and where ``rc``
+        reads the rest; None when the root cannot be looked at.
+        """
+        try:
+            st = os.stat(rc.root)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ctime_ns, rc.sysfs_cpu_root,
+                rc.sysfs_node_root, rc.mounts)
+
+    def get(self, rc: 'Resctrl', identity: tuple
+            ) -> tuple[Platform, MountState] | None:
+        known = self._by_root.get(rc.root)
+        if known is None or known[0] != identity:
+            return None
+        return known[1], known[2]
+
+    def put(self, rc: 'Resctrl', identity: tuple, platform: Platform,
+            signature: MountState) -> None:
+        self._by_root[rc.root] = (identity, platform.rebound(None), signature)
+
+
 class _Lock:
     """``with resctrl.lock():`` (contextlib costs the hook milliseconds)."""
 
@@ -193,7 +233,8 @@ class Resctrl:
                  sysfs_cpu_root: str = '/sys/devices/system/cpu',
                  lock_timeout: float = 30.0,
                  mounts: str = '/proc/mounts',
-                 sysfs_node_root: str | None = None) -> None:
+                 sysfs_node_root: str | None = None,
+                 known: KnownPlatforms | None = None) -> None:
         self.root = root.rstrip('/') or '/'
         self.sysfs_cpu_root = sysfs_cpu_root
         #: Where nodeN/cpulist are read; None: beside or inside the CPU root.
@@ -215,13 +256,16 @@ class Resctrl:
         #: What :meth:`platform` read that may change under the same
         #: domains (:meth:`platform_stale`).
         self._signature: MountState | None = None
+        #: What earlier objects of this process read (:meth:`platform`).
+        self._known = known
 
     @classmethod
-    def from_settings(cls, settings: Any) -> 'Resctrl':
+    def from_settings(cls, settings: Any,
+                      known: KnownPlatforms | None = None) -> 'Resctrl':
         """From the ``[resctrl]`` options of a :class:`~ovs_rdt.conf.Settings`."""
         cfg = settings.resctrl
         return cls(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout,
-                   sysfs_node_root=cfg.sysfs_node_root)
+                   sysfs_node_root=cfg.sysfs_node_root, known=known)
 
     # -- paths and raw I/O ------------------------------------------------
     def path(self, group: str, *parts: str) -> str:
@@ -267,12 +311,26 @@ class Resctrl:
 
     def write(self, path: str, value: str) -> None:
         """One write(2) of ``value``; raise ResctrlError on failure."""
+        fd = self._open_write(path, value)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            self._write_fd(fd, path, value)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _open_write(path: str, value: str) -> int:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
             reason = ('refusing to follow a symlink' if exc.errno == errno.ELOOP
                       else os.strerror(exc.errno or 0))
             raise ResctrlError(path, value, exc.errno, None, reason) from None
+
+    def _write_fd(self, fd: int, path: str, value: str) -> None:
+        """One write(2) on an open file: each is one command to the kernel
+        (kernfs calls the file's write handler per write, whatever the
+        offset), with its own ``last_cmd_status``.
+        """
         try:
             os.write(fd, value.encode('ascii'))
         except OSError as exc:
@@ -281,8 +339,6 @@ class Resctrl:
                 status = None
             raise ResctrlError(path, value, exc.errno, status,
                                os.strerror(exc.errno or 0)) from None
-        finally:
-            os.close(fd)
 
     # -- locking ----------------------------------------------------------
     def lock(self, exclusive: bool = True) -> '_Lock':
@@ -408,17 +464,56 @@ class Resctrl:
         """Capabilities from ``info/`` and the root group (cached).
 
         Each ``info/`` file is read once however many facts come from it
-        (the libvirt hook reads the platform at every VM start).
+        (the libvirt hook reads the platform at every VM start).  With
+        ``known`` (:class:`KnownPlatforms`), what an earlier object read
+        of this mount is taken instead, once the root's domains and the
+        mount's signature show it still describes the mount (the checks
+        of :meth:`platform_stale`).
         """
         if self._platform is not None and not refresh:
             return self._platform
-        self._info_memo = {}
-        try:
-            platform = self._read_platform()
-        finally:
-            self._info_memo = None
+        ident = earlier = None
+        if self._known is not None:
+            ident = self._known.identity(self)
+            if ident is not None and not refresh:
+                earlier = self._known.get(self, ident)
+        if earlier is not None and self._still_describes(*earlier):
+            self._platform = earlier[0].rebound(self.cpu_domains)
+            self._signature = earlier[1]
+        else:
+            self._info_memo = {}
+            try:
+                platform = self._read_platform()
+            finally:
+                self._info_memo = None
+            if self._known is not None and ident is not None:
+                assert self._signature is not None
+                self._known.put(self, ident, platform, self._signature)
         self._platform_epoch = self._lock_epoch if self._lock_depth else None
-        return platform
+        assert self._platform is not None
+        return self._platform
+
+    def _still_describes(self, platform: Platform,
+                         signature: MountState) -> bool:
+        """Whether a platform read earlier (by another object) describes
+        the mount now (:meth:`_describes`, the root's schemata read here).
+        """
+        try:
+            text = self.read(self.path(ROOT, 'schemata'))
+            l3, _mb = parse_schemata(text, platform.cbm_len)
+            code = parse_resources(text, platform.cbm_len).get('L3CODE')
+        except (OSError, ValueError, RDTError):
+            return False     # (the full read says why)
+        return self._describes(platform, signature, l3, bool(code))
+
+    def _describes(self, platform: Platform, signature: MountState,
+                   root_l3: Any, cdp: bool) -> bool:
+        """The root's domains (``root_l3``: a socket's CPUs taken offline)
+        and the mount's signature (CDP, mba_MBps, io_alloc, the MBM
+        counter mode) are those ``platform`` was read with.
+        """
+        return (tuple(sorted(root_l3)) == platform.domains
+                and self._mount_signature(cdp) == signature)
 
     def _read_platform(self) -> Platform:
         self.check()
@@ -531,9 +626,9 @@ class Resctrl:
             return False
         if self._lock_depth and self._platform_epoch == self._lock_epoch:
             return False        # read under this very hold of the lock
-        if tuple(sorted(root.l3)) != plat.domains:
-            return True
-        return self._mount_signature(bool(root.l3code)) != self._signature
+        assert self._signature is not None
+        return not self._describes(plat, self._signature, root.l3,
+                                   bool(root.l3code))
 
     def cpu_domains(self) -> dict[int, int]:
         """CPU id -> L3 cache id, from sysfs (empty when unreadable)."""
@@ -739,19 +834,29 @@ class Resctrl:
                    '%s:%d=e\n' % (event, domain))
 
     def add_tasks(self, name: str, tids: Iterable[int]) -> list[int]:
-        """Move TIDs into ``name`` one per write; returns those that exited."""
+        """Move TIDs into ``name`` one per write, all on one open of the
+        file; returns those that exited.
+        """
         if name != ROOT:
             self._owned(name, 'move tasks into')
         path = self.path(name, 'tasks')
-        gone = []
-        for tid in tids:
-            try:
-                self.write(path, '%d\n' % tid)
-            except ResctrlError as exc:
-                if exc.errno == errno.ESRCH:
-                    gone.append(tid)
-                    continue
-                raise
+        gone: list[int] = []
+        fd = None
+        try:
+            for tid in tids:
+                value = '%d\n' % tid
+                if fd is None:
+                    fd = self._open_write(path, value)
+                try:
+                    self._write_fd(fd, path, value)
+                except ResctrlError as exc:
+                    if exc.errno == errno.ESRCH:
+                        gone.append(tid)
+                        continue
+                    raise
+        finally:
+            if fd is not None:
+                os.close(fd)
         return gone
 
     def read_mon(self, name: str) -> dict[int, dict[str, int]]:

@@ -102,13 +102,23 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
                 'st_size': 0, 'st_blksize': 4096, 'st_atime': when, 'st_mtime': when,
                 'st_ctime': when}
 
-    def readdir(self, path: str, fh: Any) -> list[str]:
+    def readdir(self, path: str, fh: Any) -> list[tuple[str, dict[str, int], int]]:
+        """The entries with their types, as kernfs gives them (``d_type``:
+        ``scandir`` callers need no stat per entry).
+        """
         with self._lock:
             self._fault('readdir', path)
             node = self.model.lookup(path)
             if not node.is_dir:
                 raise _oserror(errno.ENOTDIR)
-            return ['.', '..'] + self.model.entries(node)
+            base = path.rstrip('/')
+            out = [('.', {'st_mode': stat.S_IFDIR}, 0),
+                   ('..', {'st_mode': stat.S_IFDIR}, 0)]
+            for name in self.model.entries(node):
+                child = self.model.lookup(base + '/' + name)
+                out.append((name, {'st_mode': stat.S_IFDIR if child.is_dir
+                                   else stat.S_IFREG}, 0))
+            return out
 
     def mkdir(self, path: str, mode: int) -> int:
         with self._lock:
@@ -193,8 +203,8 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
             self.model.lookup(path)
         return 0
 
-    def flush(self, path: str, fi: Any) -> int:
-        return 0
+    # No flush: kernfs files have no ->flush, and without one FUSE stops
+    # sending FLUSH at every close (the first one answers ENOSYS).
 
     def release(self, path: str, fi: Any) -> int:
         with self._lock:

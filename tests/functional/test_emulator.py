@@ -235,6 +235,45 @@ def test_tree_and_modes(emulated_resctrl: EmulatorFixture) -> None:
     assert rd(emu, 'g/mode') == 'shareable\n'
 
 
+def d_types(path: str) -> dict[str, int]:
+    """name -> d_type, as readdir(3) gives them (no stat: what scandir sees)."""
+    import ctypes
+
+    class Dirent(ctypes.Structure):
+        _fields_ = [('d_ino', ctypes.c_uint64), ('d_off', ctypes.c_int64),
+                    ('d_reclen', ctypes.c_ushort), ('d_type', ctypes.c_ubyte),
+                    ('d_name', ctypes.c_char * 256)]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.opendir.restype = ctypes.c_void_p
+    libc.readdir.restype = ctypes.POINTER(Dirent)
+    libc.readdir.argtypes = libc.closedir.argtypes = [ctypes.c_void_p]
+    handle = libc.opendir(path.encode())
+    assert handle, os.strerror(ctypes.get_errno())
+    out = {}
+    try:
+        while True:
+            entry = libc.readdir(handle)
+            if not entry:
+                return out
+            out[entry.contents.d_name.decode()] = entry.contents.d_type
+    finally:
+        libc.closedir(handle)
+
+
+def test_directory_entries_have_their_types(emulated_resctrl: EmulatorFixture) -> None:
+    """kernfs gives each entry's type (kernfs_fop_readdir: dir_emit with
+    dt_type): listing the groups needs no stat per entry.
+    """
+    emu = emulated_resctrl
+    os.mkdir(emu.path('g'))
+    DT_DIR, DT_REG = 4, 8
+    types = d_types(emu.root)
+    assert types['g'] == types['info'] == types['mon_groups'] == DT_DIR
+    assert types['schemata'] == types['tasks'] == DT_REG
+    assert d_types(emu.path('info'))['L3'] == DT_DIR
+    assert d_types(emu.path('info/L3'))['cbm_mask'] == DT_REG
+
+
 @pytest.mark.parametrize('rel', ['info/L3/cbm_mask', 'size', 'info/last_cmd_status',
                                  'mon_data/mon_L3_00/llc_occupancy'])
 def test_read_only_files_refuse_writes(emulated_resctrl: EmulatorFixture, rel: str) -> None:

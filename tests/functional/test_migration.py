@@ -170,6 +170,10 @@ def test_live_migration_served_by_each_node_s_hook_server(pair: Pair) -> None:
         a.clear_logs()
         pair.migrate(guest, a)
         arrived(b, guest, {0: 3, 1: 3, 2: 3, 3: 3})
+        # The source's server answers release end first (libvirt ignores
+        # its status), then does it.
+        wait_for(lambda: 'release end' in served_by(a, guest), 30,
+                 'the release served on a')
         left(a, guest, a_empty)
         assert served_by(b, guest) == {
             'migrate begin': servers['b'], 'prepare begin': servers['b'],
@@ -179,6 +183,8 @@ def test_live_migration_served_by_each_node_s_hook_server(pair: Pair) -> None:
         b.clear_logs()
         pair.migrate(guest, b)
         arrived(a, guest, {0: 3, 1: 3})
+        wait_for(lambda: 'release end' in served_by(b, guest), 30,
+                 'the release served on b')
         left(b, guest, b_empty)
         assert set(served_by(a, guest)) == {'migrate begin', 'prepare begin',
                                             'started begin'}

@@ -99,7 +99,8 @@ class FakeKernelTree(Resctrl):
             os.unlink(self.path(name, fname))
         super().rmdir(name)
 
-    def write(self, path, value):
+    def _write_fd(self, fd, path, value):
+        # (Each write to the open file: the fake file is replaced instead.)
         if path == self.path('', 'schemata'):
             self._resize_root(value)
         if os.path.basename(path) != 'tasks':

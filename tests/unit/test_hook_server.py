@@ -65,20 +65,32 @@ def served(request, node, tmp_path):  # noqa: F811 (the fixture above)
 
 
 def test_parse_request():
-    body = b'\0'.join([b'--config-file', b'/etc/x.conf', b'vm1', b'prepare',
-                       b'begin', b'-'])
+    args = [b'--config-file', b'/etc/x.conf', b'vm1', b'prepare', b'begin',
+            b'-']
+    body = b'6\n' + b''.join(a + b'\n' for a in args)
     head = server.header(['/usr/lib/python3/dist-packages']).encode()
-    assert head == b'ovs-rdt-hook/1 ["/usr/lib/python3/dist-packages"]'
-    assert server.parse_request(head + b'\n' + body + b'\0\0<d/>') == (
-        ['/usr/lib/python3/dist-packages'],
-        ['--config-file', '/etc/x.conf', 'vm1', 'prepare', 'begin', '-'],
-        b'<d/>')
-    assert server.parse_request(b'ovs-rdt-hook/2 []\n' + body + b'\0\0<d/>') \
+    assert head == b'ovs-rdt-hook/2 ["/usr/lib/python3/dist-packages"]'
+    parsed = (['/usr/lib/python3/dist-packages'],
+              ['--config-file', '/etc/x.conf', 'vm1', 'prepare', 'begin', '-'],
+              b'<d/>\n')
+    assert server.parse_request(head + b'\n' + body + b'<d/>\n') == parsed
+    # The XML is what follows the last argument's line, as it is.
+    assert server.parse_request(head + b'\n' + body)[2] == b''
+    assert server.parse_request(b'ovs-rdt-hook/1 []\n' + body + b'<d/>') \
         is None
-    assert server.parse_request(b'ovs-rdt-hook/1 nope\n' + body +
-                                b'\0\0<d/>') is None
-    assert server.parse_request(head + b'\n' + body) is None
+    assert server.parse_request(b'ovs-rdt-hook/2 nope\n' + body +
+                                b'<d/>') is None
+    for bad in (b'7\n', b'x\n', b'65\n', b'6'):      # count: short, NaN, big
+        assert server.parse_request(head + b'\n' + bad + body[2:]) is None
+    assert server.parse_request(head + b'\n' + body[:-3]) is None
+    assert server.parse_request(head) is None
     assert server.parse_request(b'') is None
+
+
+def test_reply_ends_in_a_line_of_its_own():
+    assert server.reply(0, '') == b'0\n.'
+    assert server.reply(1, 'ovs-rdt: no\n') == b'1\novs-rdt: no\n.'
+    assert server.reply(1, 'no') == b'1\nno\n.'
 
 
 def test_socket_per_resctrl_root():
@@ -86,6 +98,15 @@ def test_socket_per_resctrl_root():
     assert a.startswith('/run/ovs-rdt/hook-') and a.endswith('.sock')
     assert a == server.socket_path('/sys/fs/resctrl/')
     assert a != server.socket_path('/tmp/emu/resctrl')
+
+
+def wait_served(srv, count):
+    """Until the server has served ``count`` events (a release it answered
+    early is done a moment after its client exits).
+    """
+    from ovs_rdt.sandbox.wait import wait_for
+    wait_for(lambda: srv.served >= count, 30, '%d events served' % count)
+    assert srv.served == count
 
 
 def pids(bed, what):
@@ -104,7 +125,8 @@ def test_served_event_is_the_hook_s(served):
     # Logged by this process (the server), not by the hook's.
     assert pids(served, 'prepare begin: reserved 3 L3 ways') == [os.getpid()]
     assert served.exec(L3_3, 'release', 'end').returncode == 0
-    assert GROUP not in served.groups() and srv.served == 2
+    wait_served(srv, 2)           # (answered first, done after)
+    assert GROUP not in served.groups()
     # A refusal: the same exit status and line as by itself.
     res = served.exec(ZERO, name="vm '2'")
     assert srv.served == 3
@@ -142,13 +164,13 @@ def test_the_core_s_log_records_go_to_the_event_s_log(served, monkeypatch):
 
 
 @pytest.mark.parametrize('fault', ['none', 'closes', 'garbage', 'bare',
-                                   'silent'])
+                                   'short', 'silent'])
 def test_a_server_that_does_not_answer_is_done_without(served, monkeypatch,
                                                        fault):
     # None listening; one that closes without a reply (another protocol);
-    # one answering nonsense, or a status without the newline that ends
-    # it; one that never answers (the client's timeout, 1 s here): the
-    # hook does the event itself.
+    # one answering nonsense, a status without the newline that ends it,
+    # or a reply without its last line; one that never answers (the
+    # client's timeout, 1 s here): the hook does the event itself.
     monkeypatch.setattr(server, 'TIMEOUT', 1)
     served.reinstall()
     stop = threading.Event()
@@ -173,6 +195,9 @@ def test_a_server_that_does_not_answer_is_done_without(served, monkeypatch,
                     conn.close()
                 elif fault == 'bare':           # a status without its line
                     conn.sendall(b'0')
+                    conn.close()
+                elif fault == 'short':          # cut before its last line
+                    conn.sendall(b'0\nwarning: \n')
                     conn.close()
                 else:
                     held.append(conn)
@@ -234,6 +259,7 @@ def test_concurrent_events_and_no_descriptor_leak(served):
             t.join()
         assert [r.returncode for r in results] == [0] * len(docs), \
             [r.stderr for r in results]
+        wait_served(srv, len(docs) * (1 if op == 'prepare' else 2))
         groups = {'ovsrdt-vm-' + u for u in uuids}
         if op == 'prepare':
             assert groups <= set(served.groups())
@@ -322,3 +348,103 @@ def test_only_the_wrapper_s_own_code_is_served(served, tmp_path, caplog):
               if 'not serving the hook' in r.getMessage()]
     assert len(warned) == 2, warned         # each kind of reason once
     assert 'changed since this process started' in warned[1]
+
+
+def test_release_is_answered_once_locked_and_what_follows_waits(
+        served, monkeypatch):
+    """``release end`` (libvirt ignores its status) is answered as soon as
+    the hook holds the resctrl lock, the removal done after; the next
+    change, even by a hook process the server never sees, waits for it on
+    the lock (else this ``prepare`` could go first and the release then
+    remove the group it made).
+    """
+    from ovs_rdt import manager
+
+    original = manager.CacheManager.release
+    go = threading.Event()
+
+    def release(self, name):
+        assert go.wait(30)
+        return original(self, name)
+    monkeypatch.setattr(manager.CacheManager, 'release', release)
+    srv = served.serve()
+    assert served.exec(L3_3).returncode == 0 and GROUP in served.groups()
+    res = served.exec(L3_3, 'release', 'end')      # returns, still blocked
+    assert (res.returncode, res.stderr) == (0, b'')
+    assert GROUP in served.groups() and srv.served == 1
+    result = []
+    again = threading.Thread(target=lambda: result.append(
+        served.run(L3_3)))                         # the hook by itself
+    again.start()
+    again.join(0.5)
+    assert not result                              # waits for the lock
+    go.set()
+    again.join(60)
+    assert result == [0]
+    wait_served(srv, 2)
+    assert GROUP in served.groups()                # the later prepare's
+    lines = [line for line in served.log.read_text().splitlines()
+             if 'removed group' in line or 'reserved 3' in line]
+    assert ['removed' in line for line in lines] == [False, True, False]
+
+
+def test_a_refusal_is_never_answered_early(served):
+    srv = served.serve()
+    res = served.exec(ZERO)
+    assert res.returncode == 1 and b"'0' must be from 1 to 64" in res.stderr
+    assert srv.served == 1
+
+
+def test_stop_finishes_a_release_it_has_answered(served, monkeypatch):
+    from ovs_rdt import manager
+
+    original = manager.CacheManager.release
+    begun = threading.Event()
+
+    def slow(self, name):
+        begun.set()
+        import time
+        time.sleep(0.5)
+        return original(self, name)
+    monkeypatch.setattr(manager.CacheManager, 'release', slow)
+    srv = served.serve()
+    assert served.exec(L3_3).returncode == 0
+    assert served.exec(L3_3, 'release', 'end').returncode == 0
+    assert begun.wait(30)
+    srv.stop()
+    assert GROUP not in served.groups() and srv.served == 2
+
+
+@pytest.mark.parametrize('name', ['a$b`c\'d"e\\f $(x) ${y}', 'two\nlines'])
+def test_arguments_reach_the_server_as_they_are(served, name):
+    # The shell's here-document expands "$1" once, never what it holds;
+    # an argument with a newline (the protocol's separator) is not asked
+    # for: the hook does that event itself.
+    srv = served.serve()
+    res = served.exec(ZERO, name=name)
+    assert srv.served == (0 if '\n' in name else 1)
+    srv.stop()
+    alone = served.exec(ZERO, name=name)
+    assert res.returncode == alone.returncode == 1
+    assert res.stderr == alone.stderr
+    assert b'$(x) ${y}' in res.stderr or b'two' in res.stderr
+
+
+def test_a_request_of_another_protocol_is_closed_and_logged_once(
+        served, caplog):
+    # E.g. a wrapper written by another version (ovs-rdt-hook/1 joined
+    # the arguments with NULs): no answer, so that wrapper does the work.
+    srv = served.serve()
+    old = (server.header([]).replace('/2', '/1').encode() + b'\n' +
+           b'\0'.join([b'vm1', b'prepare', b'begin', b'-']) + b'\0\0<d/>')
+    for _ in range(2):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(served.sock)
+        conn.sendall(old)
+        conn.shutdown(socket.SHUT_WR)
+        assert conn.recv(100) == b''
+        conn.close()
+    assert srv.served == 0
+    warned = [r.getMessage() for r in caplog.records
+              if 'a request not in ovs-rdt-hook/2' in r.getMessage()]
+    assert len(warned) == 1, warned

@@ -297,3 +297,13 @@ def test_install_hook_binds_what_the_cli_read(tmp_path, capsys):
     assert 'config file %s does not exist' % (tmp_path / 'nope.conf') in \
         capsys.readouterr().err
     assert not os.path.exists(path)
+
+
+def test_a_config_path_with_a_newline_is_refused(tmp_path):
+    # The hook server's protocol carries an argument a line.
+    from ovs_rdt.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=r"--config-dir '/etc/a\\nb': the "
+                       "hook cannot be given a path with a newline"):
+        install.install(str(tmp_path / 'qemu.d' / 'x'), [], ['/etc/a\nb'])
+    assert not (tmp_path / 'qemu.d' / 'x').exists()

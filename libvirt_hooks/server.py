@@ -439,7 +439,7 @@ class HookServer:
         # (The process's CPU: the event's own when it serves one at a time,
         # which is what bench/bench_hook.py reads.)
         LOG.debug('served %s: exit %d%s, %.2f ms of CPU', ' '.join(argv[-4:]),
-                  rc, ' (answered 0 first)' if sent == ['early'] else '',
+                  rc, ' (answered 0 first)' if sent else '',
                   (time.process_time() - cpu) * 1000)
 
 

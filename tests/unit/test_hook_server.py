@@ -287,19 +287,26 @@ def test_without_its_packages_the_shell_part_still_sees_the_xml(tmp_path):
     assert (res.returncode, res.stderr) == (0, b'')
 
 
+def slowed(monkeypatch, owner, name, seconds):
+    """``owner.name`` made ``seconds`` slower; the event set as it begins."""
+    import time
+
+    begun = threading.Event()
+    original = getattr(owner, name)
+
+    def slow(self, *args):
+        begun.set()
+        time.sleep(seconds)
+        return original(self, *args)
+    monkeypatch.setattr(owner, name, slow)
+    return begun
+
+
 def test_stop_lets_the_events_being_served_finish(served, monkeypatch):
     # An agent stopping (SIGTERM) mid-event: the event ends, answered.
     from libvirt_hooks import hook
 
-    begun = threading.Event()
-    original = hook.Hook.prepare
-
-    def slow(self, dom):
-        begun.set()
-        import time
-        time.sleep(1.0)
-        return original(self, dom)
-    monkeypatch.setattr(hook.Hook, 'prepare', slow)
+    begun = slowed(monkeypatch, hook.Hook, 'prepare', 1.0)
     srv = served.serve()
     result = []
     thread = threading.Thread(target=lambda: result.append(
@@ -398,15 +405,7 @@ def test_a_refusal_is_never_answered_early(served):
 def test_stop_finishes_a_release_it_has_answered(served, monkeypatch):
     from ovs_rdt import manager
 
-    original = manager.CacheManager.release
-    begun = threading.Event()
-
-    def slow(self, name):
-        begun.set()
-        import time
-        time.sleep(0.5)
-        return original(self, name)
-    monkeypatch.setattr(manager.CacheManager, 'release', slow)
+    begun = slowed(monkeypatch, manager.CacheManager, 'release', 0.5)
     srv = served.serve()
     assert served.exec(L3_3).returncode == 0
     assert served.exec(L3_3, 'release', 'end').returncode == 0

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -215,9 +216,15 @@ class HookServer:
         #: The wrapper's package paths this process runs the hook from.
         self._paths = [os.path.realpath(p) for p in package_paths()]
         self._dirs = _package_dirs()
-        #: Threads serving an event now (stop() lets them finish).
-        self._events: set[threading.Thread] = set()
-        self._events_lock = threading.Lock()
+        #: Connections for the workers (None: a worker's end), the number
+        #: of events being served (stop() lets them finish) and of idle
+        #: workers, under _cond.
+        self._queue: queue.SimpleQueue[socket.socket | None] = \
+            queue.SimpleQueue()
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._idle = 0
+        self._workers = 0
         #: What the events read of the platform (the next ones check it).
         self.platforms = KnownPlatforms()
 
@@ -287,10 +294,11 @@ class HookServer:
         if self._thread is not None:
             self._thread.join(5)
         deadline = time.monotonic() + STOP_WAIT
-        with self._events_lock:
-            events = list(self._events)
-        for thread in events:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._cond:
+            while self._busy and time.monotonic() < deadline:
+                self._cond.wait(max(0.0, deadline - time.monotonic()))
+            for _ in range(self._workers):
+                self._queue.put(None)
         logging.getLogger('ovs_rdt').removeHandler(self._forward)
 
     def _accept(self) -> None:
@@ -305,11 +313,34 @@ class HookServer:
                     return
                 time.sleep(0.05)
                 continue
-            thread = threading.Thread(target=self._serve, args=(conn,),
-                                      daemon=True, name='hook-event')
-            with self._events_lock:
-                self._events.add(thread)
-            thread.start()
+            # An idle worker is woken, not a thread created per event: on
+            # a node whose CPUs are busy a new task waits for its first
+            # slice (milliseconds, on the path of every VM start).
+            with self._cond:
+                self._busy += 1
+                spawn = not self._idle
+                if spawn:
+                    self._workers += 1
+                else:
+                    self._idle -= 1
+            self._queue.put(conn)
+            if spawn:
+                threading.Thread(target=self._work, daemon=True,
+                                 name='hook-event').start()
+
+    def _work(self) -> None:
+        """A worker: serves the connections queued, until a None."""
+        while True:
+            conn = self._queue.get()
+            if conn is None:
+                return
+            try:
+                self._serve_one(conn)
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._idle += 1
+                    self._cond.notify_all()
 
     def foreign(self, conn: socket.socket) -> tuple[str, str] | None:
         """Why this client's event is not this process's to run, or None:
@@ -362,13 +393,6 @@ class HookServer:
             self._refused.add(why[1])
             LOG.warning('hook server: not serving the hook\'s events: %s; '
                         'the hook does them itself', why[0])
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            self._serve_one(conn)
-        finally:
-            with self._events_lock:
-                self._events.discard(threading.current_thread())
 
     def _serve_one(self, conn: socket.socket) -> None:
         try:

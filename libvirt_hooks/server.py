@@ -323,10 +323,27 @@ class HookServer:
                     self._workers += 1
                 else:
                     self._idle -= 1
-            self._queue.put(conn)
             if spawn:
-                threading.Thread(target=self._work, daemon=True,
-                                 name='hook-event').start()
+                try:
+                    threading.Thread(target=self._work, daemon=True,
+                                     name='hook-event').start()
+                except RuntimeError as exc:        # no thread to be had
+                    self._gone(idle=False)
+                    LOG.warning('hook server: cannot start a thread (%s); '
+                                'the hook does the event itself', exc)
+                    conn.close()
+                    continue
+            self._queue.put(conn)
+
+    def _gone(self, idle: bool) -> None:
+        """An event done (its worker ``idle`` again, or ended)."""
+        with self._cond:
+            self._busy -= 1
+            if idle:
+                self._idle += 1
+            else:
+                self._workers -= 1
+            self._cond.notify_all()
 
     def _work(self) -> None:
         """A worker: serves the connections queued, until a None."""
@@ -336,11 +353,10 @@ class HookServer:
                 return
             try:
                 self._serve_one(conn)
-            finally:
-                with self._cond:
-                    self._busy -= 1
-                    self._idle += 1
-                    self._cond.notify_all()
+            except BaseException:
+                self._gone(idle=False)
+                raise
+            self._gone(idle=True)
 
     def foreign(self, conn: socket.socket) -> tuple[str, str] | None:
         """Why this client's event is not this process's to run, or None:

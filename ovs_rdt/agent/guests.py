@@ -260,7 +260,9 @@ class GuestWatch:
                     else:
                         retry_until = 0.0
                 if whole:
-                    place = set(self._running())
+                    # (With the events of the same wait: one that came as
+                    # the pass began may name a domain the list missed.)
+                    place |= set(self._running())
                 elif place and not reconcile:
                     self._live()         # names of domains new to us
                 for uuid in sorted(place):

@@ -175,12 +175,16 @@ class NodeReconciler:
         if again != api:
             return removed           # libvirt came or went meanwhile
         for name in due:
-            if not self._orphaned(name, live):
-                continue
-            LOG.warning('removing %s: %s (it ended without the release '
-                        'hook)', name, why)
             try:
-                self.manager.release(name)
+                # Checked again under the lock: a hook server answers the
+                # release hook once it holds it, then removes the group
+                # (libvirt says the domain stopped in between).
+                with self.manager.resctrl.lock():
+                    if not self._orphaned(name, live):
+                        continue
+                    LOG.warning('removing %s: %s (it ended without the '
+                                'release hook)', name, why)
+                    self.manager.release(name)
                 removed.append(name)
             except RDTError as exc:
                 LOG.error('could not remove %s: %s', name, exc)

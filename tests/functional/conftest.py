@@ -35,28 +35,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     elif session.testscollected and not passed:
         reporter.write_line('functional: no test passed', red=True)
         session.exitstatus = 1
-
-
-@pytest.fixture(autouse=True)
-def _no_agent_left_behind():
-    """A test leaves no lock of an agent it started and did not stop (a
-    ``kill -9`` it did not follow with a clean stop, or a stop that had to
-    kill): ``/run/ovs-rdt/agent-*.lock`` naming a pid that is gone.
-    """
-    import glob
-    import time
-
-    began = time.time()
-    yield
-    left = []
-    for path in glob.glob('/run/ovs-rdt/agent-*.lock'):
-        try:
-            if os.stat(path).st_mtime < began - 1:
-                continue
-            with open(path, encoding='utf-8') as fh:
-                pid = fh.read().strip()
-        except OSError:
-            continue
-        if pid.isdigit() and not os.path.exists('/proc/%s' % pid):
-            left.append('%s (agent %s)' % (path, pid))
-    assert not left, 'left behind: %s' % ', '.join(left)

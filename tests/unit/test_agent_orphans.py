@@ -209,3 +209,25 @@ def test_failed_removal_is_counted(mgr, tmp_path) -> None:
     node.reconcile()
     assert node.reconcile() == []
     assert counters.snapshot('errors') == {(('source', 'reconcile'),): 1.0}
+
+
+def test_a_release_the_hook_finishes_meanwhile_is_not_an_orphan(
+        mgr, tmp_path, caplog) -> None:
+    # A hook server answers libvirt's release hook once it holds the
+    # resctrl lock, then removes the group: libvirt says the domain stopped
+    # meanwhile.  The reconciler checks again under the lock: nothing to
+    # remove, and no "ended without the release hook".
+    import contextlib
+
+    group = 'ovsrdt-vm-' + UUID
+    mgr.resctrl.members[group] = set()
+
+    @contextlib.contextmanager
+    def lock(exclusive: bool = True):
+        mgr.resctrl.members.pop(group, None)     # the hook's release, done
+        yield
+    mgr.resctrl.lock = lock
+    node = reconciler(mgr, tmp_path, domains=set)
+    assert node.reconcile() == []
+    assert ('release', group) not in mgr.calls
+    assert 'without the release hook' not in caplog.text

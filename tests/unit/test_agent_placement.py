@@ -1,6 +1,8 @@
 """ovs_rdt.agent.placement with an in-memory CacheManager and resctrl."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from ovs_rdt.agent.pmd import PmdThread, Scan
@@ -42,6 +44,9 @@ class FakeResctrl:
 
     def where(self, tid: int) -> str:
         return next((g for g, m in self.members.items() if tid in m), ROOT)
+
+    def lock(self, exclusive: bool = True) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
 
 
 class FakeManager:

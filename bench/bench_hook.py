@@ -254,7 +254,7 @@ class Server:
         from ovs_rdt.sandbox.wait import SandboxError, wait_for
 
         def lines() -> list[bytes]:
-            return re.findall(rb'served .*: exit \d+, ([0-9.]+) ms of CPU',
+            return re.findall(rb'served .*: exit \d+[^,\n]*, ([0-9.]+) ms of CPU',
                               self.text())
         try:
             wait_for(lambda: len(lines()) > self.seen, 10,

@@ -44,14 +44,15 @@ import time
 
 TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO, Callable
+    from typing import Any, BinaryIO
 
     from libvirt_hooks.domain import Domain
+    from libvirt_hooks.server import Served
     from ovs_rdt.core.allocator import Plan
     from ovs_rdt.core.model import Request
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
-    from ovs_rdt.resctrl import KnownPlatforms, Resctrl
+    from ovs_rdt.resctrl import Resctrl
 
 # event -> (handler name, strict): strict events may refuse (exit 1).
 EVENTS = {
@@ -128,10 +129,8 @@ class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
-                 name: str, op: str, subop: str, err: Any = None,
-                 served: Callable[[Log], None] | None = None,
-                 platforms: KnownPlatforms | None = None,
-                 answer: Callable[[], None] | None = None) -> None:
+                 name: str, op: str, subop: str,
+                 served: Served | None = None) -> None:
         from ovs_rdt.exceptions import show
 
         #: What the wrapper names (``--config-file``, ``--config-dir``).
@@ -140,19 +139,15 @@ class Hook:
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
-        #: Where the one line libvirt shows goes (the hook's stderr, or
-        #: the reply of :mod:`libvirt_hooks.server`).
-        self.err = sys.stderr if err is None else err
-        #: Run by the hook server (a process with logging of its own): it
-        #: is given this event's log, for the core's records.
+        #: Run by the hook server (:class:`libvirt_hooks.server.Served`):
+        #: it takes the line for libvirt, this event's log (for the core's
+        #: records: a process with logging of its own), lends the platforms
+        #: it read at earlier events and may answer early.
         self.served = served
+        #: Where the one line libvirt shows goes.
+        self.err = sys.stderr if served is None else served.err
         if served is not None:
-            served(self.log)
-        #: The platforms the hook server read at earlier events.
-        self.platforms = platforms
-        #: The hook server's early answer (exit 0) to libvirt, for an
-        #: event whose status libvirt ignores (:meth:`release`).
-        self.answer = answer
+            served.attach(self.log)
         self._settings: Any = None
         self._manager: CacheManager | None = None
         self._rc: Resctrl | None = None
@@ -203,7 +198,8 @@ class Hook:
 
     def make_resctrl(self) -> Resctrl:
         from ovs_rdt.resctrl import Resctrl
-        return Resctrl.from_settings(self.settings, self.platforms)
+        return Resctrl.from_settings(
+            self.settings, None if self.served is None else self.served.platforms)
 
     def group_exists(self, group: str) -> bool:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
@@ -382,8 +378,8 @@ class Hook:
             # started again, by the server or by a hook process) waits for
             # the removal on the lock.  Never refused for want of room (the
             # manager logs what it kept).
-            if self.answer is not None:
-                self.answer()
+            if self.served is not None:
+                self.served.answer()
             self.manager.release(group)
         self.log('info', 'removed group %s' % group)
         return 0
@@ -534,20 +530,15 @@ def parse_args(argv: list[str]
     return found['--config-file'], found['--config-dir'], args
 
 
-def run(argv: list[str], data: bytes, err: Any = None,
-        served: Callable[[Log], None] | None = None,
-        platforms: KnownPlatforms | None = None,
-        answer: Callable[[], None] | None = None) -> int:
+def run(argv: list[str], data: bytes, served: Served | None = None) -> int:
     """Handle one event; ``data`` is the domain XML.  Returns the exit code.
 
-    The line for libvirt goes to ``err`` (default: standard error);
-    ``served``: run by :mod:`libvirt_hooks.server` (see :class:`Hook`),
-    which keeps the ``platforms`` it read between events and may be
-    ``answer``-ed early (exit 0) by ``release``.
+    The line for libvirt goes to standard error, or when the hook server
+    runs the event (``served``, see :class:`Hook`) to its reply.
     """
     parsed = parse_args(argv)
     if parsed is None:
-        (sys.stderr if err is None else err).write(_USAGE)
+        (sys.stderr if served is None else served.err).write(_USAGE)
         return 2
     files, dirs, args = parsed
     name, op = args[0], args[1]
@@ -556,7 +547,7 @@ def run(argv: list[str], data: bytes, err: Any = None,
     if event is None:
         return 0
     method, strict = event
-    hook = Hook(files, dirs, name, op, subop, err, served, platforms, answer)
+    hook = Hook(files, dirs, name, op, subop, served)
     started = time.monotonic()
     try:
         rc = _handle(hook, method, strict, name, data)

@@ -273,7 +273,7 @@ def wrapper_text(config_files: Sequence[str] | str,
     shown = ' '.join(options) or '(none: %s if it exists)' % (
         DEFAULT_CONFIG_FILE)
     return ('#!/bin/sh\n%s (written by "ovs-rdt install-hook"; do not edit)\n'
-            '# config: %s\n' % (MARKER, shown.replace('\n', ' '))
+            '# config: %s\n' % (MARKER, shown)
             + ('# hook server: %s\n' % socket.replace('\n', ' ')
                if socket else '')
             + _SKIP % {'events': '|'.join(

@@ -10,8 +10,8 @@ domain XML to the process listening there (the agent, or ``ovs-rdt
 serve-hook``), and exits with the status that process answers and the line
 it writes.  The server runs exactly what the hook would (:func:`hook.run
 <libvirt_hooks.hook.run>`, the wrapper's configuration files read at every
-event), one thread per event, serialised on the resctrl ``flock`` as
-separate hook processes are.
+event), each in a worker thread (several at once), serialised on the
+resctrl ``flock`` as separate hook processes are.
 
 The server serves only a hook that runs as its own user in its own mount
 and PID namespaces (:meth:`HookServer.foreign`): paths and pids mean the
@@ -198,8 +198,46 @@ class _Err:
         pass
 
 
+class Served:
+    """What one event served here gives the hook (:class:`Hook
+    <libvirt_hooks.hook.Hook>`): where its line for libvirt goes, a place
+    for its log (the core's records of this thread go there), the
+    platforms the server read at earlier events, and an early answer.
+    """
+
+    def __init__(self, forward: _Forward, platforms: KnownPlatforms,
+                 send: Callable[[bytes], None]) -> None:
+        self.err = _Err()
+        self.platforms = platforms
+        self._forward = forward
+        self._send = send
+        #: The reply went before the hook was done (:meth:`answer`).
+        self.answered = False
+
+    def attach(self, log: Any) -> None:
+        self._forward.current.log = log
+
+    def detach(self) -> None:
+        self._forward.current.log = None
+
+    def answer(self) -> None:
+        """Exit 0 to libvirt now, the work going on (``release end``,
+        whose status libvirt ignores: the hook holds the resctrl lock).
+        """
+        if not self.answered:
+            self.answered = True
+            self._send(reply(0, ''))
+
+    def finish(self, rc: int) -> None:
+        """The reply at the end, unless the hook answered early."""
+        if not self.answered:
+            self._send(reply(rc, ''.join(self.err.parts)))
+
+
 class HookServer:
-    """Serves hook events on a Unix socket (mode 0600), a thread each."""
+    """Serves hook events on a Unix socket (mode 0600), each in one of its
+    worker threads.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -455,31 +493,19 @@ class HookServer:
         the end, or when the hook answers early (``release``: exit 0,
         the rest of the work done after).
         """
-        err = _Err()
-        current = self._forward.current
-        sent: list[str] = []
-
-        def served(log: Any) -> None:
-            current.log = log
-
-        def answer() -> None:
-            if not sent:
-                sent.append('early')
-                send(reply(0, ''))
-
+        served = Served(self._forward, self.platforms, send)
         cpu = time.process_time()
         try:
-            rc = hook.run(argv, xml, err, served, self.platforms, answer)
+            rc = hook.run(argv, xml, served)
         finally:
-            current.log = None
+            served.detach()
         with self._served_lock:
             self.served += 1
-        if not sent:
-            send(reply(rc, ''.join(err.parts)))
+        served.finish(rc)
         # (The process's CPU: the event's own when it serves one at a time,
         # which is what bench/bench_hook.py reads.)
         LOG.debug('served %s: exit %d%s, %.2f ms of CPU', ' '.join(argv[-4:]),
-                  rc, ' (answered 0 first)' if sent else '',
+                  rc, ' (answered 0 first)' if served.answered else '',
                   (time.process_time() - cpu) * 1000)
 
 

@@ -18,7 +18,7 @@ re-place everything, follow a changed ``[metrics] listen``,
 With ``[policy] enabled`` a thread of its own runs the dynamic policy
 (:mod:`ovs_rdt.agent.policy`).  With ``[libvirt] hook_server`` (the
 default) it serves the libvirt hook's events on a socket
-(:mod:`libvirt_hooks.server`), a thread per event.
+(:mod:`libvirt_hooks.server`), in worker threads of its own.
 """
 from __future__ import annotations
 

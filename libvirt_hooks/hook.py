@@ -426,14 +426,14 @@ class Hook:
     def fail(self, strict: bool, dom_name: str, message: str) -> int:
         from ovs_rdt.exceptions import show
 
+        policy = 'refuse'
+        try:
+            policy = self.settings.libvirt.on_failure   # (and the log file)
+        except Exception:  # noqa: BLE001 - a broken config means refuse
+            pass
         if not strict:
             self.log('error', message)
             return 0
-        policy = 'refuse'
-        try:
-            policy = self.settings.libvirt.on_failure
-        except Exception:  # noqa: BLE001 - a broken config means refuse
-            pass
         what = {'prepare': 'refusing to start',
                 'started': 'stopping',
                 'migrate': 'refusing the incoming migration of',
@@ -530,11 +530,16 @@ def parse_args(argv: list[str]
     return found['--config-file'], found['--config-dir'], args
 
 
-def run(argv: list[str], data: bytes, served: Served | None = None) -> int:
+def run(argv: list[str], data: bytes, served: Served | None = None,
+        spool: str | None = None) -> int:
     """Handle one event; ``data`` is the domain XML.  Returns the exit code.
 
     The line for libvirt goes to standard error, or when the hook server
-    runs the event (``served``, see :class:`Hook`) to its reply.
+    runs the event (``served``, see :class:`Hook`) to its reply.  ``spool``:
+    the wrapper asked a hook server, which did not answer; the XML is in
+    this spool file if the server took the event
+    (:mod:`libvirt_hooks.protocol`), else ``data`` is what standard input
+    still had.
     """
     parsed = parse_args(argv)
     if parsed is None:
@@ -547,10 +552,18 @@ def run(argv: list[str], data: bytes, served: Served | None = None) -> int:
     if event is None:
         return 0
     method, strict = event
+    asked = False
+    if spool is not None:
+        from libvirt_hooks.protocol import take_spool
+        kept = take_spool(spool, argv)
+        if kept is None:
+            asked = True
+        else:
+            data = kept
     hook = Hook(files, dirs, name, op, subop, served)
     started = time.monotonic()
     try:
-        rc = _handle(hook, method, strict, name, data)
+        rc = _handle(hook, method, strict, name, data, asked)
     finally:
         # The stress suite's p50/p95/p99 hook time per event reads this.
         hook.log('debug', 'handled in %.1f ms'
@@ -559,12 +572,22 @@ def run(argv: list[str], data: bytes, served: Served | None = None) -> int:
 
 
 def _handle(hook: Hook, method: str, strict: bool, name: str,
-            data: bytes) -> int:
+            data: bytes, asked: bool = False) -> int:
     from libvirt_hooks import domain
     from ovs_rdt.exceptions import RDTError
 
     try:
-        dom = hook.dom = domain.parse(data)
+        try:
+            dom = hook.dom = domain.parse(data)
+        except RDTError as exc:
+            if not asked:
+                raise
+            # A hook server killed while it read the request took the XML
+            # with it.  libvirt would stop a guest that has started: not
+            # on our error (the agent's guest watch places its threads).
+            return hook.fail(strict and method != 'started', name, (
+                '%s (the hook server did not answer: killed while it read '
+                'this event, it took the domain XML with it?)' % exc))
         return int(getattr(hook, method)(dom))
     except (RDTError, Refusal) as exc:
         return hook.fail(strict, name, str(exc))

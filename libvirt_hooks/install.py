@@ -107,7 +107,8 @@ if rc is None:
         os.dup2(fd, 0)
         os.execv("/bin/sh", ["/bin/sh"] + sys.argv[2:])
     sys.stdout = sys.stderr   # nothing may reach the stdout pipe (libvirt)
-    rc = run(argv, data)
+    mode = sys.argv[1]
+    rc = run(argv, data, spool=mode[6:] if mode[:6] == "spool:" else None)
 sys.stdout.flush()
 sys.stderr.flush()
 import os
@@ -116,17 +117,20 @@ os._exit(rc)
 
 # How the wrapper starts the hook.  With a hook server's socket (``[libvirt]
 # hook_server``) and OpenBSD netcat, the shell itself is the client
-# (libvirt_hooks.server: the protocol): the request is a here-document,
-# the reply's first line the exit status, its last a "." (a reply cut
-# short is none).  Every process counts, on a loaded node most of all: the
-# XML is read by cat and the request sent by nc, each the last command of
-# its $(...) (the subshell execs it), the here-document written by one
-# more fork: three forks, two execs.  Only when no server answers does it
-# start Python, to run the hook itself with the XML it read.  Without
-# netcat, or for other than libvirt's four arguments, Python asks the
-# server (a client that imports nothing but _socket); without a socket it
-# runs the hook.  Arguments with a newline (the protocol's separator;
-# libvirt refuses one in a domain name) are not asked for by either.
+# (libvirt_hooks.protocol): netcat, the one process it starts (the last
+# command of its $(...), which the subshell execs), reads libvirt's XML
+# from standard input itself and has the request's head in its
+# environment.  Every process counts, on a loaded node most of all: a
+# fork waits for a CPU.  The reply's first line is the exit status, its
+# last a "." (a reply cut short is none).  A server that does not take the
+# event returns the XML ("-"), and Python runs the hook with it; with no
+# answer at all, Python runs the hook with what a server that took the
+# event left in its spool, else with what standard input still holds
+# (all of it when none was listening).  Without netcat, or for other than
+# libvirt's four arguments, Python asks the server (a client that reads the
+# XML first and imports nothing but _socket); without a socket it runs the
+# hook.  Arguments with a newline (the protocol's separator; libvirt
+# refuses one in a domain name) are not asked for by either.
 _RUN = """\
 py=%(py)s
 body=%(body)s
@@ -139,26 +143,26 @@ _SERVED = """\
     nl='
 '
     if [ -S "$sock" ] && [ -x %(netcat)s ] && [ $# -eq %(argc)d ]; then
-        xml=$(cat)
+        spool=%(spool)s/$$
         case "$*" in *"$nl"*) ;; *)
-            head=%(head)s
-            reply=$(%(netcat)s -N -U -w %(timeout)d "$sock" 2>/dev/null <<EOF
-$head
-%(args)s
-$xml
-EOF
-)
-            case "$reply" in *"$nl.")
+            reply=$(%(env_head)s=%(head)s"%(args)s" %(env_spool)s=$spool \\
+                %(netcat)s -N -U -w %(timeout)d "$sock" 2>/dev/null)
+            case "$reply" in
+            [0-9]*"$nl.")
                 rc=${reply%%%%"$nl"*}
                 case "$rc" in [0-9]|[0-9][0-9]|[0-9][0-9][0-9])
                     reply=${reply%%.}
                     printf '%%s' "${reply#*"$nl"}" >&2
                     exit "$rc" ;;
                 esac ;;
+            "-$nl"*"$nl.")
+                reply=${reply#-"$nl"}
+                printf '%%s' "${reply%%"$nl."}" |
+                    "$py" -I -S -c "$body" self "$0" "$@"
+                exit $? ;;
             esac ;;
         esac
-        printf '%%s\\n' "$xml" | "$py" -I -S -c "$body" self "$0" "$@"
-        exit $?
+        exec "$py" -I -S -c "$body" "spool:$spool" "$0" "$@"
     fi
 """
 
@@ -247,26 +251,29 @@ def wrapper_text(config_files: Sequence[str] | str,
     """
     import json
 
+    from libvirt_hooks import protocol
     from libvirt_hooks import server
     from ovs_rdt.conf import DEFAULT_CONFIG_FILE
 
     python = os.path.abspath(python or sys.executable)
     paths = server.package_paths() if paths is None else paths
     options = config_arguments(config_files, config_dirs)
-    protocol = server.header(paths)
-    # The request's lines before libvirt's arguments (the shell's).
-    head = '\n'.join([protocol, str(len(options) + len(LIBVIRT_ARGS))]
-                     + options)
+    args = ''.join(a + '\n' for a in LIBVIRT_ARGS)
+    # The request's head up to libvirt's arguments (the shell's).
+    head = protocol.head(paths, options + list(LIBVIRT_ARGS)).decode(
+        'utf-8', 'surrogateescape')[:-len(args)]
     body = _BODY % {'paths': json.dumps(paths), 'config': json.dumps(options),
                     'timeout': server.TIMEOUT,
                     'socket': json.dumps(socket or ''),
-                    'protocol': json.dumps(protocol)}
+                    'protocol': json.dumps(protocol.header(paths))}
     served = ''
     if socket:
         served = _SERVED % {
             'socket': _sh_quote(socket), 'netcat': _sh_quote(netcat),
+            'spool': _sh_quote(protocol.spool_dir(socket)),
+            'env_head': protocol.ENV_HEAD, 'env_spool': protocol.ENV_SPOOL,
             'head': _sh_quote(head), 'timeout': server.TIMEOUT,
-            'argc': len(LIBVIRT_ARGS), 'args': '\n'.join(LIBVIRT_ARGS)}
+            'argc': len(LIBVIRT_ARGS), 'args': args}
     # The files the fallback looks into for on_failure = warn.
     files = [_sh_quote(v) if o == '--config-file' else _sh_quote(v) + '/*.conf'
              for o, v in zip(options[::2], options[1::2])]

@@ -22,16 +22,11 @@ as a wrapper without a socket does: every handled event is idempotent, so
 an event the server had begun is safe to run again.  The server never
 calls libvirt.
 
-Protocol (``ovs-rdt-hook/2``): the request is a line of that name, a
-space and the wrapper's package directories in JSON (:func:`header`), a
-line with the number of arguments, the arguments a line each (a client
-asks only for arguments without a newline: libvirt refuses one in a domain
-name), then the domain XML to the end of the stream (the client shuts down
-its writing side).  The reply is the exit status in decimal and a newline,
-what the hook wrote for libvirt (lines, each ending in a newline), and a
-last line ``.`` without one: a reply cut short is no reply.  A server that
-does not speak the client's protocol, or runs other code than the wrapper
-names (:meth:`HookServer.stale`), closes without a reply.
+The protocol, and the spool that lets a client do an event the server
+took and did not finish: :mod:`libvirt_hooks.protocol`.  A server that
+does not speak the client's protocol, runs other code than the wrapper
+names (:meth:`HookServer.stale`), serves another namespace, or is stopping,
+returns the request.
 
 The server also keeps, between events, the platform it read of the resctrl
 mount (:class:`~ovs_rdt.resctrl.KnownPlatforms`: each event checks that
@@ -51,6 +46,7 @@ import threading
 import time
 
 from libvirt_hooks import hook
+from libvirt_hooks import protocol
 from ovs_rdt.resctrl import KnownPlatforms
 
 TYPE_CHECKING = False
@@ -59,9 +55,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-PROTOCOL = b'ovs-rdt-hook/2'
-#: The most arguments a request may have.
-MAX_ARGS = 64
 #: Seconds the client waits for an answer before doing the work itself:
 #: four times the default resctrl lock_timeout (``started`` may wait for
 #: the lock twice), so that only a server that is stuck is left.  An event
@@ -72,18 +65,20 @@ TIMEOUT = 120
 #: How long stop() lets the events being served finish: under systemd's
 #: TimeoutStopSec (15 s) for the agent.
 STOP_WAIT = 10
-#: The largest request served (the domain XML as the hook bounds it, and
-#: the arguments); a larger one is left to the hook.
+#: The most of a request kept (the domain XML as the hook bounds it, and
+#: the arguments); the rest is read and dropped, as the hook drops what its
+#: standard input has beyond that (and refuses an XML that large).
 _MAX_REQUEST = hook.MAX_STDIN + 65536
 
 
 def socket_path(root: str) -> str:
-    """``/run/ovs-rdt/hook-<hash of the resctrl root>.sock``.
+    """``/run/ovs-rdt/hook-<hash of the resctrl root>-<protocol
+    version>.sock``.
 
     One server per resctrl root, as one agent (:mod:`ovs_rdt.agent.lock`).
     """
     from ovs_rdt.runfiles import run_path
-    return run_path(root, 'hook-{tag}.sock')
+    return run_path(root, 'hook-{tag}-%d.sock' % protocol.VERSION)
 
 
 def package_paths() -> list[str]:
@@ -98,54 +93,6 @@ def package_paths() -> list[str]:
         if parent not in out:
             out.append(parent)
     return out
-
-
-def header(paths: list[str]) -> str:
-    """The request's first line: the protocol and the package directories
-    the wrapper runs the hook from (JSON: one line, whatever the paths).
-    """
-    import json
-    return '%s %s' % (PROTOCOL.decode(), json.dumps(paths))
-
-
-def parse_request(data: bytes
-                  ) -> tuple[list[str], list[str], bytes] | None:
-    """(the wrapper's package paths, arguments, domain XML) of a request,
-    None if not one of ours.
-    """
-    import json
-
-    line, nl, rest = data.partition(b'\n')
-    protocol, _, paths = line.partition(b' ')
-    if protocol != PROTOCOL or not nl:
-        return None
-    count, nl, rest = rest.partition(b'\n')
-    if not nl or not count.isdigit() or int(count) > MAX_ARGS:
-        return None
-    args = []
-    for _ in range(int(count)):
-        arg, nl, rest = rest.partition(b'\n')
-        if not nl:
-            return None
-        args.append(arg)
-    try:
-        where = json.loads(paths.decode('utf-8', 'surrogateescape'))
-    except ValueError:
-        return None
-    if not isinstance(where, list) or not all(isinstance(p, str)
-                                              for p in where):
-        return None
-    argv = [a.decode('utf-8', 'surrogateescape') for a in args]
-    return where, argv, rest
-
-
-def reply(status: int, text: str) -> bytes:
-    """The answer to a request: the status line, ``text`` (lines) and the
-    last line, ``.``.
-    """
-    if text and not text.endswith('\n'):
-        text += '\n'
-    return b'%d\n%s.' % (status, text.encode('utf-8', 'replace'))
 
 
 def _package_dirs() -> dict[str, int]:
@@ -206,11 +153,13 @@ class Served:
     """
 
     def __init__(self, forward: _Forward, platforms: KnownPlatforms,
-                 send: Callable[[bytes], None]) -> None:
+                 send: Callable[[bytes], bool],
+                 spool: str | None = None) -> None:
         self.err = _Err()
         self.platforms = platforms
         self._forward = forward
         self._send = send
+        self._spool = spool
         #: The reply went before the hook was done (:meth:`answer`).
         self.answered = False
 
@@ -226,12 +175,21 @@ class Served:
         """
         if not self.answered:
             self.answered = True
-            self._send(reply(0, ''))
+            self._reply(protocol.reply(0, ''))
 
     def finish(self, rc: int) -> None:
         """The reply at the end, unless the hook answered early."""
         if not self.answered:
-            self._send(reply(rc, ''.join(self.err.parts)))
+            self._reply(protocol.reply(rc, ''.join(self.err.parts)))
+
+    def _reply(self, data: bytes) -> None:
+        # The spool goes once the client has its answer; a client gone
+        # (its timeout passed) does the event itself from it.
+        if self._send(data) and self._spool is not None:
+            try:
+                os.unlink(self._spool)
+            except OSError:
+                pass
 
 
 class HookServer:
@@ -249,6 +207,7 @@ class HookServer:
         self._served_lock = threading.Lock()
         self._stop = threading.Event()
         self._ino = 0
+        self._spools = protocol.spool_dir(path)
         #: The reasons events were not served (each logged once).
         self._refused: set[str] = set()
         #: The wrapper's package paths this process runs the hook from.
@@ -272,6 +231,7 @@ class HookServer:
         OSError if it cannot, or if another server listens there.
         """
         os.makedirs(os.path.dirname(self.path), mode=0o755, exist_ok=True)
+        os.makedirs(self._spools, mode=0o700, exist_ok=True)
         if os.path.exists(self.path):
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -283,6 +243,7 @@ class HookServer:
                               % self.path)
             finally:
                 probe.close()
+        protocol.sweep_spools(self._spools)       # a killed server's
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         tmp = '%s.%d.tmp' % (self.path, os.getpid())
         try:
@@ -302,8 +263,8 @@ class HookServer:
         core = logging.getLogger('ovs_rdt')
         if self._forward not in core.handlers:
             core.addHandler(self._forward)
-        self._thread = threading.Thread(target=self._accept, daemon=True,
-                                        name='hook-server')
+        self._thread = threading.Thread(target=self._accept, args=(sock,),
+                                        daemon=True, name='hook-server')
         self._thread.start()
         LOG.info('serving the libvirt hook on %s', self.path)
         return self
@@ -311,45 +272,55 @@ class HookServer:
     def stop(self) -> None:
         """Stop listening, remove the socket, and let the events being
         served finish (up to :data:`STOP_WAIT` seconds in all; one still
-        running then is the client's to do again, but for a release
-        answered early: the rest of it is milliseconds under the lock it
-        holds, and if this process dies first the group waits for the
-        agent's reconciliation).
+        running then is the client's to do again, from its spool, but for a
+        release answered early: the rest of it is milliseconds under the
+        lock it holds, and if this process dies first the group waits for
+        the agent's reconciliation).  Requests connected but not accepted
+        yet are returned to their clients.
         """
         self._stop.set()
         sock, self._sock = self._sock, None
         if sock is not None:
             try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-            try:
                 if os.stat(self.path).st_ino == self._ino:
                     os.unlink(self.path)      # (not a later server's)
             except FileNotFoundError:
                 pass
+            try:
+                # No client can connect now; accept() returns those that
+                # did (_accept returns them their requests), then fails.
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(5)
+        if sock is not None:
+            sock.close()
         deadline = time.monotonic() + STOP_WAIT
         with self._cond:
             while self._busy and time.monotonic() < deadline:
                 self._cond.wait(max(0.0, deadline - time.monotonic()))
+            busy = self._busy
             for _ in range(self._workers):
                 self._queue.put(None)
+        if not busy:
+            try:
+                os.rmdir(self._spools)
+            except OSError:
+                pass                # (a spool a client is still to take)
         logging.getLogger('ovs_rdt').removeHandler(self._forward)
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            sock = self._sock
-            if sock is None:
-                return
+    def _accept(self, sock: socket.socket) -> None:
+        while True:
             try:
                 conn, _addr = sock.accept()
             except OSError:
                 if self._stop.is_set():
                     return
                 time.sleep(0.05)
+                continue
+            if self._stop.is_set():
+                self._turn_away(conn, ('stopping', 'stopping'))
                 continue
             # An idle worker is woken, not a thread created per event: on
             # a node whose CPUs are busy a new task waits for its first
@@ -367,11 +338,24 @@ class HookServer:
                                      name='hook-event').start()
                 except RuntimeError as exc:        # no thread to be had
                     self._gone(idle=False)
-                    LOG.warning('hook server: cannot start a thread (%s); '
-                                'the hook does the event itself', exc)
-                    conn.close()
+                    self._turn_away(conn, ('cannot start a thread (%s)'
+                                           % exc, 'thread'))
                     continue
             self._queue.put(conn)
+
+    def _turn_away(self, conn: socket.socket, why: tuple[str, str]) -> None:
+        """Return a request not taken to its client."""
+        with conn:
+            try:
+                conn.settimeout(TIMEOUT)
+                data = _receive(conn)
+            except OSError as exc:
+                LOG.warning('hook server: a request was lost (%s) %s', why[0],
+                            exc)
+                return
+            if data:
+                self._refuse(why)
+                _send(conn, protocol.returned(data))
 
     def _gone(self, idle: bool) -> None:
         """An event done (its worker ``idle`` again, or ended)."""
@@ -396,19 +380,16 @@ class HookServer:
                 raise
             self._gone(idle=True)
 
-    def foreign(self, conn: socket.socket) -> tuple[str, str] | None:
-        """Why this client's event is not this process's to run, or None:
-        (the reason, and the same without what varies per event).
+    def foreign(self, pid: int, uid: int) -> tuple[str, str] | None:
+        """Why the event of this client (its ``pid`` and ``uid``) is not this
+        process's to run, or None: (the reason, and the same without what
+        varies per event).
 
         The hook must see what libvirt's hook sees: the same user, and the
         same mount and PID namespaces (libvirtd's /run/libvirt, its QEMU
         pids).  A libvirtd in a container of its own, or a sandbox's, runs
         its hook where this server's paths mean something else.
         """
-        import struct
-
-        pid, uid, _gid = struct.unpack('3i', conn.getsockopt(
-            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))
         if uid != os.geteuid():
             return 'uid %d is not this server\'s' % uid, 'uid %d' % uid
         for ns in ('mnt', 'pid'):
@@ -449,51 +430,78 @@ class HookServer:
                         'the hook does them itself', why[0])
 
     def _serve_one(self, conn: socket.socket) -> None:
-        try:
-            with conn:
-                why = self.foreign(conn)
-                if why is not None:
-                    self._refuse(why)
-                    return
+        with conn:
+            try:
                 conn.settimeout(TIMEOUT)
-                chunks = []
-                size = 0
-                while True:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > _MAX_REQUEST:
-                        LOG.warning('hook server: a request over %d bytes; '
-                                    'the hook does it itself', _MAX_REQUEST)
-                        return
-                if not chunks:
-                    return          # a probe (another server starting)
-                request = parse_request(b''.join(chunks))
-                if request is None:
-                    self._refuse(('a request not in %s (a wrapper of '
-                                  'another version? re-run "ovs-rdt '
-                                  'install-hook")' % PROTOCOL.decode(),
-                                  'protocol'))
-                    return
-                paths, argv, xml = request
-                why = self.stale(paths)
-                if why is not None:
-                    self._refuse(why)
-                    return
-                self.handle(argv, xml, lambda data: _send(conn, data))
-        except Exception as exc:  # noqa: BLE001 - the client falls back
-            LOG.warning('hook server: an event was not answered (%s: %s); '
-                        'the hook does it itself', type(exc).__name__, exc)
+                data = _receive(conn)
+            except OSError as exc:
+                LOG.warning('hook server: a request was not read whole (%s); '
+                            'its client does the event itself, if it still '
+                            'has the domain XML', exc.strerror or exc)
+                return
+            if not data:
+                return              # a probe (another server starting)
+            why, request, spool = self._take(conn, data)
+            if request is None:
+                self._refuse(why or ('?', '?'))
+                _send(conn, protocol.returned(data))
+                return
+            paths, argv, xml = request
+            if spool is not None:
+                try:
+                    protocol.write_spool(spool, protocol.head(paths, argv) + xml)
+                except OSError as exc:
+                    self._refuse(('cannot keep a request in %s (%s): a '
+                                  'client whose event this process does not '
+                                  'finish cannot do it itself' % (
+                                      spool, exc.strerror), 'spool'))
+                    spool = None
+            try:
+                self.handle(argv, xml, lambda out: _send(conn, out), spool)
+            except Exception as exc:  # noqa: BLE001 - the client falls back
+                LOG.warning('hook server: an event was not answered (%s: %s);'
+                            ' the hook does it itself', type(exc).__name__,
+                            exc)
+
+    def _take(self, conn: socket.socket, data: bytes
+              ) -> tuple[tuple[str, str] | None,
+                         tuple[list[str], list[str], bytes] | None,
+                         str | None]:
+        """(why not, the request (package paths, arguments, XML), its
+        spool file) of what a client sent: the head in the stream, or in
+        its environment.
+        """
+        import struct
+
+        pid, uid, _gid = struct.unpack('3i', conn.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))
+        why = self.foreign(pid, uid)
+        if why is not None:
+            return why, None, None
+        spool = None
+        if not protocol.in_band(data):
+            head, value = _environ(pid)
+            data = head + data
+            if value is not None:
+                spool = protocol.spool_path(self.path, value)
+        request = protocol.parse_request(data)
+        if request is None:
+            return (('a request not in %s (a wrapper of another version? '
+                     're-run "ovs-rdt install-hook")'
+                     % protocol.PROTOCOL.decode(), 'protocol'), None, None)
+        why = self.stale(request[0])
+        if why is not None:
+            return why, None, None
+        return None, request, spool
 
     def handle(self, argv: list[str], xml: bytes,
-               send: Callable[[bytes], None]) -> None:
+               send: Callable[[bytes], bool],
+               spool: str | None = None) -> None:
         """Run one event as the hook would; ``send`` its reply, once: at
         the end, or when the hook answers early (``release``: exit 0,
-        the rest of the work done after).
+        the rest of the work done after); then remove its ``spool``.
         """
-        served = Served(self._forward, self.platforms, send)
+        served = Served(self._forward, self.platforms, send, spool)
         cpu = time.process_time()
         try:
             rc = hook.run(argv, xml, served)
@@ -509,8 +517,44 @@ class HookServer:
                   (time.process_time() - cpu) * 1000)
 
 
-def _send(conn: socket.socket, data: bytes) -> None:
-    """The reply, then the end of it (the client reads to the end).
+def _receive(conn: socket.socket) -> bytes:
+    """A client's stream, to its end; beyond :data:`_MAX_REQUEST` read and
+    dropped.
+    """
+    chunks = []
+    size = 0
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        if size <= _MAX_REQUEST:
+            chunks.append(chunk)
+        size += len(chunk)
+    return b''.join(chunks)
+
+
+def _environ(pid: int) -> tuple[bytes, str | None]:
+    """The request's head and the spool file in a shell client's (netcat's)
+    environment; (b'', None) without them.
+    """
+    try:
+        with open('/proc/%d/environ' % pid, 'rb') as fh:
+            env = fh.read()
+    except OSError:
+        return b'', None
+    head, spool = b'', None
+    for item in env.split(b'\0'):
+        key, eq, value = item.partition(b'=')
+        if key == protocol.ENV_HEAD.encode() and eq:
+            head = value
+        elif key == protocol.ENV_SPOOL.encode() and eq:
+            spool = value.decode('utf-8', 'surrogateescape')
+    return head, spool
+
+
+def _send(conn: socket.socket, data: bytes) -> bool:
+    """The reply, then the end of it (the client reads to the end);
+    whether it went.
 
     A client gone (its timeout passed) does the event itself.
     """
@@ -520,6 +564,8 @@ def _send(conn: socket.socket, data: bytes) -> None:
     except OSError as exc:
         LOG.warning('hook server: the hook\'s client went before its answer '
                     '(%s); it does the event itself', exc.strerror or exc)
+        return False
+    return True
 
 
 def add_arguments(parser: Any) -> None:

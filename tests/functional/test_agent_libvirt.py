@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Iterator
 
@@ -324,7 +326,9 @@ def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
     serves nothing, and says why.
     """
     from libvirt_hooks import install
+    from libvirt_hooks import protocol
     from libvirt_hooks.server import socket_path
+    from ovs_rdt.agent.lock import AgentLock
 
     sock = socket_path(node.emu.root)
     install.install(node.tb.hook, node.tb.config, socket=sock)
@@ -375,10 +379,48 @@ def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
         assert hook_pids(node, guest, 'started begin: moved vCPU')[-1] == \
             agent.proc.pid
         node.tb.destroy(guest)
+        wait_for(lambda: hook_pids(node, guest, 'release end: removed group')
+                 [-1:] == [agent.proc.pid], timeout=30,
+                 what='the served release')
+
+        # Killed mid-event, once it has taken the request (its prepare
+        # waits for the resctrl lock this test holds): netcat has sent
+        # libvirt's XML, and the wrapper does the event itself from the
+        # agent's spool.
+        spools = protocol.spool_dir(sock)
+        done: list[subprocess.CompletedProcess] = []
+        with node.rc.lock():
+            thread = threading.Thread(target=lambda: done.append(
+                node.tb.start(guest, check=False)))
+            thread.start()
+            wait_for(lambda: os.listdir(spools), timeout=30,
+                     what='the agent keeping the event')
+            agent.proc.kill()
+            agent.proc.wait()
+        thread.join(120)
+        assert done and done[0].returncode == 0, done and done[0].stderr
+        assert node.tb.vcpu_tids(guest) <= node.tasks(guest.group)
+        assert hook_pids(node, guest, 'prepare begin: reserved')[-1] \
+            not in (agent.proc.pid, os.getpid())
+        assert os.listdir(spools) == []
+        node.tb.destroy(guest)
+        assert guest.group not in node.vm_groups()
+
+        agent = node.start_agent(beside_libvirtd=True)   # and again
+        wait_for(lambda: agent.log().count('serving the libvirt hook on')
+                 == 4, timeout=30, what='the hook server')
+        node.tb.start(guest)
+        assert hook_pids(node, guest, 'prepare begin: reserved')[-1] == \
+            agent.proc.pid
+        node.tb.destroy(guest)
         agent.stop()
-        assert not os.path.exists(sock)
+        assert not os.path.exists(sock) and not os.path.exists(spools)
         assert 'Traceback' not in node.agent_log()
     finally:
         install.install(node.tb.hook, node.tb.config)
         if os.path.exists(sock):
             os.unlink(sock)
+        shutil.rmtree(protocol.spool_dir(sock), ignore_errors=True)
+        lock = AgentLock(node.emu.root)         # a killed agent's
+        if lock.acquire():
+            lock.release()

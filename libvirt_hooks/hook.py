@@ -536,10 +536,9 @@ def run(argv: list[str], data: bytes, served: Served | None = None,
 
     The line for libvirt goes to standard error, or when the hook server
     runs the event (``served``, see :class:`Hook`) to its reply.  ``spool``:
-    the wrapper asked a hook server, which did not answer; the XML is in
-    this spool file if the server took the event
-    (:mod:`libvirt_hooks.protocol`), else ``data`` is what standard input
-    still had.
+    the wrapper asked a hook server, which did not answer; with nothing
+    left on standard input, the XML is in this spool file if the server
+    took the event (:mod:`libvirt_hooks.protocol`), else it is lost.
     """
     parsed = parse_args(argv)
     if parsed is None:
@@ -553,7 +552,10 @@ def run(argv: list[str], data: bytes, served: Served | None = None,
         return 0
     method, strict = event
     asked = False
-    if spool is not None:
+    if spool is not None and not data.strip():
+        # netcat took standard input to a server that did not answer:
+        # what the server kept of it.  (A standard input that still holds
+        # anything is libvirt's XML: no server read it.)
         from libvirt_hooks.protocol import take_spool
         kept = take_spool(spool, argv)
         if kept is None:

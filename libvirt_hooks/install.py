@@ -50,12 +50,14 @@ def hook_path(hooks_dir: str | None, name: str = HOOK_NAME) -> str:
 
 
 # The wrapper's Python (double quotes only: it goes between sh's '...').
-# Its first argument says whether to ask the hook server first ("ask", with
-# nothing imported but _socket; libvirt_hooks.server: the protocol, and why
-# every failure there means "do it here") or not ("self").  Then it runs
-# the hook itself.  If the import fails (the packages removed or broken
-# under a wrapper that stays) it hands over to the wrapper's shell part,
-# the XML on its standard input again.
+# Its first argument says what to do: "ask" the hook server first (with
+# nothing imported but _socket; libvirt_hooks.protocol: the protocol, and
+# why every failure there means "do it here"), run the hook itself ("self"),
+# or run it after the shell's netcat asked and had no answer
+# ("spool:<file>": the XML is what standard input still holds, else what
+# the server kept in that file).  If the import fails (the packages
+# removed or broken under a wrapper that stays) it hands over to the
+# wrapper's shell part, the XML on its standard input again.
 #
 # The process lives for one event, so it skips the work that only pays off
 # in a long-lived one, a third of its CPU: the cyclic garbage collector
@@ -101,6 +103,12 @@ if rc is None:
         import os
         os.environ["OVS_RDT_HOOK_FAILED"] = "cannot import its packages (%%s: %%s)" %% (
             type(exc).__name__, exc)
+        if not data.strip() and sys.argv[1][:6] == "spool:":
+            try:
+                with open(sys.argv[1][6:], "rb") as fh:
+                    data = fh.read()   # (the request: the XML is in it)
+            except OSError:
+                pass
         fd = os.memfd_create("domain-xml")
         os.write(fd, data)
         os.lseek(fd, 0, 0)

@@ -7,8 +7,9 @@ a line with the number of arguments; the arguments a line each) and the
 domain XML.  The shell's client is netcat, and netcat reads libvirt's
 standard input itself: the client never holds the XML, and the head travels
 in netcat's environment (:data:`ENV_HEAD`; the server reads it from
-``/proc/<pid>/environ``: same user, same PID namespace), the stream being
-the XML alone.  The Python client, which reads the XML first, sends the head
+``/proc/<pid>/environ``, having checked that the client runs as its user,
+real and effective, in its mount and PID namespaces), the stream being the
+XML alone.  The Python client, which reads the XML first, sends the head
 at the start of the stream.  A client asks only for arguments without a
 newline (libvirt refuses one in a domain name).  The client shuts down its
 writing side at the end.
@@ -27,10 +28,13 @@ A reply cut short is none.  Before it runs an event, the server keeps the
 request in a spool file the shell client names (:data:`ENV_SPOOL`,
 ``<spool dir>/<the client shell's pid>``) and removes it once its reply is
 sent: a server that dies or stays silent mid-event leaves it, and the
-client does the event itself from it (:func:`take_spool`).  Only a server
-killed while it reads a request, or with requests not yet accepted, loses
-the XML: the hook then fails as with a domain XML it cannot read
-(:func:`libvirt_hooks.hook.run`).
+client does the event itself from it (:func:`take_spool`).  A server that
+has not kept a request yet loses its XML if it dies or stops answering:
+killed while it reads one (or with clients connected it has not accepted
+yet), or frozen (SIGSTOP) before it accepts them; the hook then fails
+that event as with a domain XML it cannot read
+(:func:`libvirt_hooks.hook.run`) after netcat's wait (:data:`TIMEOUT
+<libvirt_hooks.server.TIMEOUT>` when frozen).
 
 Pure: the standard library only (the wrapper's fallback imports it).
 """
@@ -67,8 +71,10 @@ def head(paths: list[str], argv: list[str]) -> bytes:
 
 
 def in_band(data: bytes) -> bool:
-    """Whether the stream starts with the head (the Python client)."""
-    return data.startswith(b'ovs-rdt-hook/')
+    """Whether the stream starts with a head, of any version (the Python
+    client), rather than the XML.
+    """
+    return data.startswith(PROTOCOL.partition(b'/')[0] + b'/')
 
 
 def parse_request(data: bytes
@@ -136,8 +142,12 @@ def spool_path(socket: str, value: str) -> str | None:
 def write_spool(path: str, request: bytes) -> None:
     """Keep ``request`` (head and XML) in ``path``, whole or not at all."""
     tmp = path + '.tmp'
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                 0o600)
+    try:
+        os.unlink(tmp)              # (left by a server killed writing it)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
     try:
         view = memoryview(request)
         while view:
@@ -167,17 +177,18 @@ def take_spool(path: str, argv: list[str]) -> bytes | None:
 
 
 def sweep_spools(directory: str) -> int:
-    """Remove the spool files of clients that are gone; how many."""
+    """Remove the spool files of clients that are gone, and any a server
+    did not finish writing; how many.
+    """
     removed = 0
     try:
         names = os.listdir(directory)
     except OSError:
         return 0
     for name in names:
-        pid = name[:-4] if name.endswith('.tmp') else name
-        if pid.isdigit() and not name.endswith('.tmp'):
+        if name.isdigit():
             try:
-                os.kill(int(pid), 0)
+                os.kill(int(name), 0)
                 continue                # (its client may still want it)
             except ProcessLookupError:
                 pass

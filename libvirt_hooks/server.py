@@ -5,28 +5,26 @@ start and per migration, holding the domain's lock.  Most of such a
 process's CPU is the interpreter importing the hook's modules, again at
 every event.  When the wrapper written by ``ovs-rdt install-hook`` names a
 socket (``[libvirt] hook_server``, the default), it is a small client
-instead: it imports nothing but ``_socket``, hands its arguments and the
-domain XML to the process listening there (the agent, or ``ovs-rdt
-serve-hook``), and exits with the status that process answers and the line
-it writes.  The server runs exactly what the hook would (:func:`hook.run
+instead: a shell whose netcat hands its arguments and the domain XML to
+the process listening there (the agent, or ``ovs-rdt serve-hook``), and
+exits with the status that process answers and the line it writes.  The server runs exactly what the hook would (:func:`hook.run
 <libvirt_hooks.hook.run>`, the wrapper's configuration files read at every
 event), each in a worker thread (several at once), serialised on the
 resctrl ``flock`` as separate hook processes are.
 
-The server serves only a hook that runs as its own user in its own mount
-and PID namespaces (:meth:`HookServer.foreign`): paths and pids mean the
-same to both.  Whenever it does not answer (not running, another
-namespace, gone or silent for :data:`TIMEOUT` seconds mid-event), the
-client does the work itself,
-as a wrapper without a socket does: every handled event is idempotent, so
-an event the server had begun is safe to run again.  The server never
-calls libvirt.
+The server serves only a hook that runs as its own user (real and
+effective) in its own mount and PID namespaces (:meth:`HookServer.foreign`):
+paths and pids mean the same to both.  Whenever it does not answer (not
+running, another namespace, gone or silent for :data:`TIMEOUT` seconds
+mid-event), the client does the work itself, as a wrapper without a socket
+does: every handled event is idempotent, so an event the server had begun
+is safe to run again.  The server never calls libvirt.
 
 The protocol, and the spool that lets a client do an event the server
 took and did not finish: :mod:`libvirt_hooks.protocol`.  A server that
-does not speak the client's protocol, runs other code than the wrapper
-names (:meth:`HookServer.stale`), serves another namespace, or is stopping,
-returns the request.
+does not take a request (another protocol, other code than the wrapper
+names: :meth:`HookServer.stale`, another namespace or user, stopping, an
+error before the event runs) returns it.
 
 The server also keeps, between events, the platform it read of the resctrl
 mount (:class:`~ovs_rdt.resctrl.KnownPlatforms`: each event checks that
@@ -44,6 +42,7 @@ import queue
 import socket
 import threading
 import time
+from typing import NamedTuple
 
 from libvirt_hooks import hook
 from libvirt_hooks import protocol
@@ -65,10 +64,35 @@ TIMEOUT = 120
 #: How long stop() lets the events being served finish: under systemd's
 #: TimeoutStopSec (15 s) for the agent.
 STOP_WAIT = 10
-#: The most of a request kept (the domain XML as the hook bounds it, and
-#: the arguments); the rest is read and dropped, as the hook drops what its
-#: standard input has beyond that (and refuses an XML that large).
-_MAX_REQUEST = hook.MAX_STDIN + 65536
+#: How long a server that is stopping waits for the stream of a client it
+#: returns the request to (netcat sends libvirt's XML at once).
+RETURN_WAIT = 2
+
+
+class Taken(NamedTuple):
+    """What a server makes of a client's stream."""
+    #: Why it does not run it: (the reason, the same without what varies
+    #: per event); None with a request, or when the client is gone.
+    why: tuple[str, str] | None
+    #: (the wrapper's package paths, the arguments, the domain XML).
+    request: tuple[list[str], list[str], bytes] | None
+    #: The spool file the client named, if it is one of this server's.
+    spool: str | None
+
+
+def _own_directory(path: str) -> None:
+    """Make ``path`` a directory of this user's, mode 0700 (the spool):
+    OSError if something else is there.
+    """
+    import stat
+
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise OSError('%s is not a directory of uid %d' % (path,
+                                                           os.geteuid()))
+    if st.st_mode & 0o777 != 0o700:
+        os.chmod(path, 0o700)
 
 
 def socket_path(root: str) -> str:
@@ -231,7 +255,7 @@ class HookServer:
         OSError if it cannot, or if another server listens there.
         """
         os.makedirs(os.path.dirname(self.path), mode=0o755, exist_ok=True)
-        os.makedirs(self._spools, mode=0o700, exist_ok=True)
+        _own_directory(self._spools)
         if os.path.exists(self.path):
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -243,7 +267,10 @@ class HookServer:
                               % self.path)
             finally:
                 probe.close()
-        protocol.sweep_spools(self._spools)       # a killed server's
+        swept = protocol.sweep_spools(self._spools)
+        if swept:
+            LOG.info('hook server: removed %d spool file(s) of hook '
+                     'processes gone (a server killed before)', swept)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         tmp = '%s.%d.tmp' % (self.path, os.getpid())
         try:
@@ -278,14 +305,12 @@ class HookServer:
         the agent's reconciliation).  Requests connected but not accepted
         yet are returned to their clients.
         """
+        deadline = time.monotonic() + STOP_WAIT
         self._stop.set()
         sock, self._sock = self._sock, None
+        ours = False
         if sock is not None:
-            try:
-                if os.stat(self.path).st_ino == self._ino:
-                    os.unlink(self.path)      # (not a later server's)
-            except FileNotFoundError:
-                pass
+            ours = self._unlink()
             try:
                 # No client can connect now; accept() returns those that
                 # did (_accept returns them their requests), then fails.
@@ -293,24 +318,48 @@ class HookServer:
             except OSError:
                 pass
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         if sock is not None:
             sock.close()
-        deadline = time.monotonic() + STOP_WAIT
         with self._cond:
             while self._busy and time.monotonic() < deadline:
                 self._cond.wait(max(0.0, deadline - time.monotonic()))
             busy = self._busy
             for _ in range(self._workers):
                 self._queue.put(None)
-        if not busy:
+        if ours and not busy:
             try:
                 os.rmdir(self._spools)
             except OSError:
                 pass                # (a spool a client is still to take)
         logging.getLogger('ovs_rdt').removeHandler(self._forward)
 
+    def _unlink(self) -> bool:
+        """Remove the socket, unless it is a later server's; whether it
+        was this one's.
+        """
+        try:
+            if os.stat(self.path).st_ino != self._ino:
+                return False
+            os.unlink(self.path)
+        except FileNotFoundError:
+            return False
+        return True
+
     def _accept(self, sock: socket.socket) -> None:
+        try:
+            self._accepting(sock)
+        except BaseException as exc:
+            # Clients must not hand their XML to a socket nobody accepts
+            # on: without it, they do their events themselves.
+            if not self._stop.is_set():
+                self._unlink()
+                LOG.error('hook server: stopped accepting (%s: %s); the '
+                          'hook does its events itself', type(exc).__name__,
+                          exc)
+            raise
+
+    def _accepting(self, sock: socket.socket) -> None:
         while True:
             try:
                 conn, _addr = sock.accept()
@@ -320,7 +369,7 @@ class HookServer:
                 time.sleep(0.05)
                 continue
             if self._stop.is_set():
-                self._turn_away(conn, ('stopping', 'stopping'))
+                self._turn_away(conn, ('stopping', 'stopping'), RETURN_WAIT)
                 continue
             # An idle worker is woken, not a thread created per event: on
             # a node whose CPUs are busy a new task waits for its first
@@ -339,19 +388,21 @@ class HookServer:
                 except RuntimeError as exc:        # no thread to be had
                     self._gone(idle=False)
                     self._turn_away(conn, ('cannot start a thread (%s)'
-                                           % exc, 'thread'))
+                                           % exc, 'thread'), TIMEOUT)
                     continue
             self._queue.put(conn)
 
-    def _turn_away(self, conn: socket.socket, why: tuple[str, str]) -> None:
+    def _turn_away(self, conn: socket.socket, why: tuple[str, str],
+                   wait: float) -> None:
         """Return a request not taken to its client."""
         with conn:
             try:
-                conn.settimeout(TIMEOUT)
+                conn.settimeout(wait)
                 data = _receive(conn)
             except OSError as exc:
-                LOG.warning('hook server: a request was lost (%s) %s', why[0],
-                            exc)
+                LOG.warning('hook server: a request was not returned (%s: '
+                            '%s); its client has lost the domain XML',
+                            why[0], exc.strerror or exc)
                 return
             if data:
                 self._refuse(why)
@@ -392,6 +443,16 @@ class HookServer:
         """
         if uid != os.geteuid():
             return 'uid %d is not this server\'s' % uid, 'uid %d' % uid
+        try:
+            with open('/proc/%d/status' % pid, 'rb') as fh:
+                ids = [line.split()[1:] for line in fh
+                       if line.startswith(b'Uid:')][0]
+        except (OSError, IndexError):
+            return 'cannot read the uids of pid %d' % pid, 'status'
+        if any(int(i) != uid for i in ids):
+            # (A set-user-ID program: its caller chose its environment.)
+            return ('pid %d runs with uids %s' % (pid, b'/'.join(ids).decode()),
+                    'uids')
         for ns in ('mnt', 'pid'):
             try:
                 theirs = os.readlink('/proc/%d/ns/%s' % (pid, ns))
@@ -441,35 +502,41 @@ class HookServer:
                 return
             if not data:
                 return              # a probe (another server starting)
-            why, request, spool = self._take(conn, data)
-            if request is None:
-                self._refuse(why or ('?', '?'))
-                _send(conn, protocol.returned(data))
-                return
-            paths, argv, xml = request
-            if spool is not None:
-                try:
-                    protocol.write_spool(spool, protocol.head(paths, argv) + xml)
-                except OSError as exc:
-                    self._refuse(('cannot keep a request in %s (%s): a '
-                                  'client whose event this process does not '
-                                  'finish cannot do it itself' % (
-                                      spool, exc.strerror), 'spool'))
-                    spool = None
             try:
-                self.handle(argv, xml, lambda out: _send(conn, out), spool)
+                taken = self._take(conn, data)
+            except Exception as exc:  # noqa: BLE001 - returned, never lost
+                taken = Taken(('%s: %s' % (type(exc).__name__, exc),
+                               type(exc).__name__), None, None)
+            if taken.request is None:
+                if taken.why is not None:   # (None: the client is gone)
+                    self._refuse(taken.why)
+                    _send(conn, protocol.returned(data))
+                return
+            try:
+                self.handle(*taken.request[1:], lambda out: _send(conn, out),
+                            self._spool(taken))
             except Exception as exc:  # noqa: BLE001 - the client falls back
                 LOG.warning('hook server: an event was not answered (%s: %s);'
                             ' the hook does it itself', type(exc).__name__,
                             exc)
 
-    def _take(self, conn: socket.socket, data: bytes
-              ) -> tuple[tuple[str, str] | None,
-                         tuple[list[str], list[str], bytes] | None,
-                         str | None]:
-        """(why not, the request (package paths, arguments, XML), its
-        spool file) of what a client sent: the head in the stream, or in
-        its environment.
+    def _spool(self, taken: Taken) -> str | None:
+        """Keep a request taken in its spool file; the file, or None."""
+        if taken.spool is None or taken.request is None:
+            return None
+        paths, argv, xml = taken.request
+        try:
+            protocol.write_spool(taken.spool, protocol.head(paths, argv) + xml)
+        except OSError as exc:
+            self._refuse(('cannot keep a request in %s (%s): a client whose '
+                          'event this process does not finish cannot do it '
+                          'itself' % (taken.spool, exc.strerror), 'spool'))
+            return None
+        return taken.spool
+
+    def _take(self, conn: socket.socket, data: bytes) -> Taken:
+        """What a client sent, with the head in the stream or in its
+        environment, and whether to run it.
         """
         import struct
 
@@ -477,22 +544,35 @@ class HookServer:
             socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize('3i')))
         why = self.foreign(pid, uid)
         if why is not None:
-            return why, None, None
+            return Taken(why, None, None)
         spool = None
         if not protocol.in_band(data):
-            head, value = _environ(pid)
+            try:
+                head, value = _environ(pid)
+            except OSError as exc:
+                return Taken(('cannot read the environment of pid %d: %s' % (
+                    pid, exc.strerror), 'environ'), None, None)
+            if _hung_up(conn):
+                # netcat gone (its timeout passed): the pid may be another
+                # process's already, and so may be what was read of it.
+                return Taken(None, None, None)
             data = head + data
             if value is not None:
                 spool = protocol.spool_path(self.path, value)
+                if spool is None:
+                    self._refuse(('a client names %r for its spool, not a '
+                                  'file of %s' % (value, self._spools),
+                                  'spool path'))
         request = protocol.parse_request(data)
         if request is None:
-            return (('a request not in %s (a wrapper of another version? '
-                     're-run "ovs-rdt install-hook")'
-                     % protocol.PROTOCOL.decode(), 'protocol'), None, None)
+            return Taken(('a request not in %s (a wrapper of another version? '
+                          're-run "ovs-rdt install-hook")'
+                          % protocol.PROTOCOL.decode(), 'protocol'),
+                         None, None)
         why = self.stale(request[0])
         if why is not None:
-            return why, None, None
-        return None, request, spool
+            return Taken(why, None, None)
+        return Taken(None, request, spool)
 
     def handle(self, argv: list[str], xml: bytes,
                send: Callable[[bytes], bool],
@@ -518,30 +598,28 @@ class HookServer:
 
 
 def _receive(conn: socket.socket) -> bytes:
-    """A client's stream, to its end; beyond :data:`_MAX_REQUEST` read and
-    dropped.
+    """A client's stream, to its end (bounded as the hook bounds its
+    standard input: :func:`hook.read_stdin <libvirt_hooks.hook.read_stdin>`).
     """
-    chunks = []
-    size = 0
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        if size <= _MAX_REQUEST:
-            chunks.append(chunk)
-        size += len(chunk)
-    return b''.join(chunks)
+    with conn.makefile('rb', buffering=0) as stream:
+        return hook.read_stdin(stream)  # type: ignore[arg-type]
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether the client has closed its end (not only its writing side)."""
+    import select
+
+    poller = select.poll()
+    poller.register(conn, select.POLLHUP)
+    return any(event & select.POLLHUP for _, event in poller.poll(0))
 
 
 def _environ(pid: int) -> tuple[bytes, str | None]:
     """The request's head and the spool file in a shell client's (netcat's)
-    environment; (b'', None) without them.
+    environment; (b'', None) without them.  OSError if it cannot be read.
     """
-    try:
-        with open('/proc/%d/environ' % pid, 'rb') as fh:
-            env = fh.read()
-    except OSError:
-        return b'', None
+    with open('/proc/%d/environ' % pid, 'rb') as fh:
+        env = fh.read()
     head, spool = b'', None
     for item in env.split(b'\0'):
         key, eq, value = item.partition(b'=')

@@ -130,7 +130,9 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
          'configuration the wrapper names, and keeps each event\'s request '
          'in a spool directory beside the socket until it has answered. '
          'When no agent answers there (not running, restarting, or silent '
-         'for 120 s), the hook does the work itself. '
+         'for 120 s), the hook does the work itself; only an agent killed '
+         'or frozen before it has kept a request fails that event (see '
+         'doc/libvirt.md, "The hook server"). '
          'Read by the agent (at start and on SIGHUP) and by "ovs-rdt '
          'install-hook" (re-run it after changing this).', {}),
         ('on_failure', 'choice', 'refuse',

@@ -7,7 +7,8 @@ every event.  When the wrapper written by ``ovs-rdt install-hook`` names a
 socket (``[libvirt] hook_server``, the default), it is a small client
 instead: a shell whose netcat hands its arguments and the domain XML to
 the process listening there (the agent, or ``ovs-rdt serve-hook``), and
-exits with the status that process answers and the line it writes.  The server runs exactly what the hook would (:func:`hook.run
+exits with the status that process answers and the line it writes.  The
+server runs exactly what the hook would (:func:`hook.run
 <libvirt_hooks.hook.run>`, the wrapper's configuration files read at every
 event), each in a worker thread (several at once), serialised on the
 resctrl ``flock`` as separate hook processes are.

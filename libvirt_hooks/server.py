@@ -397,14 +397,8 @@ class HookServer:
                    wait: float) -> None:
         """Return a request not taken to its client."""
         with conn:
-            try:
-                conn.settimeout(wait)
-                data = _receive(conn)
-            except OSError as exc:
-                LOG.warning('hook server: a request was not returned (%s: '
-                            '%s); its client has lost the domain XML',
-                            why[0], exc.strerror or exc)
-                return
+            data = _receive(conn, wait, 'it is not returned (%s); its '
+                            'client has lost the domain XML' % why[0])
             if data:
                 self._refuse(why)
                 _send(conn, protocol.returned(data))
@@ -493,14 +487,8 @@ class HookServer:
 
     def _serve_one(self, conn: socket.socket) -> None:
         with conn:
-            try:
-                conn.settimeout(TIMEOUT)
-                data = _receive(conn)
-            except OSError as exc:
-                LOG.warning('hook server: a request was not read whole (%s); '
-                            'its client does the event itself, if it still '
-                            'has the domain XML', exc.strerror or exc)
-                return
+            data = _receive(conn, TIMEOUT, 'its client does the event '
+                            'itself, if it still has the domain XML')
             if not data:
                 return              # a probe (another server starting)
             try:
@@ -598,12 +586,20 @@ class HookServer:
                   (time.process_time() - cpu) * 1000)
 
 
-def _receive(conn: socket.socket) -> bytes:
+def _receive(conn: socket.socket, timeout: float, then: str) -> bytes:
     """A client's stream, to its end (bounded as the hook bounds its
-    standard input: :func:`hook.read_stdin <libvirt_hooks.hook.read_stdin>`).
+    standard input: :func:`hook.read_stdin <libvirt_hooks.hook.read_stdin>`);
+    b'' if it cannot be read whole in ``timeout`` seconds (logged, with
+    what ``then`` happens).
     """
-    with conn.makefile('rb', buffering=0) as stream:
-        return hook.read_stdin(stream)  # type: ignore[arg-type]
+    try:
+        conn.settimeout(timeout)
+        with conn.makefile('rb', buffering=0) as stream:
+            return hook.read_stdin(stream)  # type: ignore[arg-type]
+    except OSError as exc:
+        LOG.warning('hook server: a request was not read whole (%s); %s',
+                    exc.strerror or exc, then)
+        return b''
 
 
 def _hung_up(conn: socket.socket) -> bool:

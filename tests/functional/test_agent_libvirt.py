@@ -318,6 +318,22 @@ def hook_pids(node: Node, guest: Guest, what: str) -> list[int]:
             in line and what in line]
 
 
+def serving_again(node: Node, guest: Guest, count: int) -> AgentProcess:
+    """A new agent beside libvirtd (its ``count``-th hook server) serves
+    the guest's start and stop.
+    """
+    agent = node.start_agent(beside_libvirtd=True)
+    wait_for(lambda: agent.log().count('serving the libvirt hook on')
+             == count, timeout=30, what='the hook server')
+    node.tb.start(guest)
+    for what in ('prepare begin: reserved', 'started begin: moved vCPU'):
+        assert hook_pids(node, guest, what)[-1] == agent.proc.pid
+    node.tb.destroy(guest)
+    wait_for(lambda: hook_pids(node, guest, 'release end: removed group')
+             [-1:] == [agent.proc.pid], timeout=30, what='the served release')
+    return agent
+
+
 def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
     """[libvirt] hook_server (the default): the wrapper hands libvirt's
     events to the agent, which runs them as the hook would; with the agent
@@ -372,16 +388,7 @@ def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
         node.tb.destroy(guest)
         assert guest.group not in node.vm_groups()
 
-        agent = node.start_agent(beside_libvirtd=True)   # replaces it
-        wait_for(lambda: agent.log().count('serving the libvirt hook on')
-                 == 3, timeout=30, what='the hook server')
-        node.tb.start(guest)
-        assert hook_pids(node, guest, 'started begin: moved vCPU')[-1] == \
-            agent.proc.pid
-        node.tb.destroy(guest)
-        wait_for(lambda: hook_pids(node, guest, 'release end: removed group')
-                 [-1:] == [agent.proc.pid], timeout=30,
-                 what='the served release')
+        agent = serving_again(node, guest, 3)           # replaces it
 
         # Killed mid-event, once it has taken the request (its prepare
         # waits for the resctrl lock this test holds): netcat has sent
@@ -406,13 +413,7 @@ def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
         node.tb.destroy(guest)
         assert guest.group not in node.vm_groups()
 
-        agent = node.start_agent(beside_libvirtd=True)   # and again
-        wait_for(lambda: agent.log().count('serving the libvirt hook on')
-                 == 4, timeout=30, what='the hook server')
-        node.tb.start(guest)
-        assert hook_pids(node, guest, 'prepare begin: reserved')[-1] == \
-            agent.proc.pid
-        node.tb.destroy(guest)
+        agent = serving_again(node, guest, 4)           # and again
         agent.stop()
         assert not os.path.exists(sock) and not os.path.exists(spools)
         assert 'Traceback' not in node.agent_log()

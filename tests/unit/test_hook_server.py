@@ -233,7 +233,7 @@ def impostor(served):
                     conn, _ = listener.accept()
                 except OSError:
                     return
-                data = server._receive(conn)
+                data = server._receive(conn, 60, 'the test fails')
                 head, path = server._environ(peer_pid(conn))
                 if spool and path:
                     protocol.write_spool(path, head + data)
@@ -528,6 +528,21 @@ def test_arguments_reach_the_server_as_they_are(served, name):
     assert b'$(x) ${y}' in res.stderr or b'two' in res.stderr
 
 
+def ask(sock, request):
+    """The server's whole reply to ``request`` (as the Python client)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with conn:
+        conn.connect(sock)
+        conn.sendall(request)
+        conn.shutdown(socket.SHUT_WR)
+        got = b''
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+
+
 def test_a_request_of_another_protocol_is_returned_and_logged_once(
         served, caplog):
     # E.g. a client of another version (ovs-rdt-hook/1 joined the
@@ -536,17 +551,7 @@ def test_a_request_of_another_protocol_is_returned_and_logged_once(
     old = (protocol.header([]).replace('/3', '/1').encode() + b'\n' +
            b'\0'.join([b'vm1', b'prepare', b'begin', b'-']) + b'\0\0<d/>')
     for _ in range(2):
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(served.sock)
-        conn.sendall(old)
-        conn.shutdown(socket.SHUT_WR)
-        got = b''
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            got += chunk
-        conn.close()
+        got = ask(served.sock, old)
         assert got == protocol.returned(old) == b'-\n' + old + b'\n.'
     assert srv.served == 0
     warned = [r.getMessage() for r in caplog.records
@@ -698,18 +703,7 @@ def test_an_error_reading_a_request_returns_it(served, caplog):
     srv = served.serve()
     bad = (protocol.head(['\udc80'], ['vm1', 'migrate', 'begin', '-'])
            + L3_3)
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.connect(served.sock)
-    conn.sendall(bad)
-    conn.shutdown(socket.SHUT_WR)
-    got = b''
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    conn.close()
-    assert got == protocol.returned(bad)
+    assert ask(served.sock, bad) == protocol.returned(bad)
     assert srv.served == 0
     assert not any(r.exc_info for r in caplog.records)
 

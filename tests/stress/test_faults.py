@@ -87,8 +87,18 @@ def test_hook_killed_mid_plan(node: bed.Node, bystander: list, rule: str
     # meanwhile (a QEMU thread born in the default group while the hook
     # moved the others: its next pass puts it in).
     node.emu.set_faults(rule.replace('ovsrdt-vm-*', victim.group))
-    res = node.tb.start(victim, check=False)
-    node.emu.set_faults()
+    # The agent places a running domain's threads too, every reconcile
+    # interval, a QEMU not yet through its started hook included: paused
+    # meanwhile, so that the write killed is the hook's (stopped while this
+    # test holds the resctrl lock: it holds none the hook would wait for).
+    assert node.agent is not None and node.agent.proc is not None
+    with node.rc.lock():
+        os.kill(node.agent.proc.pid, signal.SIGSTOP)
+    try:
+        res = node.tb.start(victim, check=False)
+    finally:
+        node.emu.set_faults()
+        os.kill(node.agent.proc.pid, signal.SIGCONT)
     assert res.returncode != 0, 'the hook was not killed (%s)' % rule
     assert 'signal' in res.stderr or 'status' in res.stderr, res.stderr
     assert node.tb.state(victim) == 'shut off'

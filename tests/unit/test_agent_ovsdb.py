@@ -92,3 +92,59 @@ def test_failed_status_write_warned_once(caplog: Any) -> None:
         api.fail = False
         assert db._write('ok: x')
     assert [r.levelname for r in caplog.records] == ['WARNING', 'INFO']
+
+
+class Api:
+    """A status write; ``rows``: what the IDL gives while it runs."""
+
+    def __init__(self, ev: KnobsEvent, rows: list[dict[str, str]]) -> None:
+        self.ev, self.rows = ev, rows
+
+    def db_set(self, *args: Any) -> Any:
+        return self
+
+    def execute(self, **kwargs: Any) -> None:
+        for ids in self.rows:
+            self.ev.run(self.ev.ROW_UPDATE, Row(other_config={},
+                                                external_ids=ids),
+                        Row(external_ids={}))
+
+
+def row(ev: KnobsEvent, ids: dict[str, str], event: str = 'update') -> None:
+    ev.run(event, Row(other_config={}, external_ids=ids), Row(cur_cfg=1))
+
+
+def test_a_row_after_the_write_s_own_is_newer() -> None:
+    """The write's own row and then rdt-status removed by hand came before
+    the write returned: written again, not taken as there.
+    """
+    db, _ = make()
+    ev = KnobsEvent(db)
+    db._api = Api(ev, [{'rdt-status': 'ok: x'}, {}])  # type: ignore
+    db._conn = Row(idl=None)  # type: ignore[assignment]
+    assert db._write('ok: x')
+    assert db._db_status is None
+
+
+def test_rows_older_than_the_write_do_not_undo_it() -> None:
+    """The IDL's event thread lags: a row from before the write (the
+    removal's cur_cfg bump) comes during it or after it, then its own:
+    nothing written twice; a removal after that is repaired.
+    """
+    db, _ = make()
+    ev = KnobsEvent(db)
+    db._conn = Row(idl=None)  # type: ignore[assignment]
+    for during in ([{}], []):
+        db._api = Api(ev, during)  # type: ignore[assignment]
+        assert db._write('ok: x')
+        assert db._db_status == 'ok: x'
+        row(ev, {})                                  # older: ignored
+        assert db._db_status == 'ok: x'
+        row(ev, {'rdt-status': 'ok: x'})             # the write's own
+        row(ev, {})                                  # removed: repair
+        assert db._db_status is None
+    # A dump (reconnection) is all of the database, newer than any write.
+    db._api = Api(ev, [])  # type: ignore[assignment]
+    assert db._write('ok: y')
+    row(ev, {}, 'create')
+    assert db._db_status is None

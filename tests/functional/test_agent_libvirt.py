@@ -344,7 +344,6 @@ def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
     from libvirt_hooks import install
     from libvirt_hooks import protocol
     from libvirt_hooks.server import socket_path
-    from ovs_rdt.agent.lock import AgentLock
 
     sock = socket_path(node.emu.root)
     install.install(node.tb.hook, node.tb.config, socket=sock)
@@ -422,6 +421,3 @@ def test_the_agent_serves_the_hook_s_events(node: Node) -> None:
         if os.path.exists(sock):
             os.unlink(sock)
         shutil.rmtree(protocol.spool_dir(sock), ignore_errors=True)
-        lock = AgentLock(node.emu.root)         # a killed agent's
-        if lock.acquire():
-            lock.release()

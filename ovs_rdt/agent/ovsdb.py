@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from typing import Any, Callable
 
 from ovsdbapp.backend.ovs_idl import connection as ovs_connection
@@ -42,9 +41,9 @@ PORTS_TABLE = 'Interface'
 PORTS_COLUMNS = ['ofport', 'name', 'type', 'statistics']
 STATUS_KEY = 'rdt-status'
 RETRY = 2.0
-#: Seconds a status write's own row update is waited for (rows the IDL
-#: gives meanwhile without it are older than the write: ignored).
-ECHO_WAIT = 10.0
+#: Seconds a status write waits for the rows the IDL gave before its
+#: result (its own among them) to reach the event thread.
+BARRIER_WAIT = 5.0
 #: Seconds stop() waits for the OVSDB thread (a status write in flight).
 STOP_WAIT = 3.0
 
@@ -66,8 +65,7 @@ class KnobsEvent(ovs_event.RowEvent):
         self.owner.on_row(dict(row.other_config), dict(row.external_ids),
                           wake=event == self.ROW_CREATE or old is None
                           or hasattr(old, 'other_config')
-                          or hasattr(old, 'cur_cfg'),
-                          dump=event == self.ROW_CREATE)
+                          or hasattr(old, 'cur_cfg'))
 
 
 class PortsEvent(ovs_event.RowEvent):
@@ -87,6 +85,19 @@ class PortsEvent(ovs_event.RowEvent):
 
     def run(self, event: str, row: Any, old: Any) -> None:
         self.owner.wake()
+
+
+class _Barrier:
+    """A place in the event thread's queue: ``done()`` once every row the
+    IDL gave before it has been handled.
+    """
+    ONETIME = False
+
+    def __init__(self) -> None:
+        self.passed = threading.Event()
+
+    def run(self, event: Any, row: Any, updates: Any) -> None:
+        self.passed.set()
 
 
 class _Idl(ovs_connection.OvsdbIdl):
@@ -126,14 +137,6 @@ class Ovsdb:
         self._knobs: dict[str, str] | None = None
         self.seq = 0
         self._db_status: str | None = None
-        #: The IDL hands rows to its event thread, so a status write may
-        #: return before or after the rows older than it, and its own:
-        #: the status being written, whether its row came meanwhile, and
-        #: the status a written one waits for (until when).
-        self._writing: str | None = None
-        self._echoed = False
-        self._echo: str | None = None
-        self._echo_until = 0.0
         self._want: str | None = None
         self._conn: ovs_connection.Connection | None = None
         self._api: impl_idl.OvsdbIdl | None = None
@@ -185,21 +188,9 @@ class Ovsdb:
 
     # -- the event's side -----------------------------------------------
     def on_row(self, other_config: dict[str, str],
-               external_ids: dict[str, str], wake: bool,
-               dump: bool = False) -> None:
-        """A row of ``Open_vSwitch`` the IDL gave (``dump``: all of it,
-        after a (re)connection).
-        """
+               external_ids: dict[str, str], wake: bool) -> None:
         with self._cond:
-            status = external_ids.get(STATUS_KEY)
-            if self._writing is not None and status == self._writing:
-                self._echoed = True
-            if (self._echo is None or dump or status == self._echo
-                    or time.monotonic() > self._echo_until):
-                self._echo = None
-                self._db_status = status
-            # (else a row older than our write: it does not say the
-            # database lacks what the write put there.)
+            self._db_status = external_ids.get(STATUS_KEY)
             if other_config != self._knobs:
                 self._knobs = other_config
                 self.seq += 1
@@ -270,25 +261,28 @@ class Ovsdb:
         session = getattr(conn.idl, '_session', None)  # python-ovs has no API
         if session is not None and not session.is_connected():
             return False
-        with self._cond:
-            self._writing, self._echoed = text, False
         try:
             api.db_set(TABLE, '.', ('external_ids', {STATUS_KEY: text})
                        ).execute(check_error=True, log_errors=False)
         except Exception as exc:
-            with self._cond:
-                self._writing = None
             # Once while it lasts: retried every RETRY seconds.
             self._write_error.fail(
                 exc.__class__.__name__, 'could not write external_ids:%s '
                 '(retrying every %ss): %s', STATUS_KEY, RETRY, exc)
             return False
         self._write_error.recover('external_ids:%s written again', STATUS_KEY)
-        with self._cond:
-            self._writing = None
-            if not self._echoed:
-                # Its row is still to come; rows before it are older.
-                self._db_status = self._echo = text
-                self._echo_until = time.monotonic() + ECHO_WAIT
-            # (else its row came, and what came after it is newer.)
+        # The rows go to the event thread (on_row) in the database's order,
+        # asynchronously: ovsdb-server sends a transaction's own update
+        # before its reply, so it is queued before this write returns
+        # (unless it changed nothing: the row that holds the value is
+        # queued already).  Once a barrier queued now has passed, what
+        # on_row last took is what the database holds, this write or
+        # newer (rdt-status removed by hand meanwhile: written again).
+        barrier = _Barrier()
+        handler = self._handler
+        if handler is not None:
+            handler.notifications.put((barrier, None, None, None))
+        if not barrier.passed.wait(BARRIER_WAIT if handler else 0):
+            with self._cond:        # (the event thread stuck: as written)
+                self._db_status = text
         return True

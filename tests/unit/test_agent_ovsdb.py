@@ -95,56 +95,73 @@ def test_failed_status_write_warned_once(caplog: Any) -> None:
 
 
 class Api:
-    """A status write; ``rows``: what the IDL gives while it runs."""
+    """A status write; ``rows``: what the IDL gives the event thread
+    meanwhile (in order, before the write returns).
+    """
 
-    def __init__(self, ev: KnobsEvent, rows: list[dict[str, str]]) -> None:
-        self.ev, self.rows = ev, rows
+    def __init__(self, db: Ovsdb, rows: list[dict[str, str]],
+                 handled: bool = False) -> None:
+        self.db, self.rows, self.handled = db, rows, handled
 
     def db_set(self, *args: Any) -> Any:
         return self
 
     def execute(self, **kwargs: Any) -> None:
+        ev = KnobsEvent(self.db)
+        assert self.db._handler is not None
         for ids in self.rows:
-            self.ev.run(self.ev.ROW_UPDATE, Row(other_config={},
-                                                external_ids=ids),
-                        Row(external_ids={}))
+            self.db._handler.notifications.put((ev, ev.ROW_UPDATE, Row(
+                other_config={}, external_ids=ids), Row(external_ids={})))
+        if self.handled:            # the event thread was quick
+            self.db._handler.notifications.join()
 
 
-def row(ev: KnobsEvent, ids: dict[str, str], event: str = 'update') -> None:
-    ev.run(event, Row(other_config={}, external_ids=ids), Row(cur_cfg=1))
+def writer(rows: list[dict[str, str]], handled: bool = False) -> Ovsdb:
+    """An Ovsdb with ovsdbapp's real event thread, and a fake write."""
+    from ovsdbapp.backend.ovs_idl import event as ovs_event
+
+    db, _ = make()
+    db._handler = ovs_event.RowEventHandler()
+    db._api = Api(db, rows, handled)  # type: ignore[assignment]
+    db._conn = Row(idl=None)  # type: ignore[assignment]
+    return db
 
 
 def test_a_row_after_the_write_s_own_is_newer() -> None:
-    """The write's own row and then rdt-status removed by hand came before
-    the write returned: written again, not taken as there.
+    """The write's own row and then rdt-status removed by hand: written
+    again, not taken as there (the write's success is not the database's
+    state once a newer row came).
     """
-    db, _ = make()
-    ev = KnobsEvent(db)
-    db._api = Api(ev, [{'rdt-status': 'ok: x'}, {}])  # type: ignore
-    db._conn = Row(idl=None)  # type: ignore[assignment]
-    assert db._write('ok: x')
-    assert db._db_status is None
+    db = writer([{'rdt-status': 'ok: x'}, {}], handled=True)
+    try:
+        assert db._write('ok: x')
+        assert db._db_status is None
+    finally:
+        assert db._handler is not None
+        db._handler.shutdown()
 
 
 def test_rows_older_than_the_write_do_not_undo_it() -> None:
-    """The IDL's event thread lags: a row from before the write (the
-    removal's cur_cfg bump) comes during it or after it, then its own:
-    nothing written twice; a removal after that is repaired.
+    """A row from before the write (the removal's cur_cfg bump) handled
+    after the write returned, then its own: nothing written twice.
     """
-    db, _ = make()
-    ev = KnobsEvent(db)
-    db._conn = Row(idl=None)  # type: ignore[assignment]
-    for during in ([{}], []):
-        db._api = Api(ev, during)  # type: ignore[assignment]
+    db = writer([{}, {'rdt-status': 'ok: x'}])
+    try:
         assert db._write('ok: x')
         assert db._db_status == 'ok: x'
-        row(ev, {})                                  # older: ignored
-        assert db._db_status == 'ok: x'
-        row(ev, {'rdt-status': 'ok: x'})             # the write's own
-        row(ev, {})                                  # removed: repair
-        assert db._db_status is None
-    # A dump (reconnection) is all of the database, newer than any write.
-    db._api = Api(ev, [])  # type: ignore[assignment]
-    assert db._write('ok: y')
-    row(ev, {}, 'create')
-    assert db._db_status is None
+    finally:
+        assert db._handler is not None
+        db._handler.shutdown()
+
+
+def test_a_stuck_event_thread_does_not_make_it_write_again(
+        monkeypatch: Any) -> None:
+    from ovs_rdt.agent import ovsdb
+
+    monkeypatch.setattr(ovsdb, 'BARRIER_WAIT', 0.1)
+    db = writer([])
+    assert db._handler is not None
+    db._handler.shutdown()              # its thread ends: nothing handled
+    db._handler.notify_thread.join(5)
+    assert db._write('ok: x')
+    assert db._db_status == 'ok: x'

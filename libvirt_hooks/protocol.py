@@ -36,7 +36,8 @@ that event as with a domain XML it cannot read
 (:func:`libvirt_hooks.hook.run`) after netcat's wait (:data:`TIMEOUT
 <libvirt_hooks.server.TIMEOUT>` when frozen).
 
-Pure: the standard library only (the wrapper's fallback imports it).
+Pure: the standard library only, but for the server's :func:`write_spool`
+(the wrapper's fallback imports the rest).
 """
 from __future__ import annotations
 
@@ -141,20 +142,8 @@ def spool_path(socket: str, value: str) -> str | None:
 
 def write_spool(path: str, request: bytes) -> None:
     """Keep ``request`` (head and XML) in ``path``, whole or not at all."""
-    tmp = path + '.tmp'
-    try:
-        os.unlink(tmp)              # (left by a server killed writing it)
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                 | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(request)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    from ovs_rdt import atomicfile     # (the server's; the fallback only takes)
+    atomicfile.write(path, request, mode=0o600)
 
 
 def take_spool(path: str, argv: list[str]) -> bytes | None:

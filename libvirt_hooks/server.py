@@ -79,6 +79,8 @@ class Taken(NamedTuple):
     request: tuple[list[str], list[str], bytes] | None
     #: The spool file the client named, if it is one of this server's.
     spool: str | None
+    #: The request as received (the head from netcat's environment first).
+    raw: bytes = b''
 
 
 def _own_directory(path: str) -> None:
@@ -511,11 +513,10 @@ class HookServer:
 
     def _spool(self, taken: Taken) -> str | None:
         """Keep a request taken in its spool file; the file, or None."""
-        if taken.spool is None or taken.request is None:
+        if taken.spool is None:
             return None
-        paths, argv, xml = taken.request
         try:
-            protocol.write_spool(taken.spool, protocol.head(paths, argv) + xml)
+            protocol.write_spool(taken.spool, taken.raw)
         except OSError as exc:
             self._refuse(('cannot keep a request in %s (%s): a client whose '
                           'event this process does not finish cannot do it '
@@ -561,7 +562,7 @@ class HookServer:
         why = self.stale(request[0])
         if why is not None:
             return Taken(why, None, None)
-        return Taken(None, request, spool)
+        return Taken(None, request, spool, data)
 
     def handle(self, argv: list[str], xml: bytes,
                send: Callable[[bytes], bool],

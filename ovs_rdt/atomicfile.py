@@ -2,7 +2,8 @@
 
 The one way ovs-rdt replaces a file another process reads (the provider
 config nova-compute reads, the libvirt hook wrapper libvirtd runs, the
-sandbox's hook configuration, the emulator's footprints and faults): a
+hook server's spool, the sandbox's hook configuration, the emulator's
+footprints and faults): a
 temporary file in the same directory,
 written and flushed to disk (``fsync``), given its mode, then renamed over
 the target (``rename(2)`` is atomic within a file system) and the directory
@@ -15,14 +16,16 @@ import os
 import tempfile
 
 
-def write(path: str, text: str, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` atomically; OSError if it cannot."""
+def write(path: str, text: str | bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) or bytes atomically; OSError
+    if it cannot.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory,
                                prefix='.' + os.path.basename(path) + '.')
     try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as fh:
-            fh.write(text)
+        with os.fdopen(fd, 'wb') as fh:
+            fh.write(text.encode('utf-8') if isinstance(text, str) else text)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)

@@ -143,7 +143,8 @@ def spool_path(socket: str, value: str) -> str | None:
 def write_spool(path: str, request: bytes) -> None:
     """Keep ``request`` (head and XML) in ``path``, whole or not at all."""
     from ovs_rdt import atomicfile     # (the server's; the fallback only takes)
-    atomicfile.write(path, request, mode=0o600)
+    # (It must outlive the server, not the host: /run is a tmpfs.)
+    atomicfile.write(path, request, mode=0o600, durable=False)
 
 
 def take_spool(path: str, argv: list[str]) -> bytes | None:

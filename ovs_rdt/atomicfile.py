@@ -16,9 +16,11 @@ import os
 import tempfile
 
 
-def write(path: str, text: str | bytes, mode: int = 0o644) -> None:
+def write(path: str, text: str | bytes, mode: int = 0o644,
+          durable: bool = True) -> None:
     """Replace ``path`` with ``text`` (UTF-8) or bytes atomically; OSError
-    if it cannot.
+    if it cannot.  ``durable=False``: no ``fsync`` (a file that needs to
+    outlive its writer, not the host: one in /run, a tmpfs).
     """
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory,
@@ -27,7 +29,8 @@ def write(path: str, text: str | bytes, mode: int = 0o644) -> None:
         with os.fdopen(fd, 'wb') as fh:
             fh.write(text.encode('utf-8') if isinstance(text, str) else text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -36,6 +39,8 @@ def write(path: str, text: str | bytes, mode: int = 0o644) -> None:
         except OSError:
             pass
         raise
+    if not durable:
+        return
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:

@@ -120,21 +120,6 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
         ('include_emulator_threads', 'bool', True,
          'Also move the QEMU threads that are not vCPUs (emulator, I/O) '
          'into the VM\'s group.', {}),
-        ('hook_server', 'bool', True,
-         'ovs-rdt-agent serves the libvirt hook\'s events on a Unix socket '
-         '(/run/ovs-rdt/hook-<hash of the resctrl root>-<protocol '
-         'version>.sock, mode 0600), and the wrapper "ovs-rdt install-hook" '
-         'writes is a small client of it: each event then costs a shell and '
-         'netcat instead of a Python start that imports the hook\'s modules '
-         'again. The agent runs exactly what the hook would, with the '
-         'configuration the wrapper names, and keeps each event\'s request '
-         'in a spool directory beside the socket until it has answered. '
-         'When no agent answers there (not running, restarting, or silent '
-         'for 120 s), the hook does the work itself; only an agent killed '
-         'or frozen before it has kept a request fails that event (see '
-         'doc/libvirt.md, "The hook server"). '
-         'Read by the agent (at start and on SIGHUP) and by "ovs-rdt '
-         'install-hook" (re-run it after changing this).', {}),
         ('on_failure', 'choice', 'refuse',
          'What the hook does when a VM\'s request is invalid or cannot be '
          'met: "refuse" makes "virsh start" fail with the reason; "warn" '

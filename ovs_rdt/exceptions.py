@@ -28,6 +28,12 @@ class AnnotationError(InvalidValue):
     """A domain XML annotation, flavor extra spec or OvS knob is invalid."""
 
 
+class Refusal(RDTError):
+    """A guest cannot be placed as it asks: the hook fails its event with
+    this message (libvirt shows it).
+    """
+
+
 class ResctrlError(RDTError):
     """A resctrl file operation failed.
 

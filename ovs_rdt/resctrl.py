@@ -170,46 +170,6 @@ class MountState:
         return hash(self._key())
 
 
-class KnownPlatforms:
-    """The platforms a long-lived process has read, by mount, for the
-    :class:`Resctrl` objects it makes one at a time (the hook server makes
-    one per event): reading ``info/`` is most of an event's work, and its
-    facts do not change while the mount stays.  Each object takes one only
-    once it has checked the mount (:meth:`Resctrl.platform`); the CPU to
-    cache domain map it reads anew (CPUs go on- and offline).  Shared
-    between threads: one dict operation at a time.
-    """
-
-    def __init__(self) -> None:
-        #: root -> (the mount's identity, platform, signature): the
-        #: latest only.
-        self._by_root: dict[str, tuple[tuple, Platform, MountState]] = {}
-
-    @staticmethod
-    def identity(rc: 'Resctrl') -> tuple | None:
-        """What tells one mount at ``rc``'s root from the next (its device
-        and the root's ctime, set when the mount made it), and where ``rc``
-        reads the rest; None when the root cannot be looked at.
-        """
-        try:
-            st = os.stat(rc.root)
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ctime_ns, rc.sysfs_cpu_root,
-                rc.sysfs_node_root, rc.mounts)
-
-    def get(self, rc: 'Resctrl', identity: tuple
-            ) -> tuple[Platform, MountState] | None:
-        known = self._by_root.get(rc.root)
-        if known is None or known[0] != identity:
-            return None
-        return known[1], known[2]
-
-    def put(self, rc: 'Resctrl', identity: tuple, platform: Platform,
-            signature: MountState) -> None:
-        self._by_root[rc.root] = (identity, platform.rebound(None), signature)
-
-
 class _Lock:
     """``with resctrl.lock():`` (contextlib costs the hook milliseconds)."""
 
@@ -233,8 +193,7 @@ class Resctrl:
                  sysfs_cpu_root: str = '/sys/devices/system/cpu',
                  lock_timeout: float = 30.0,
                  mounts: str = '/proc/mounts',
-                 sysfs_node_root: str | None = None,
-                 known: KnownPlatforms | None = None) -> None:
+                 sysfs_node_root: str | None = None) -> None:
         self.root = root.rstrip('/') or '/'
         self.sysfs_cpu_root = sysfs_cpu_root
         #: Where nodeN/cpulist are read; None: beside or inside the CPU root.
@@ -256,16 +215,13 @@ class Resctrl:
         #: What :meth:`platform` read that may change under the same
         #: domains (:meth:`platform_stale`).
         self._signature: MountState | None = None
-        #: What earlier objects of this process read (:meth:`platform`).
-        self._known = known
 
     @classmethod
-    def from_settings(cls, settings: Any,
-                      known: KnownPlatforms | None = None) -> 'Resctrl':
+    def from_settings(cls, settings: Any) -> 'Resctrl':
         """From the ``[resctrl]`` options of a :class:`~ovs_rdt.conf.Settings`."""
         cfg = settings.resctrl
         return cls(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout,
-                   sysfs_node_root=cfg.sysfs_node_root, known=known)
+                   sysfs_node_root=cfg.sysfs_node_root)
 
     # -- paths and raw I/O ------------------------------------------------
     def path(self, group: str, *parts: str) -> str:
@@ -464,47 +420,18 @@ class Resctrl:
         """Capabilities from ``info/`` and the root group (cached).
 
         Each ``info/`` file is read once however many facts come from it
-        (the libvirt hook reads the platform at every VM start).  With
-        ``known`` (:class:`KnownPlatforms`), what an earlier object read
-        of this mount is taken instead, once the root's domains and the
-        mount's signature show it still describes the mount (the checks
-        of :meth:`platform_stale`).
+        (the libvirt hook reads the platform at every VM start).
         """
         if self._platform is not None and not refresh:
             return self._platform
-        ident = earlier = None
-        if self._known is not None:
-            ident = self._known.identity(self)
-            if ident is not None and not refresh:
-                earlier = self._known.get(self, ident)
-        if earlier is not None and self._still_describes(*earlier):
-            self._platform = earlier[0].rebound(self.cpu_domains)
-            self._signature = earlier[1]
-        else:
-            self._info_memo = {}
-            try:
-                platform = self._read_platform()
-            finally:
-                self._info_memo = None
-            if self._known is not None and ident is not None:
-                assert self._signature is not None
-                self._known.put(self, ident, platform, self._signature)
+        self._info_memo = {}
+        try:
+            self._read_platform()
+        finally:
+            self._info_memo = None
         self._platform_epoch = self._lock_epoch if self._lock_depth else None
         assert self._platform is not None
         return self._platform
-
-    def _still_describes(self, platform: Platform,
-                         signature: MountState) -> bool:
-        """Whether a platform read earlier (by another object) describes
-        the mount now (:meth:`_describes`, the root's schemata read here).
-        """
-        try:
-            text = self.read(self.path(ROOT, 'schemata'))
-            l3, _mb = parse_schemata(text, platform.cbm_len)
-            code = parse_resources(text, platform.cbm_len).get('L3CODE')
-        except (OSError, ValueError, RDTError):
-            return False     # (the full read says why)
-        return self._describes(platform, signature, l3, bool(code))
 
     def _describes(self, platform: Platform, signature: MountState,
                    root_l3: Any, cdp: bool) -> bool:

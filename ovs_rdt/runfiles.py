@@ -1,6 +1,6 @@
 """Where ovs-rdt keeps its run-time files: ``/run/ovs-rdt`` (tmpfs: gone
-at boot), one set per resctrl root (the agent's lock, the policy's state,
-the hook server's socket).
+at boot), one set per resctrl root (the agent's lock, the policy's state).
+Made mode 0700 and checked before use (:func:`ensure_dir`).
 """
 from __future__ import annotations
 
@@ -15,3 +15,31 @@ def run_path(root: str, name: str, run_dir: str = RUN_DIR) -> str:
     """``<run_dir>/<name>`` with ``{tag}`` the hash of the resctrl root."""
     tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:12]
     return os.path.join(run_dir, name.format(tag=tag))
+
+
+def ensure_dir(run_dir: str = RUN_DIR) -> str:
+    """Make ``run_dir`` (mode 0700) if missing and check it before use: a
+    real directory (no symlink) owned by this user that no one else may
+    write to.  One left 0755 by an earlier release is made 0700.
+    Returns ``run_dir``; raises :class:`~ovs_rdt.exceptions.ConfigError`
+    naming the path and what is wrong.
+    """
+    import stat
+
+    from ovs_rdt.exceptions import ConfigError
+
+    try:
+        os.makedirs(run_dir, mode=0o700, exist_ok=True)
+        st = os.lstat(run_dir)
+    except OSError as exc:
+        raise ConfigError('%s: cannot make it: %s' % (run_dir, exc.strerror)
+                          ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ConfigError('%s is not a directory (a symbolic link or a file '
+                          'put there by someone else?): remove it' % run_dir)
+    if st.st_uid != os.geteuid():
+        raise ConfigError('%s is owned by uid %d, not by this user (uid %d): '
+                          'remove it' % (run_dir, st.st_uid, os.geteuid()))
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(run_dir, 0o700)
+    return run_dir

@@ -49,7 +49,7 @@ _LEVELS = {'debug': logging.DEBUG, 'info': logging.INFO,
 class GuestPlacer:
     """Places a running domain as the hook does (``prepare`` + ``started``).
 
-    The rules are the hook's (:meth:`libvirt_hooks.hook.Hook.embedded`);
+    The rules are the hook's (:class:`ovs_rdt.guest.GuestCache`);
     the domain XML comes from libvirt's API, the QEMU's pid from ``/proc``
     (by its ``-uuid``: the API does not give it).  Threads already in the
     group are left alone, so a pass over placed guests writes nothing.
@@ -79,8 +79,8 @@ class GuestPlacer:
         not run); returns the TIDs moved.  Never raises RDTError: a failure
         is logged once and counted as ``errors{source="reconcile"}``.
         """
-        from libvirt_hooks.domain import parse
-        from libvirt_hooks.hook import Hook, Refusal
+        from libvirt_hooks.domain import parse, resolve
+        from ovs_rdt.guest import GuestCache, group_of
 
         if xml is None:
             self._failed.pop(uuid, None)
@@ -89,20 +89,20 @@ class GuestPlacer:
         try:
             dom = parse(xml.encode('utf-8'))
             name = dom.name
-            hook = Hook.embedded(self.settings, self.manager, dom.name,
-                                 self._log(dom.name))
-            spec = hook.resolve(dom)
+            spec = resolve(dom, self.settings)
             if spec is None:
                 return []
             pid = self.pid_of(dom.uuid)
             if pid is None:
                 return []      # not yet: its "started" event will come
-            group = hook.group_of(dom, spec)
-            if not hook.group_exists(group):
+            guests = GuestCache(self.settings, self._log(dom.name),
+                                self.manager)
+            group = group_of(dom, spec)
+            if not guests.group_exists(group):
                 LOG.warning("domain '%s' runs without its group %s (started "
                             "without the ovs-rdt hook?): placing it", name,
                             group)
-                hook.ensure_group(dom, spec)
+                guests.ensure(dom, spec)
             moved = []
             for _ in range(PLACE_ROUNDS):
                 # Again while it moves something: a thread QEMU creates
@@ -112,11 +112,11 @@ class GuestPlacer:
                     placed = frozenset(self.manager.resctrl.tasks(group))
                 except FileNotFoundError:
                     placed = frozenset()
-                more = hook.place(group, pid, placed)
+                more = guests.place(group, pid, placed)
                 if not more:
                     break
                 moved += more
-        except (RDTError, Refusal, OSError) as exc:
+        except (RDTError, OSError) as exc:
             text = str(exc)
             self.counters.inc('errors', source='reconcile')
             if self._failed.get(uuid) != text:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from ovs_rdt.runfiles import RUN_DIR, run_path
+from ovs_rdt.runfiles import RUN_DIR, ensure_dir, run_path
 
 
 class AgentLock:
@@ -23,7 +23,7 @@ class AgentLock:
 
     def acquire(self) -> bool:
         """Take the lock; False when another agent holds it."""
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        ensure_dir(os.path.dirname(self.path))
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
                          0o644)

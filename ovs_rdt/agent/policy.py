@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.runfiles import RUN_DIR, run_path
+from ovs_rdt.runfiles import RUN_DIR, ensure_dir, run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
 from ovs_rdt import atomicfile
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
@@ -390,9 +390,9 @@ class PolicyLoop:
                 (self.reader.uncounted if self.reader is not None else {}))),
             domains=domains)
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            ensure_dir(os.path.dirname(path))
             atomicfile.write(path, json.dumps(state.to_dict()))
-        except OSError as exc:
+        except (OSError, RDTError) as exc:
             LOG.debug('cannot write %s: %s', path, exc)
 
     def _clear(self) -> None:

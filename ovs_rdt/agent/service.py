@@ -16,9 +16,8 @@ re-place everything, follow a changed ``[metrics] listen``,
 ``[metrics] web_config_file`` (or the files it names), ``[policy]`` and
 ``[libvirt] uri``.
 With ``[policy] enabled`` a thread of its own runs the dynamic policy
-(:mod:`ovs_rdt.agent.policy`).  With ``[libvirt] hook_server`` (the
-default) it serves the libvirt hook's events on a socket
-(:mod:`libvirt_hooks.server`), in worker threads of its own.
+(:mod:`ovs_rdt.agent.policy`).  The libvirt hook never asks the agent:
+a VM starts the same whether the agent runs or not.
 """
 from __future__ import annotations
 
@@ -76,8 +75,6 @@ class Agent:
         #: libvirt's view and the guests' reconciliation (a thread).
         self.guests = GuestWatch(settings, build, self.counters)
         self.metrics: Any = None
-        #: The libvirt hook's server (``[libvirt] hook_server``).
-        self.hook_server: Any = None
         #: The L3 domains of the PMD threads in the policy's high-priority
         #: pool, refreshed by the main loop.
         self._pmd_cache_domains: frozenset[int] = frozenset()
@@ -153,24 +150,6 @@ class Agent:
             self.watch = PidfileWatch(settings.ovs.vswitchd_pidfile)
         self.apply_pools()
         self.serve_metrics()
-        self.serve_hook()
-
-    def serve_hook(self) -> None:
-        """Start or stop serving the libvirt hook as configured."""
-        from libvirt_hooks.server import HookServer, socket_path
-
-        path = (socket_path(self.settings.resctrl.root)
-                if self.settings.libvirt.hook_server else None)
-        if self.hook_server is not None and self.hook_server.path != path:
-            self.hook_server.stop()
-            self.hook_server = None
-        if path is None or self.hook_server is not None:
-            return
-        try:
-            self.hook_server = HookServer(path).start()
-        except OSError as exc:
-            LOG.warning('not serving the libvirt hook on %s: %s (the hook '
-                        'does its work itself)', path, exc)
 
     def serve_metrics(self) -> None:
         """Start, move or stop the metrics endpoint as configured."""
@@ -257,7 +236,6 @@ class Agent:
         self.watch = PidfileWatch(ovs.vswitchd_pidfile)
         self.apply_pools()
         self.serve_metrics()
-        self.serve_hook()
         self.policy.configure(self.settings, bounds_from(self.settings))
         self.ovsdb.start()
         self.guests.start()
@@ -307,8 +285,6 @@ class Agent:
             LOG.info('%s stopping; allocations are kept', PROG)
             if self.metrics is not None:
                 self.metrics.stop()
-            if self.hook_server is not None:
-                self.hook_server.stop()
             self.policy.stop()
             self.guests.stop()
             self.ovsdb.stop()
@@ -349,7 +325,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = settings.resctrl.root
     lock = AgentLock(root)
-    if not lock.acquire():
+    try:
+        acquired = lock.acquire()
+    except RDTError as exc:
+        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        return 1
+    if not acquired:
         print('%s: another ovs-rdt-agent is running for [resctrl] root %s '
               '(pid %s)' % (PROG, root, lock.holder()), file=sys.stderr)
         return 1

@@ -29,11 +29,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                 'hold it and the lines to paste'),
     'emulate': ('ovs_rdt.emulator.cli',
                 'mount an emulated resctrl filesystem (FUSE)'),
-    'install-hook': ('libvirt_hooks.install',
+    'install-hook': ('ovs_rdt.cmd.install_hook',
                      'install the libvirt hook wrapper'),
-    'serve-hook': ('libvirt_hooks.server',
-                   'serve the libvirt hook\'s events in the foreground (what '
-                   'ovs-rdt-agent does), for a node without the agent'),
     'provider-config': ('ovs_rdt.cmd.provider_config',
                         'write a Nova provider config with the node\'s '
                         'cache-way inventory'),

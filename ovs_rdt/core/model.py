@@ -187,18 +187,6 @@ class Platform:
         #: ``default``), None on kernels without the file.
         self.mbm_assign_mode = mbm_assign_mode
 
-    def rebound(self, topology: Callable[[], dict[int, int]] | None
-                ) -> Platform:
-        """The same platform, its CPU -> domain map to be read anew through
-        ``topology`` (CPUs come and go while the cache domains stay).
-        """
-        other = object.__new__(Platform)
-        for name in self.__slots__:
-            setattr(other, name, getattr(self, name))
-        other._cpu_domains = None
-        other._topology = topology
-        return other
-
     def hw_shared(self, domain: int) -> int:
         """Ways of ``domain`` the hardware also fills: ``shareable_bits``
         and, while io_alloc is enabled, ``io_alloc_cbm``.  The kernel

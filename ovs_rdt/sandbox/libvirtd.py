@@ -174,8 +174,7 @@ class PrivateLibvirtd:
         """The command prefix that runs a command in libvirtd's mount
         namespace.
 
-        Where its hooks run (its /run/libvirt): e.g. a hook server
-        (:mod:`libvirt_hooks.server` serves only its own namespace).
+        Where its hooks run (its /run/libvirt): e.g. the node's agent.
         """
         pid = self.pid()
         if pid is None:

@@ -29,7 +29,7 @@ from ovs_rdt import atomicfile
 from ovs_rdt.sandbox.emulator import MountedEmulator
 from ovs_rdt.sandbox.libvirtd import (PrivateLibvirtd, START_TIMEOUT,
                                       make_shared, unmake_shared)
-from ovs_rdt.sandbox.wait import SandboxError, kill_after, run
+from ovs_rdt.sandbox.wait import run
 
 #: Where QEMU's migration stream goes (and the destination QEMU listens).
 LOOPBACK = '127.0.0.1'
@@ -54,8 +54,6 @@ class Node:
         self.config_file = os.path.join(workdir, 'ovs-rdt.conf')
         self.hook = os.path.join(self.libvirtd.hooks_dir, HOOK_NAME)
         self._shared = False
-        #: ``ovs-rdt serve-hook`` (:meth:`serve_hook`), while it runs.
-        self.hook_server: subprocess.Popen | None = None
 
     def configure(self, text: str) -> None:
         """Replace the hook's configuration (read at every event)."""
@@ -79,42 +77,6 @@ class Node:
             self.config_file)
         self.libvirtd.start(timeout, die_with_parent=die_with_parent)
 
-    def serve_hook(self, timeout: float = 60) -> str:
-        """Serve the hook's events as the node's ovs-rdt-agent would.
-
-        ``ovs-rdt serve-hook`` in libvirtd's mount namespace (where the
-        hook runs).  Returns the socket.
-        """
-        from libvirt_hooks.server import socket_path
-        from ovs_rdt.sandbox.wait import wait_for
-
-        path = socket_path(self.emulator.root)
-        with open(os.path.join(self.workdir, 'hook-server.log'), 'ab') as log:
-            self.hook_server = subprocess.Popen(
-                self.libvirtd.enter() + [
-                    sys.executable, '-m', 'ovs_rdt.cmd.main', '--config-file',
-                    self.config_file, 'serve-hook'],
-                stdout=log, stderr=subprocess.STDOUT)
-        server = self.hook_server
-        wait_for(lambda: server.poll() is not None or os.path.exists(path),
-                 timeout, 'the hook server of node %s' % self.name)
-        if server.poll() is not None:
-            raise SandboxError('ovs-rdt serve-hook of node %s exited (%s)'
-                               % (self.name, os.path.join(
-                                   self.workdir, 'hook-server.log')))
-        return path
-
-    def stop_serving(self) -> list[str]:
-        """End :meth:`serve_hook`'s server; the problems met."""
-        server, self.hook_server = self.hook_server, None
-        if server is None or server.poll() is not None:
-            return []
-        server.terminate()
-        killed = kill_after(server.pid, 15)
-        server.wait()
-        return ['%s hook server: killed (did not end on SIGTERM)'
-                % self.name] if killed else []
-
     def resctrl_section(self) -> str:
         return '[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n' % (
             self.emulator.root, self.emulator.sysfs)
@@ -125,9 +87,8 @@ class Node:
         libvirtd goes first: destroying its guests runs the hook, which
         needs the emulator to give their groups back.
         """
-        problems = self.stop_serving()
-        problems += ['%s libvirtd: %s' % (self.name, p)
-                     for p in self.libvirtd.stop()]
+        problems = ['%s libvirtd: %s' % (self.name, p)
+                    for p in self.libvirtd.stop()]
         if os.path.exists(self.emulator.pid_file) or \
                 os.path.isdir(self.emulator.root):
             problems += ['%s emulator: %s' % (self.name, p)

@@ -389,7 +389,7 @@ def test_moved_config_refuses_starts_never_running_guests(
     virsh shows) instead of running on the defaults, and still never kills
     or blocks a guest (libvirtd's reconnect, a VM that asks for nothing).
     """
-    from libvirt_hooks import install
+    from ovs_rdt.cmd import install_hook as install
 
     confd = env.tb.config + '.d'
     os.makedirs(confd)
@@ -436,14 +436,14 @@ def test_stale_wrapper_never_kills_or_blocks_guests(env: Env) -> None:
     """The packages (or the virtualenv) are gone, the wrapper stayed."""
     import os
 
-    from libvirt_hooks import install
+    from ovs_rdt.cmd import install_hook as install
 
     plain = env.tb.define()
     annotated = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
     env.tb.start(plain)
     env.tb.start(annotated)
     pids = {g.name: env.tb.pid(g) for g in (plain, annotated)}
-    stale = {'nopkg': dict(paths=['/nonexistent']),
+    stale = {'nopkg': dict(packages='/nonexistent'),
              'nopython': dict(python='/nonexistent/venv/bin/python3')}
     paths = []
     try:
@@ -463,8 +463,8 @@ def test_stale_wrapper_never_kills_or_blocks_guests(env: Env) -> None:
         err = start_fails(env, refused)
         # libvirt runs every script of qemu.d and reports the last failure.
         assert ("ovs-rdt: refusing domain '%s' prepare begin: the ovs-rdt "
-                "hook cannot run: /nonexistent/venv/bin/python3 is missing"
-                % refused.name) in err
+                "hook cannot run (/nonexistent/venv/bin/python3 or the ovs-rdt "
+                "packages in " % refused.name) in err, err
         env.tb.destroy(annotated)          # stopped/release: no matter
         assert annotated.group not in env.groups()
     finally:

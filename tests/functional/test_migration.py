@@ -139,61 +139,6 @@ def test_live_migration_there_and_back(pair: Pair) -> None:
     assert {g: v[:2] for g, v in a.snapshot().items()} == a_start
 
 
-def served_by(node: NodeBed, guest: Guest) -> dict[str, set[int]]:
-    """Event -> the pids that logged it, from the node's hook log."""
-    out: dict[str, set[int]] = {}
-    for line in node.hook_log().splitlines():
-        if "domain '%s'" % guest.name not in line or 'handled in' not in line:
-            continue
-        pid = int(line.split('ovs-rdt-hook[')[1].split(']')[0])
-        event = line.split("domain '%s' " % guest.name)[1].split(':')[0]
-        out.setdefault(event, set()).add(pid)
-    return out
-
-
-def test_live_migration_served_by_each_node_s_hook_server(pair: Pair) -> None:
-    """Each node's hook server (what its agent runs, in libvirtd's mount
-    namespace) serves the events of a move there and back; the nodes end
-    as with the hook by itself.
-    """
-    a, b = pair.a, pair.b
-    a_empty, b_empty = a.snapshot(), b.snapshot()
-    guest = a.define(rdt('<rdt:l3 ways="3"/>'))
-    try:
-        servers = {}
-        for node in (a, b):
-            node.node.serve_hook()
-            assert node.node.hook_server is not None
-            servers[node.name] = {node.node.hook_server.pid}
-        a.start(guest)
-        running_in(a, guest, guest.group, {0: 3, 1: 3})
-        a.clear_logs()
-        pair.migrate(guest, a)
-        arrived(b, guest, {0: 3, 1: 3, 2: 3, 3: 3})
-        # The source's server answers release end first (libvirt ignores
-        # its status), then does it.
-        wait_for(lambda: 'release end' in served_by(a, guest), 30,
-                 'the release served on a')
-        left(a, guest, a_empty)
-        assert served_by(b, guest) == {
-            'migrate begin': servers['b'], 'prepare begin': servers['b'],
-            'started begin': servers['b']}
-        assert served_by(a, guest) == {'release end': servers['a']}
-        a.clear_logs()
-        b.clear_logs()
-        pair.migrate(guest, b)
-        arrived(a, guest, {0: 3, 1: 3})
-        wait_for(lambda: 'release end' in served_by(b, guest), 30,
-                 'the release served on b')
-        left(b, guest, b_empty)
-        assert set(served_by(a, guest)) == {'migrate begin', 'prepare begin',
-                                            'started begin'}
-        assert served_by(b, guest) == {'release end': servers['b']}
-    finally:
-        for node in (a, b):
-            assert node.node.stop_serving() == []
-
-
 def test_live_migration_of_a_nova_vm_asking_by_size(pair: Pair) -> None:
     """Extra specs in <nova:extraSpecs>, migrated with Nova's flags.
 

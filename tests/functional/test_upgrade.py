@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from libvirt_hooks import install
+from ovs_rdt.cmd import install_hook as install
 from ovs_rdt.core.model import PMD_GROUP, ROOT
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.artifacts import Artifacts, PREVIOUS

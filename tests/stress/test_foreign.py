@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import os
 
-from libvirt_hooks import install
+from ovs_rdt.cmd import install_hook as install
 from ovs_rdt.core.model import ROOT
 from tests.functional import test_upgrade as upgrade
 from tests.stress import bed, figures

@@ -33,7 +33,7 @@ def test_only_the_chosen_subcommand_is_imported(tmp_path):
     assert imported('--config-file', str(conf), 'apply', '--help') == \
         ['ovs_rdt.cmd.apply']
     assert imported('--help') == []
-    assert imported('install-hook', '--help') == ['libvirt_hooks.install']
+    assert imported('install-hook', '--help') == ['ovs_rdt.cmd.install_hook']
 
 
 @pytest.mark.parametrize('argv, name', [

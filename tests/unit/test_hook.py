@@ -15,8 +15,10 @@ import threading
 import pytest
 
 from libvirt_hooks import hook
-from libvirt_hooks import install
+from ovs_rdt.cmd import install_hook as install
 from ovs_rdt import conf
+from ovs_rdt import guest
+from ovs_rdt.guest import GuestCache
 from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
 from tests.unit.test_domain import UUID, nova, rdt, xml
@@ -90,7 +92,7 @@ def node(tmp_path, monkeypatch):
             return sorted(self.rc().tasks(group))
 
     monkeypatch.setattr(hook.Log, 'use_syslog', False)
-    monkeypatch.setattr(hook.Hook, 'make_resctrl',
+    monkeypatch.setattr(GuestCache, 'make_resctrl',
                         lambda self: FakeKernelTree(
                             self.settings.resctrl.root,
                             self.settings.resctrl.sysfs_cpu_root, 5))
@@ -386,9 +388,9 @@ def test_started_finds_the_pidfile_of_an_odd_name(
 
 
 def test_pidfile_names():
-    assert hook.pidfiles('/r', 'a\'b\x01\tc') == [
+    assert guest.pidfiles('/r', 'a\'b\x01\tc') == [
         '/r/a&apos;b\tc.pid', "/r/a'b\x01\tc.pid"]
-    assert hook.pidfiles('/r', 'vm1') == ['/r/vm1.pid']
+    assert guest.pidfiles('/r', 'vm1') == ['/r/vm1.pid']
 
 
 def test_started_failure_with_warn_gives_the_ways_back(node, capsys):
@@ -450,15 +452,32 @@ def test_unknown_events_ignored(node):
 
 def test_usage(capsys):
     assert hook.run([], b'') == 2
-    assert hook.run(['--config-file'], b'') == 2
+    assert hook.run(['d', 'prepare', 'begin'], b'') == 2
     assert 'usage: ovs-rdt-hook' in capsys.readouterr().err
-    assert hook.run(['--config-dir', '/d'], b'') == 2
-    assert hook.run(['--config-other=/x', 'd', 'prepare', 'begin'], b'') == 2
+    assert hook.run(['--config-file', 'd', 'prepare', 'begin', '-'],
+                    b'') == 2
+    assert hook.run(['--config-other=/x', 'd', 'prepare', 'begin', '-'],
+                    b'') == 2
     assert 'usage: ovs-rdt-hook' in capsys.readouterr().err
     assert hook.parse_args(['--config-file=/x', '--config-dir', '/d',
                             '--config-file', '/y', 'd', 'prepare',
-                            'begin']) == \
-        (['/x', '/y'], ['/d'], ['d', 'prepare', 'begin'])
+                            'begin', '-']) == \
+        (['/x', '/y'], ['/d'], ['d', 'prepare', 'begin', '-'])
+
+
+@pytest.mark.parametrize('name', ['-db', '--config-file=x', '--config-dir',
+                                  '--', 'prepare'])
+def test_libvirt_arguments_are_the_last_four(node, name):
+    """A domain named like an option is a domain (its events are not a
+    usage error, nor shifted into options and ignored).
+    """
+    assert hook.parse_args(['--config-file', '/c', name, 'prepare', 'begin',
+                            '-']) == (['/c'], [], [name, 'prepare', 'begin',
+                                                   '-'])
+    assert node.run(xml(rdt('<rdt:l3 ways="2"/>'), name=name)) == 0
+    assert node.masks(GROUP) == {0: '180', 1: '180'}
+    assert node.run(xml(name=name), 'release', 'end') == 0
+    assert GROUP not in node.groups()
 
 
 def test_internal_error_is_one_line_without_traceback(node, capsys,
@@ -482,9 +501,15 @@ def test_main_reads_stdin_and_keeps_stdout_clean(node, monkeypatch, capsys):
     assert capsys.readouterr().out == ''
 
 
-def test_read_stdin_drains_but_bounds():
-    data = hook.read_stdin(io.BytesIO(b'x' * (hook.MAX_STDIN + 200000)))
-    assert hook.MAX_STDIN < len(data) < hook.MAX_STDIN + 70000
+def test_read_stdin_drains_but_bounds(node, capsys):
+    stream = io.BytesIO(b'x' * (hook.MAX_STDIN + 200000))
+    assert hook.read_stdin(stream) is None
+    assert stream.read() == b''          # drained: libvirt sees no EPIPE
+    assert hook.read_stdin(io.BytesIO(L3_3)) == L3_3
+    assert node.run(None) == 1
+    assert one_line(capsys.readouterr()).endswith(
+        'the domain XML on standard input is larger than 4 MiB')
+    assert node.run(None, 'release', 'end') == 0
 
 
 def test_concurrent_prepares_share_nothing(node, capsys):
@@ -520,9 +545,8 @@ def test_wrapper_runs_the_hook(node, tmp_path):
     install.install(path, str(node.config))
     assert os.stat(path).st_mode & 0o777 == 0o755
     text = open(path).read()
-    assert text.startswith('#!/bin/sh\n')
-    assert 'py=%s\n' % os.path.abspath(sys.executable) in text
-    assert 'exec "$py" -I -S -c "$body" self "$0" "$@"' in text
+    assert text.startswith('#!/bin/sh\n' + install.MARKER)
+    assert 'python=%s\n' % os.path.abspath(sys.executable) in text
     assert str(node.config) in text
     # No resctrl needed: the VM asks for nothing.
     res = subprocess.run([path, 'vm1', 'prepare', 'begin', '-'], input=xml(),
@@ -538,17 +562,22 @@ def test_wrapper_runs_the_hook(node, tmp_path):
 
 
 def test_wrapper_quotes_odd_paths(node, tmp_path):
-    text = install.wrapper_text(str(node.config), python='/opt/my python/py')
+    odd = tmp_path / "it's a \"dir\" $HOME `x`\nnext"
+    odd.mkdir()
+    config = odd / 'ovs-rdt.conf'
+    config.write_text(node.config.read_text())
+    os.symlink(sys.executable, str(odd / 'py thon'))
+    text = install.wrapper_text(str(config), python=str(odd / 'py thon'))
     assert text.startswith('#!/bin/sh\n')
-    assert "py='/opt/my python/py'\n" in text
     path = tmp_path / 'w'
-    path.write_text(text.replace("'/opt/my python/py'", sys.executable))
+    path.write_text(text)
     path.chmod(0o755)
     res = subprocess.run([str(path), 'vm1', 'prepare', 'begin', '-'],
                          input=xml(rdt('<rdt:l3 ways="0"/>')),
                          capture_output=True, env={})
-    assert res.returncode == 1
+    assert res.returncode == 1, res.stderr
     assert b"<rdt:l3 ways>: '0' must be from 1 to 64" in res.stderr
+    assert "'0' must be from 1 to 64" in node.log.read_text()
 
 
 def test_install_refuses_foreign_files_and_uninstalls(tmp_path):
@@ -652,7 +681,8 @@ def test_allocating_and_releasing_import_nothing_heavy(tmp_path):
         'from libvirt_hooks import hook',
         'from tests.unit.fakes import FakeKernelTree',
         'hook.Log.use_syslog = False',
-        'hook.Hook.make_resctrl = lambda self: FakeKernelTree(',
+        'from ovs_rdt.guest import GuestCache',
+        'GuestCache.make_resctrl = lambda self: FakeKernelTree(',
         '    self.settings.resctrl.root, self.settings.resctrl.sysfs_cpu_root)',
         'for op, sub in (("prepare", "begin"), ("release", "end")):',
         '    rc = hook.run(["--config-file", %r, "vm1", op, sub, "-"], %r)'

@@ -1,19 +1,22 @@
-"""The installed wrapper as libvirt runs it: interpreters, sys.path, and
-failing safe when the packages or the interpreter are gone.
+"""The installed wrapper (``libvirt_hooks/wrapper.sh``) as libvirt runs it:
+interpreters, sys.path, shellcheck, and failing safe when the packages or
+the interpreter are gone.
 
 libvirt kills a running guest whose ``reconnect`` hook fails and refuses a
 start whose ``prepare`` hook fails, so a wrapper left behind by an
 uninstall (or a removed virtualenv) must never turn into "exit 1 for every
-event": only a strict event of a VM that asks for ovs-rdt is refused, and
-not even that with ``[libvirt] on_failure = warn``.
+event": only a strict event of a VM that asks for ovs-rdt is refused (the
+hook's default, ``[libvirt] on_failure = refuse``: the configuration cannot
+be read without the hook).
 """
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from libvirt_hooks import install
+from ovs_rdt.cmd import install_hook as install
 from tests.unit.test_domain import nova, rdt, xml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -46,14 +49,21 @@ def run(path, data, op='prepare', subop='begin', name='vm1'):
                           capture_output=True, env=LIBVIRT_ENV, timeout=60)
 
 
-def test_wrapper_is_sh_and_checks_its_interpreter(tmp_path):
+def test_wrapper_is_the_shipped_file_with_its_settings(tmp_path):
     path = wrapper(tmp_path)
     text = open(path).read()
     assert text.startswith('#!/bin/sh\n' + install.MARKER)
+    shipped = install.shipped_wrapper()
     python = os.path.abspath(sys.executable)
-    assert 'py=%s\n' % python in text
-    assert 'if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x "$py" ]; then\n' \
-        '    exec "$py" -I -S -c "$body" self "$0" "$@"\nfi\n' in text
+    settings = ('python=%s\npackages=%s\nconfig=%s\n' % (
+        python, REPO, "'--config-file %s'" % (tmp_path / 'ovs-rdt.conf')))
+    assert settings in text and settings not in shipped
+    # Outside the settings block, the installed file is the shipped one.
+
+    def outside(t):
+        return (t[:t.index('# -- settings')],
+                t[t.index('# -- end of settings'):])
+    assert outside(text) == outside(shipped)
     assert install.is_ours(path)
     res = run(path, ZERO)
     assert res.returncode == 1 and res.stdout == b''
@@ -69,8 +79,8 @@ def test_events_the_hook_ignores_end_in_the_shell(tmp_path):
 
     starts = tmp_path / 'starts'
     fake = tmp_path / 'python'
-    # (-I -S -c BODY MODE WRAPPER DOMAIN OP SUBOP EXTRA)
-    fake.write_text('#!/bin/sh\nshift 6\necho "$@" >> %s\ncat >/dev/null\n'
+    # (-I -S -c CODE PACKAGES --config-file F DOMAIN OP SUBOP EXTRA)
+    fake.write_text('#!/bin/sh\nshift 7\necho "$@" >> %s\ncat >/dev/null\n'
                     % starts)
     fake.chmod(0o755)
     path = wrapper(tmp_path, python=str(fake))
@@ -92,7 +102,7 @@ def test_events_the_hook_ignores_end_in_the_shell(tmp_path):
 def test_system_python_with_isolated_mode(tmp_path):
     # A system-wide pip install: Debian's python3 -I -S has no dist-packages
     # on sys.path; the wrapper adds the packages' directory.
-    path = wrapper(tmp_path, python=DEBIAN_PYTHON, paths=[REPO])
+    path = wrapper(tmp_path, python=DEBIAN_PYTHON, packages=REPO)
     res = run(path, PLAIN)
     assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
     res = run(path, ZERO)
@@ -109,7 +119,7 @@ def test_package_paths_do_not_shadow_the_stdlib(tmp_path):
         'raise ImportError("shadowed stdlib xml")\n')
     for pkg in ('libvirt_hooks', 'ovs_rdt'):
         os.symlink(os.path.join(REPO, pkg), str(site / pkg))
-    path = wrapper(tmp_path, paths=[str(site)])
+    path = wrapper(tmp_path, packages=str(site))
     res = run(path, PLAIN)
     assert (res.returncode, res.stderr) == (0, b''), res.stderr
     res = run(path, ZERO)
@@ -138,17 +148,17 @@ IDS = ['plain-prepare', 'plain-started', 'l3-prepare', 'nova-prepare',
 
 def _gone(tmp_path, what, config=''):
     if what == 'package':            # pip uninstall, wrapper left behind
-        return wrapper(tmp_path, config, paths=[str(tmp_path / 'gone')])
+        return wrapper(tmp_path, config, packages=str(tmp_path / 'gone'))
     if what == 'ovs_rdt':            # half an installation
         site = tmp_path / 'half'
         site.mkdir(exist_ok=True)
         if not (site / 'libvirt_hooks').exists():
             os.symlink(os.path.join(REPO, 'libvirt_hooks'),
                        str(site / 'libvirt_hooks'))
-        return wrapper(tmp_path, config, paths=[str(site)])
+        return wrapper(tmp_path, config, packages=str(site))
     # The virtualenv (interpreter and all) was removed.
     return wrapper(tmp_path, config, python=str(tmp_path / 'venv/bin/python'),
-                   paths=[REPO])
+                   packages=REPO)
 
 
 @pytest.mark.parametrize('what', ['package', 'ovs_rdt', 'interpreter'])
@@ -162,36 +172,52 @@ def test_fails_safe_when_gone(tmp_path, what, data, op, subop, status):
         line = res.stderr.decode()
         assert line.count('\n') == 1 and line.endswith('\n')
         assert line.startswith("ovs-rdt: refusing domain 'vm '1'' %s %s: "
-                               'the ovs-rdt hook ' % (op, subop)), line
+                               'the ovs-rdt hook cannot run (' % (op, subop)
+                               ), line
         assert line.rstrip().endswith(
             're-run "ovs-rdt install-hook", or remove %s' % path)
-        assert ('is missing' if what == 'interpreter'
-                else 'cannot import its packages') in line
     else:
         assert res.stderr == b''
 
 
 @pytest.mark.parametrize('what', ['package', 'interpreter'])
-def test_gone_with_on_failure_warn_refuses_nothing(tmp_path, what):
-    path = _gone(tmp_path, what, '[DEFAULT]\ndebug = true\n[libvirt]\n'
-                 'on_failure = warn\n')
-    for op in ('prepare', 'started', 'migrate'):
-        res = run(path, ANNOTATED, op)
-        assert (res.returncode, res.stdout, res.stderr) == (0, b'', b'')
-    path = _gone(tmp_path, what, '[libvirt]\non_failure = refuse\n')
-    assert run(path, ANNOTATED).returncode == 1
+def test_gone_applies_the_default_not_a_config_it_cannot_read(tmp_path, what):
+    # The documented default (on_failure = refuse): no grep of the files.
+    path = _gone(tmp_path, what, '[libvirt]\non_failure = warn\n')
+    for op in ('prepare', 'migrate'):
+        assert run(path, ANNOTATED, op).returncode == 1
+        assert run(path, PLAIN, op).returncode == 0
 
 
-def test_gone_reads_all_of_stdin(tmp_path):
-    # libvirt writes the XML while the hook runs: never leave it EPIPE.
+def test_gone_reads_stdin_bounded(tmp_path):
+    # libvirt writes the XML while the hook runs: it ignores the EPIPE of a
+    # hook that stopped reading (virCommandProcessIO).
     big = xml('<a:x xmlns:a="urn:a">%s</a:x>' % ('y' * 1000000))
     for what in ('package', 'interpreter'):
-        proc = subprocess.Popen([_gone(tmp_path, what), 'vm1', 'prepare',
-                                 'begin', '-'], stdin=subprocess.PIPE,
-                                env=LIBVIRT_ENV)
-        proc.stdin.write(big)         # BrokenPipeError if it did not read
-        proc.stdin.close()
-        assert proc.wait(timeout=60) == 0
+        res = subprocess.run([_gone(tmp_path, what), 'vm1', 'prepare',
+                              'begin', '-'], input=big, env=LIBVIRT_ENV,
+                             capture_output=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.skipif(shutil.which('shellcheck') is None and
+                    os.environ.get('OVS_RDT_ALLOW_SKIP') == '1',
+                    reason='no shellcheck')
+def test_shellcheck_clean(tmp_path):
+    """The shipped file and an installed one (odd paths quoted)."""
+    shellcheck = shutil.which('shellcheck')
+    assert shellcheck, 'shellcheck is missing: apt-get install shellcheck'
+    odd = tmp_path / "it's \"odd\" $x"
+    odd.mkdir()
+    (odd / 'c.conf').write_text('')
+    path = wrapper(odd, python=str(odd / 'py'))
+    import libvirt_hooks
+    shipped = os.path.join(os.path.dirname(libvirt_hooks.__file__),
+                           'wrapper.sh')
+    for script in (shipped, path):
+        res = subprocess.run([shellcheck, '--shell=sh', '--severity=style',
+                              script], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
 
 
 # -- which configuration the wrapper binds -------------------------------------
@@ -299,11 +325,12 @@ def test_install_hook_binds_what_the_cli_read(tmp_path, capsys):
     assert not os.path.exists(path)
 
 
-def test_a_config_path_with_a_newline_is_refused(tmp_path):
-    # The hook server's protocol carries an argument a line.
-    from ovs_rdt.exceptions import ConfigError
-
-    with pytest.raises(ConfigError, match=r"--config-dir '/etc/a\\nb': the "
-                       "hook cannot be given a path with a newline"):
-        install.install(str(tmp_path / 'qemu.d' / 'x'), [], ['/etc/a\nb'])
-    assert not (tmp_path / 'qemu.d' / 'x').exists()
+def test_a_config_path_with_a_newline_is_bound_as_it_is(tmp_path):
+    odd = tmp_path / 'a\nb'
+    odd.mkdir()
+    conf = odd / 'ovs-rdt.conf'
+    conf.write_text(WARN)
+    path = bound_wrapper(tmp_path, [conf])
+    res = run(path, ZERO)
+    assert res.returncode == 0, res.stderr      # its on_failure = warn
+    assert b'runs without a cache allocation' in res.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import os
 
-from ovs_rdt.resctrl import KnownPlatforms, MountState, Resctrl
+from ovs_rdt.resctrl import MountState, Resctrl
 from tests.unit.fakes import make_tree
 
 
@@ -26,12 +26,12 @@ class Counting(Resctrl):
         return super()._mount_signature(cdp)
 
 
-def tree(tmp_path, known: KnownPlatforms | None = None,
+def tree(tmp_path,
          make: bool = True) -> Counting:
     root, sysfs = str(tmp_path / 'r'), str(tmp_path / 'cpu')
     if make:
         make_tree(root, sysfs=sysfs)
-    return Counting(root, sysfs, mounts=str(tmp_path / 'mounts'), known=known)
+    return Counting(root, sysfs, mounts=str(tmp_path / 'mounts'))
 
 
 def test_the_platform_reads_each_info_file_once(tmp_path) -> None:
@@ -47,103 +47,6 @@ def test_the_platform_reads_each_info_file_once(tmp_path) -> None:
     # A refresh reads again (the memo lives for one reading only).
     rc.platform(refresh=True)
     assert rc.reads['info/L3/cbm_mask'] == 1
-
-
-def test_a_platform_an_earlier_object_read_is_checked_not_read(
-        tmp_path) -> None:
-    """The hook server makes a Resctrl per event: what an earlier one read
-    of the mount is taken after a look at the root's schemata and the
-    mount's signature, and read again when either changed.
-    """
-    known = KnownPlatforms()
-    first = tree(tmp_path, known)
-    platform = first.platform()
-    assert first.reads['info/L3/cbm_mask'] == 1
-    second = tree(tmp_path, known, make=False)
-    taken = second.platform()
-    assert (taken.cbm_len, taken.num_closids, taken.domains,
-            taken.cache_bytes) == (platform.cbm_len, platform.num_closids,
-                                   platform.domains, platform.cache_bytes)
-    # The root's schemata and the signature's files, each once.
-    assert dict(second.reads) == {'schemata': 1, 'info/L3/io_alloc': 1,
-                                  'info/L3_MON/mbm_assign_mode': 1}
-    assert second.signatures == 1
-    assert second.platform() is taken and second.reads['schemata'] == 1
-    # A refresh reads again, and the next object takes that one.
-    second.platform(refresh=True)
-    assert second.reads['info/L3/cbm_mask'] == 1
-    third = tree(tmp_path, known, make=False)
-    third.platform()
-    assert third.reads['info/L3/cbm_mask'] == 0
-    # A domain gone from the root (a socket's CPUs offline): read again.
-    with open(os.path.join(first.root, 'schemata'), 'w') as fh:
-        fh.write('L3:0=7ff\nMB:0=100\n')
-    third = tree(tmp_path, known, make=False)
-    assert third.platform().domains == (0,)
-    assert third.reads['info/L3/cbm_mask'] == 1
-    assert tree(tmp_path, known, make=False).platform().domains == (0,)
-    # io_alloc switched on (the signature): read again.
-    for name, text in (('io_alloc', 'enabled\n'), ('io_alloc_cbm', '0=600\n')):
-        with open(os.path.join(first.root, 'info', 'L3', name), 'w') as fh:
-            fh.write(text)
-    fourth = tree(tmp_path, known, make=False)
-    assert fourth.platform().io_alloc == 'enabled'
-    assert fourth.reads['info/L3/cbm_mask'] == 1
-    # Without known platforms, every object reads its own.
-    alone = tree(tmp_path, make=False)
-    alone.platform()
-    assert alone.reads['info/L3/cbm_mask'] == 1
-
-
-def test_another_mount_at_the_same_path_is_another_platform(
-        tmp_path, monkeypatch) -> None:
-    """A mount is its device and its root's ctime (anonymous device numbers
-    are reused: a remount often gets the same one).
-    """
-    known = KnownPlatforms()
-    rc = tree(tmp_path, known)
-    first = rc.platform()
-    real = os.stat
-    st = real(rc.root)
-    assert KnownPlatforms.identity(rc)[:2] == (st.st_dev, st.st_ctime_ns)
-    assert tree(tmp_path, known, make=False).platform().cbm_len == 11
-    for field in (2, 9):               # st_dev, then st_ctime (ns below)
-        def remounted(path, *args, field=field, **kwargs):
-            got = real(path, *args, **kwargs)
-            if path != rc.root:
-                return got
-            values = list(got)
-            values[field] += 1
-            return os.stat_result(values, {
-                'st_ctime_ns': got.st_ctime_ns + (10 ** 9 if field == 9
-                                                  else 0)})
-        monkeypatch.setattr(os, 'stat', remounted)
-        again = tree(tmp_path, known, make=False)
-        assert again.platform() is not first
-        assert again.reads['info/L3/cbm_mask'] == 1
-        monkeypatch.setattr(os, 'stat', real)
-    # An unreadable root: nothing known is taken, the read says why.
-    assert KnownPlatforms.identity(
-        Counting(str(tmp_path / 'none'), known=known)) is None
-
-
-def test_the_cpu_map_is_read_by_each_object(tmp_path) -> None:
-    """CPUs come online while the cache domains stay: each object that
-    takes a known platform reads sysfs again (the first one's map is not
-    shared).
-    """
-    known = KnownPlatforms()
-    first = tree(tmp_path, known)
-    assert 99 not in first.platform().cpu_domains
-    base = os.path.join(first.sysfs_cpu_root, 'cpu99', 'cache', 'index3')
-    os.makedirs(base)
-    for name, text in (('level', '3\n'), ('id', '1\n')):
-        with open(os.path.join(base, name), 'w') as fh:
-            fh.write(text)
-    later = tree(tmp_path, known, make=False)
-    assert later.platform().cpu_domains[99] == 1
-    assert later.reads['info/L3/cbm_mask'] == 0       # (the rest is known)
-    assert 99 not in first.platform().cpu_domains     # (its own, as read)
 
 
 def test_staleness_is_not_asked_of_a_platform_read_under_the_same_lock(

@@ -9,10 +9,11 @@ from typing import Callable
 
 import pytest
 
-from libvirt_hooks import domain, hook
+from libvirt_hooks import domain
 from ovs_rdt.core import allocator, capacity, topology
 from ovs_rdt.core.capacity import Holding, HostCapacity, Usage
 from ovs_rdt.exceptions import AllocationError, InvalidValue
+from ovs_rdt.guest import GuestCache
 from ovs_rdt.inputs import numa_l3
 from ovs_rdt.resctrl import Resctrl
 from tests.unit.fakes import make_tree
@@ -239,9 +240,11 @@ def _hook_request(rc: Resctrl, uuid: str, ways: int,
                            cputune=cputune, uuid=uuid))
     spec = domain.resolve(dom, None)
     assert spec is not None
-    run = hook.Hook([], [], 'vm', 'prepare', 'begin')
-    run._rc = rc
-    return run.request(dom, spec)
+
+    class Manager:
+        resctrl = rc
+    return GuestCache(None, print, Manager()).request(  # type: ignore
+        dom, spec)
 
 
 def _cross_check(tmp: str, seed: int,

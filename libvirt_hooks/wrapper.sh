@@ -1,0 +1,65 @@
+#!/bin/sh
+# ovs-rdt libvirt hook wrapper (written by "ovs-rdt install-hook"; do not edit)
+#
+# libvirt runs every executable of /etc/libvirt/hooks/qemu.d/ as
+#     50-ovs-rdt DOMAIN OPERATION SUB-OPERATION EXTRA < domain.xml
+# with almost no environment.  This starts the ovs-rdt hook
+# (libvirt_hooks/hook.py) for the events it handles, one process per event,
+# with the interpreter, packages and configuration that "ovs-rdt
+# install-hook" found; it asks no daemon, so a hook's failure touches only
+# its own domain.  The file is libvirt_hooks/wrapper.sh of the ovs-rdt
+# package, its settings block filled in.
+#
+# (The settings are literal: a '$' in a path is a '$'.)
+# shellcheck disable=SC2016
+
+# -- settings (filled in by "ovs-rdt install-hook") --
+python=/usr/bin/python3
+packages=/usr/lib/python3/dist-packages
+config=''
+# -- end of settings --
+
+# The events the hook does nothing for (start begin, stopped end, attach
+# begin, ...) end here, without starting Python: a VM start then runs two
+# interpreters, a stop one.  Standard input is left unread: libvirt ignores
+# the EPIPE of a hook that closed it early.
+case "$2 $3" in
+'prepare begin'|'started begin'|'release end'|'reconnect begin'|\
+'migrate begin'|'restore begin') ;;
+*) exit 0 ;;
+esac
+
+if [ -x "$python" ] && [ -f "$packages/libvirt_hooks/hook.py" ] &&
+        [ -f "$packages/ovs_rdt/guest.py" ]; then
+    # The hook's options first, then libvirt's four arguments, always the
+    # last four (a domain named "-db" is a domain name).  Isolated mode
+    # without site (-I -S): no environment variable, user site or .pth
+    # file changes what runs as root; the packages go after the standard
+    # library, where site would put them.
+    eval "set -- $config"' "$@"'
+    exec "$python" -I -S -c 'import sys
+sys.path.append(sys.argv.pop(1))
+from libvirt_hooks.hook import main
+sys.exit(main())' "$packages" "$@"
+fi
+
+# The hook cannot run: its interpreter or its packages are gone (a removed
+# virtualenv, the package removed under this file).  Exit 1 at every event
+# would make libvirt refuse every VM start and kill every running guest at
+# its next restart (reconnect), so this does what the hook does by default
+# ([libvirt] on_failure = refuse, the configuration cannot be read here):
+# refuse a strict event of a domain whose XML asks for ovs-rdt, and let
+# every other event through.  Logged either way.
+msg="domain '$1' $2 $3: the ovs-rdt hook cannot run ($python or the ovs-rdt\
+ packages in $packages are missing); reinstall ovs-rdt and re-run\
+ \"ovs-rdt install-hook\", or remove $0"
+logger -t ovs-rdt-hook -p daemon.warning -- "$msg" 2>/dev/null
+case "$2" in
+prepare|started|migrate|restore)
+    case "$(head -c 4194304)" in
+    *urn:ovs-rdt:libvirt:1*|*'"rdt:'*)
+        printf 'ovs-rdt: refusing %s\n' "$msg" >&2
+        exit 1 ;;
+    esac ;;
+esac
+exit 0

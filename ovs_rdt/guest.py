@@ -1,0 +1,199 @@
+"""A guest's cache: reserve its group, place its threads, give it back.
+
+The rules the libvirt hook (:mod:`libvirt_hooks.hook`, one process per
+event) and ovs-rdt-agent (:mod:`ovs_rdt.agent.guests`, a guest started
+without the hook) both apply, so that a domain is placed the same way by
+either.  What the domain asks for comes in already resolved
+(:func:`libvirt_hooks.domain.resolve`): this module reads no XML.
+
+Imported by the hook at every VM start: nothing here imports ``logging``
+or ``typing`` at run time; messages go to the ``log(level, text)`` the
+caller passes.
+"""
+from __future__ import annotations
+
+import os
+
+from ovs_rdt.exceptions import Refusal, show
+from ovs_rdt import VM_GROUP_PREFIX
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from libvirt_hooks.domain import Domain
+    from ovs_rdt.core.allocator import Plan
+    from ovs_rdt.core.model import Request
+    from ovs_rdt.inputs.request import CacheRequest
+    from ovs_rdt.manager import CacheManager
+    from ovs_rdt.resctrl import Resctrl
+
+
+# libvirt's virPidFileBuildPath names the pidfile after the domain name
+# escaped for XML (virBufferEscapeString: control characters dropped), so
+# "a'b" has "a&apos;b.pid"; older releases used the name as it is.
+_PIDFILE_ESCAPES: dict[int, str | None] = {
+    ord('&'): '&amp;', ord('<'): '&lt;', ord('>'): '&gt;', ord('"'): '&quot;',
+    ord("'"): '&apos;'}
+_PIDFILE_ESCAPES.update((c, None) for c in range(1, 0x1a)
+                        if c not in (9, 10, 13))
+
+
+def pidfiles(run_dir: str, name: str) -> list[str]:
+    """Where libvirt keeps the domain's QEMU pid, most likely first."""
+    escaped = name.translate(_PIDFILE_ESCAPES)
+    return [os.path.join(run_dir, n + '.pid')
+            for n in ((escaped, name) if escaped != name else (name,))]
+
+
+def group_of(dom: Domain, spec: CacheRequest) -> str:
+    """The group the guest's threads go to: its pool's or its own."""
+    from ovs_rdt.core.model import pool_group
+    return pool_group(spec.pool) if spec.pool else VM_GROUP_PREFIX + dom.uuid
+
+
+class GuestCache:
+    """A node's guests' groups, as the configuration ``settings`` says.
+
+    ``manager`` (a :class:`~ovs_rdt.manager.CacheManager`) is made on
+    first use unless given; ``log(level, text)`` takes this module's
+    messages (levels ``debug``, ``info``, ``warning``, ``error``).
+    """
+
+    def __init__(self, settings: Any, log: Callable[[str, str], None],
+                 manager: CacheManager | None = None) -> None:
+        self.settings = settings
+        self.log = log
+        self._manager = manager
+
+    @property
+    def manager(self) -> CacheManager:
+        if self._manager is None:
+            from ovs_rdt.manager import CacheManager
+            self._manager = CacheManager(self.make_resctrl(), self.settings)
+        return self._manager
+
+    def make_resctrl(self) -> Resctrl:
+        from ovs_rdt.resctrl import Resctrl
+        return Resctrl.from_settings(self.settings)
+
+    @property
+    def rc(self) -> Resctrl:
+        return self.manager.resctrl
+
+    def group_exists(self, group: str) -> bool:
+        return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
+
+    def request(self, dom: Domain, spec: CacheRequest) -> Request:
+        """The allocator request of a dedicated-CLOS guest."""
+        from ovs_rdt.core.model import Request, mb_terms
+        from ovs_rdt.inputs.request import check_host, l3_ways_on
+
+        platform = self.rc.platform()
+        check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
+        # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
+        domains = platform.domains_of_cpus(dom.vcpu_cpus())
+        # By size (l3_kib): the ways of this node's size that hold it.
+        return Request(VM_GROUP_PREFIX + dom.uuid,
+                       ways={d: l3_ways_on(spec, platform.cbm_len,
+                                           platform.way_bytes(d))
+                             for d in sorted(domains)},
+                       exclusive=True, mb_percent=spec.mb_percent,
+                       mb_mbps=spec.mb_mbps)
+
+    def ensure(self, dom: Domain, spec: CacheRequest) -> Plan | None:
+        """Reserve what the guest asks for; the plan, None if no change.
+
+        A dedicated group is created or resized; for a pool guest, the
+        pool's group is created if missing (and a dedicated group left over
+        from an earlier definition of the guest removed).
+        """
+        if spec.pool is None:
+            # The platform is read under the lock the plan is made under.
+            with self.rc.lock():
+                return self.manager.allocate(self.request(dom, spec))
+        group = group_of(dom, spec)
+        stale = self.group_exists(VM_GROUP_PREFIX + dom.uuid)
+        if stale or not self.group_exists(group):
+            # Every mutation plans the whole desired state, configured
+            # pools included: releasing the guest's dedicated group (left
+            # over if it used to have one) also creates the pool's group.
+            plan = self.manager.release(VM_GROUP_PREFIX + dom.uuid)
+            if not self.group_exists(group):
+                raise Refusal('the group %s of pool %s was not created%s'
+                              % (group, spec.pool, ': ' + plan.unplaced
+                                 if plan.unplaced else ''))
+            return plan
+        return None
+
+    def check(self, dom: Domain, spec: CacheRequest) -> Plan | None:
+        """Whether this node can take the guest (an incoming migration, a
+        restore): raises if not; the plan it would make, None if nothing.
+        """
+        if spec.pool is None:
+            with self.rc.lock(exclusive=False):
+                return self.manager.preview(change=self.request(dom, spec))
+        if not self.group_exists(group_of(dom, spec)):
+            return self.manager.preview(remove=VM_GROUP_PREFIX + dom.uuid)
+        return None
+
+    def qemu_pid(self, dom: Domain) -> int:
+        """The pid of the guest's running QEMU, from libvirt's pidfile,
+        checked against its ``-uuid``.
+        """
+        from ovs_rdt import procfs
+
+        run_dir = self.settings.libvirt.qemu_run_dir
+        names = pidfiles(run_dir, dom.name)
+        pid = pidfile = None
+        for pidfile in names:
+            pid = procfs.read_pidfile(pidfile)
+            if pid is not None:
+                break
+        if pid is None:
+            raise Refusal('no running QEMU for the domain: %s is missing or '
+                          'names no live process' % names[0])
+        guest = procfs.qemu_guest(pid)
+        if guest is None or guest[1] != dom.uuid:
+            raise Refusal('process %d (from %s) is not the QEMU of domain '
+                          'uuid %s (it runs %s)'
+                          % (pid, pidfile, dom.uuid,
+                             show(' '.join(procfs.cmdline(pid)[:1]) or '?')))
+        return pid
+
+    def place(self, group: str, pid: int,
+              placed: frozenset[int] = frozenset()) -> list[int]:
+        """Move QEMU ``pid``'s threads into ``group`` (vCPUs, and the others
+        per ``[libvirt] include_emulator_threads``) but those ``placed``
+        already; returns the TIDs moved.
+        """
+        from ovs_rdt import procfs
+
+        vcpus, others = procfs.qemu_threads(
+            pid, self.settings.libvirt.include_emulator_threads)
+        if not vcpus:
+            raise Refusal('QEMU process %d has no vCPU threads (named "CPU '
+                          'n/KVM")' % pid)
+        tids = [t for t in vcpus + others if t not in placed]
+        if not tids:
+            return []
+        with self.rc.lock():
+            gone = set(self.rc.add_tasks(group, tids))
+        moved = [t for t in tids if t not in gone]
+        self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
+                 '%d into %s%s' % (
+                     ','.join(str(t) for t in vcpus if t in moved) or '-',
+                     len([t for t in others if t in moved]), pid, group,
+                     ' (%d exited meanwhile)' % len(gone) if gone else ''))
+        return moved
+
+    def release(self, uuid: str) -> bool:
+        """Remove the guest's dedicated group, if any; whether there was
+        one.  Never refused for want of room (the manager logs what it
+        kept).
+        """
+        group = VM_GROUP_PREFIX + uuid
+        if not self.group_exists(group):
+            return False
+        self.manager.release(group)
+        return True

@@ -39,8 +39,8 @@ if [ -x "$python" ] && [ -f "$packages/libvirt_hooks/hook.py" ] &&
     eval "set -- $config"' "$@"'
     exec "$python" -I -S -c 'import sys
 sys.path.append(sys.argv.pop(1))
-from libvirt_hooks.hook import main
-sys.exit(main())' "$packages" "$@"
+from libvirt_hooks.hook import main_once
+main_once()' "$packages" "$@"
 fi
 
 # The hook cannot run: its interpreter or its packages are gone (a removed

@@ -29,7 +29,10 @@ def ensure_dir(run_dir: str = RUN_DIR) -> str:
     from ovs_rdt.exceptions import ConfigError
 
     try:
-        os.makedirs(run_dir, mode=0o700, exist_ok=True)
+        try:
+            os.makedirs(run_dir, mode=0o700, exist_ok=True)
+        except FileExistsError:
+            pass                    # (not a directory: said below)
         st = os.lstat(run_dir)
     except OSError as exc:
         raise ConfigError('%s: cannot make it: %s' % (run_dir, exc.strerror)

@@ -370,6 +370,22 @@ def test_odd_name_and_default_namespace_annotation(env: Env) -> None:
     assert env.tb.vcpu_tids(guest) <= env.tasks(guest.group)
 
 
+@pytest.mark.parametrize('name', ['-db', '--config-file=x'])
+def test_a_name_like_an_option_is_a_name(env: Env, name: str) -> None:
+    """libvirt's arguments are the hook's last four: a domain named like an
+    option is started, placed and released as any other.
+    """
+    guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'), name=name)
+    try:
+        env.tb.start(guest)
+        env.assert_isolated(guest.group, 2)
+        assert env.tb.vcpu_tids(guest) <= env.tasks(guest.group)
+        env.tb.destroy(guest)
+        assert guest.group not in env.groups()
+    finally:
+        env.tb.undefine(guest)
+
+
 def test_annotation_dropped_live_then_destroyed(env: Env) -> None:
     free = env.free()
     guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))

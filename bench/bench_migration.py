@@ -37,8 +37,8 @@ import uuid
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path.insert(0, REPO)
 
-from ovs_rdt.cmd import install_hook as install  # noqa: E402
 from ovs_rdt import atomicfile  # noqa: E402
+from ovs_rdt.cmd import install_hook as install  # noqa: E402
 from ovs_rdt.sandbox.node import Node, migrate  # noqa: E402
 from ovs_rdt.sandbox.wait import SandboxError, wait_for  # noqa: E402
 

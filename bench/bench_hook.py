@@ -209,7 +209,7 @@ def bare_python(tmp: str) -> str:
 
 def wrapper_code() -> str:
     """The Python the wrapper runs (``-c``), from the shipped wrapper."""
-    found = re.search(r"-I -S -c '(.*?)' \"\$packages\"",
+    found = re.search(r"-I -S -c '(.*?)' \"\$0\" \"\$packages\"",
                       install.shipped_wrapper(), re.S)
     assert found, 'no -c code in libvirt_hooks/wrapper.sh'
     return found.group(1)
@@ -260,12 +260,14 @@ def cpu_node(runs: int, vms: int, ablation: bool) -> dict[str, float]:
         variants = {}
         for label, prelude in (ABLATION if ablation else ()):
             if prelude is None:
-                body = code.replace('main_once', 'main').replace(
-                    'main()', 'sys.exit(main())')
-                assert body != code
+                body = code.replace(
+                    'main_once(sys.argv[1], sys.argv[3:])',
+                    'sys.argv[1:3] = []\nsys.exit(main())').replace(
+                    'import main_once', 'import main')
+                assert 'main_once' not in body
             else:
                 body = prelude + '\n' + code
-            variants[label] = [py, '-I', '-S', '-c', body,
+            variants[label] = [py, '-I', '-S', '-c', body, wrapper,
                                install.package_dir(), '--config-file',
                                config]
         rows: dict[str, list[float]] = {'python3 -c pass': [],

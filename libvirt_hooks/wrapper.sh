@@ -29,30 +29,40 @@ case "$2 $3" in
 *) exit 0 ;;
 esac
 
-if [ -x "$python" ] && [ -f "$packages/libvirt_hooks/hook.py" ] &&
+if [ -z "${OVS_RDT_HOOK_FAILED-}" ] && [ -x "$python" ] &&
+        [ -f "$packages/libvirt_hooks/hook.py" ] &&
         [ -f "$packages/ovs_rdt/guest.py" ]; then
     # The hook's options first, then libvirt's four arguments, always the
     # last four (a domain named "-db" is a domain name).  Isolated mode
     # without site (-I -S): no environment variable, user site or .pth
     # file changes what runs as root; the packages go after the standard
-    # library, where site would put them.
+    # library, where site would put them.  Should the hook not import, or
+    # fail outside its own error handling, this file runs again with
+    # OVS_RDT_HOOK_FAILED saying why (hook.fall_back), for the part below.
     eval "set -- $config"' "$@"'
     exec "$python" -I -S -c 'import sys
-sys.path.append(sys.argv.pop(1))
-from libvirt_hooks.hook import main_once
-main_once()' "$packages" "$@"
+sys.path.append(sys.argv[2])
+try:
+    from libvirt_hooks.hook import main_once
+except BaseException as exc:
+    import os
+    os.environ["OVS_RDT_HOOK_FAILED"] = " ".join(
+        ("cannot import it: %s: %s" % (type(exc).__name__, exc)).split())
+    os.execv("/bin/sh", ["/bin/sh"] + sys.argv[1:2] + sys.argv[-4:])
+main_once(sys.argv[1], sys.argv[3:])' "$0" "$packages" "$@"
 fi
 
 # The hook cannot run: its interpreter or its packages are gone (a removed
-# virtualenv, the package removed under this file).  Exit 1 at every event
-# would make libvirt refuse every VM start and kill every running guest at
-# its next restart (reconnect), so this does what the hook does by default
-# ([libvirt] on_failure = refuse, the configuration cannot be read here):
-# refuse a strict event of a domain whose XML asks for ovs-rdt, and let
-# every other event through.  Logged either way.
-msg="domain '$1' $2 $3: the ovs-rdt hook cannot run ($python or the ovs-rdt\
- packages in $packages are missing); reinstall ovs-rdt and re-run\
- \"ovs-rdt install-hook\", or remove $0"
+# virtualenv, the package removed under this file) or broken.  Exit 1 at
+# every event would make libvirt refuse every VM start and kill every
+# running guest at its next restart (reconnect), so this does what the
+# hook does by default ([libvirt] on_failure = refuse; the configuration
+# cannot be read here): refuse a strict event of a domain whose XML names
+# ovs-rdt, and let every other event through.  Logged either way.
+why=${OVS_RDT_HOOK_FAILED:-$python or the ovs-rdt packages in $packages\
+ are missing}
+msg="domain '$1' $2 $3: the ovs-rdt hook cannot run ($why); reinstall\
+ ovs-rdt and re-run \"ovs-rdt install-hook\", or remove $0"
 logger -t ovs-rdt-hook -p daemon.warning -- "$msg" 2>/dev/null
 case "$2" in
 prepare|started|migrate|restore)

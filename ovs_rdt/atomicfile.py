@@ -2,10 +2,9 @@
 
 The one way ovs-rdt replaces a file another process reads (the provider
 config nova-compute reads, the libvirt hook wrapper libvirtd runs, the
-hook server's spool, the sandbox's hook configuration, the emulator's
-footprints and faults): a
-temporary file in the same directory,
-written and flushed to disk (``fsync``), given its mode, then renamed over
+policy's state, the sandbox's hook configuration, the emulator's
+footprints and faults): a temporary file in the same directory, written
+and flushed to disk (``fsync``), given its mode, then renamed over
 the target (``rename(2)`` is atomic within a file system) and the directory
 flushed so the rename survives a crash.  The temporary file never stays
 behind, whatever stops the write.
@@ -16,21 +15,18 @@ import os
 import tempfile
 
 
-def write(path: str, text: str | bytes, mode: int = 0o644,
-          durable: bool = True) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) or bytes atomically; OSError
-    if it cannot.  ``durable=False``: no ``fsync`` (a file that needs to
-    outlive its writer, not the host: one in /run, a tmpfs).
+def write(path: str, text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically; OSError if it
+    cannot.
     """
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory,
                                prefix='.' + os.path.basename(path) + '.')
     try:
         with os.fdopen(fd, 'wb') as fh:
-            fh.write(text.encode('utf-8') if isinstance(text, str) else text)
+            fh.write(text.encode('utf-8'))
             fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
+            os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -39,8 +35,6 @@ def write(path: str, text: str | bytes, mode: int = 0o644,
         except OSError:
             pass
         raise
-    if not durable:
-        return
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:

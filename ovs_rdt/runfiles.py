@@ -17,6 +17,12 @@ def run_path(root: str, name: str, run_dir: str = RUN_DIR) -> str:
     return os.path.join(run_dir, name.format(tag=tag))
 
 
+def root_only(path: str) -> str:
+    """Why a reader who is not root cannot see ``path``."""
+    return ('cannot read %s: %s is for root only (mode 0700): run this as '
+            'root' % (path, os.path.dirname(path)))
+
+
 def ensure_dir(run_dir: str = RUN_DIR) -> str:
     """Make ``run_dir`` (mode 0700) if missing and check it before use: a
     real directory (no symlink) owned by this user that no one else may
@@ -29,20 +35,29 @@ def ensure_dir(run_dir: str = RUN_DIR) -> str:
     from ovs_rdt.exceptions import ConfigError
 
     try:
-        try:
-            os.makedirs(run_dir, mode=0o700, exist_ok=True)
-        except FileExistsError:
-            pass                    # (not a directory: said below)
-        st = os.lstat(run_dir)
+        os.makedirs(run_dir, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass                        # (not a directory: said below)
     except OSError as exc:
         raise ConfigError('%s: cannot make it: %s' % (run_dir, exc.strerror)
                           ) from None
-    if not stat.S_ISDIR(st.st_mode):
+    try:
+        # Looked at and changed through one descriptor of the directory
+        # itself (O_NOFOLLOW): never the target of a link put there.
+        fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                     | os.O_CLOEXEC)
+    except OSError:
         raise ConfigError('%s is not a directory (a symbolic link or a file '
-                          'put there by someone else?): remove it' % run_dir)
-    if st.st_uid != os.geteuid():
-        raise ConfigError('%s is owned by uid %d, not by this user (uid %d): '
-                          'remove it' % (run_dir, st.st_uid, os.geteuid()))
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(run_dir, 0o700)
+                          'put there by someone else?): remove it'
+                          % run_dir) from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise ConfigError('%s is owned by uid %d, not by this user (uid '
+                              '%d): remove it' % (run_dir, st.st_uid,
+                                                  os.geteuid()))
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
     return run_dir

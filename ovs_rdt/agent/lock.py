@@ -11,7 +11,8 @@ from __future__ import annotations
 import fcntl
 import os
 
-from ovs_rdt.runfiles import RUN_DIR, ensure_dir, run_path
+from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.runfiles import RUN_DIR, ensure_dir, root_only, run_path
 
 
 class AgentLock:
@@ -58,10 +59,13 @@ class AgentLock:
     def running(self) -> str | None:
         """The pid of the agent holding the lock now, or None.
 
-        ``?`` when the holder wrote no pid.
+        ``?`` when the holder wrote no pid; ConfigError when this user
+        cannot tell.
         """
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except PermissionError:
+            raise ConfigError(root_only(self.path)) from None
         except OSError:
             return None
         try:

@@ -176,9 +176,8 @@ class NodeReconciler:
             return removed           # libvirt came or went meanwhile
         for name in due:
             try:
-                # Checked again under the lock: a hook server answers the
-                # release hook once it holds it, then removes the group
-                # (libvirt says the domain stopped in between).
+                # Checked again under the lock: the release hook may have
+                # removed it meanwhile, or the domain started again.
                 with self.manager.resctrl.lock():
                     if not self._orphaned(name, live):
                         continue

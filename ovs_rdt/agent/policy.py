@@ -21,8 +21,9 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.runfiles import RUN_DIR, ensure_dir, run_path
+from ovs_rdt.runfiles import RUN_DIR, ensure_dir, root_only, run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
+from ovs_rdt.agent.policy_state import PolicyStateError
 from ovs_rdt import atomicfile
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import mbm
@@ -58,6 +59,8 @@ def read_state(root: str, state_dir: str = STATE_DIR,
     try:
         with open(path, encoding='utf-8') as fh:
             data = json.load(fh)
+    except PermissionError:
+        raise PolicyStateError(root_only(path)) from None
     except (OSError, ValueError):
         return None     # none, or being replaced by a dead agent's
     pid = data.get('pid') if isinstance(data, dict) else None

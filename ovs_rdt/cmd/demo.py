@@ -380,8 +380,7 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
     progress.step('starting a private libvirtd with the ovs-rdt hook '
                   '(first start probes QEMU: up to a minute)',
                   lambda: box.start_libvirtd(config_file, args.start_timeout))
-    progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp; '
-                  'it serves the hook\'s events)',
+    progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
                   lambda: (box.start_agent(config_file),
                            wait_for(agent_ok, args.start_timeout,
                                     'the agent\'s rdt-status')))

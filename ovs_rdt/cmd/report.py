@@ -270,8 +270,12 @@ def _platform_extras(plat: dict) -> list[str]:
     return out
 
 
-def render_agent(pid: str | None) -> str:
-    """Whether an ovs-rdt-agent keeps the OvS side of the plan."""
+def render_agent(pid: str | None, error: str | None = None) -> str:
+    """Whether an ovs-rdt-agent keeps the OvS side of the plan (``error``:
+    why this user cannot tell).
+    """
+    if error:
+        return 'Agent: %s' % error
     if pid is not None:
         return 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
     return ('Agent: no ovs-rdt-agent runs for this resctrl root: PMD threads '

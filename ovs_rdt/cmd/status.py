@@ -11,6 +11,7 @@ from ovs_rdt.agent.policy_state import PolicyStateError
 from ovs_rdt.cmd.common import resctrl_from, vm_names
 from ovs_rdt.cmd import report
 from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import RDTError
 from ovs_rdt import members
 from ovs_rdt.resctrl import Resctrl
 
@@ -49,7 +50,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     plan['policy'] = policy.to_dict() if policy is not None else None
     if policy_error:
         plan['policy_error'] = policy_error
-    plan['agent'] = AgentLock(settings.resctrl.root).running()
+    try:
+        plan['agent'] = AgentLock(settings.resctrl.root).running()
+    except RDTError as exc:
+        plan['agent'], plan['agent_error'] = None, str(exc)
     if args.json:
         json.dump(plan, sys.stdout, indent=2)
         sys.stdout.write('\n')
@@ -58,7 +62,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                                          and sys.stdout.isatty())
     print(report.render(plan, colour))
     print()
-    print(report.render_agent(plan['agent']))
+    print(report.render_agent(plan['agent'], plan.get('agent_error')))
     print(source)
     if settings.policy.enabled or policy or policy_error:
         print()

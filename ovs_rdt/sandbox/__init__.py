@@ -115,7 +115,7 @@ class Sandbox:
     # -- the agent -----------------------------------------------------------
     def start_agent(self, config_file: str) -> int:
         """ovs-rdt-agent; in the private libvirtd's mount namespace when
-        one runs, as on a node, where it serves the hook's events.
+        one runs, as on a node (where it sees libvirt's /run).
         """
         prefix = self.libvirtd.enter() if self.state.get('libvirtd') else []
         log = open(os.path.join(self.workdir, 'agent.log'), 'ab')

@@ -213,10 +213,10 @@ def test_failed_removal_is_counted(mgr, tmp_path) -> None:
 
 def test_a_release_the_hook_finishes_meanwhile_is_not_an_orphan(
         mgr, tmp_path, caplog) -> None:
-    # A hook server answers libvirt's release hook once it holds the
-    # resctrl lock, then removes the group: libvirt says the domain stopped
-    # meanwhile.  The reconciler checks again under the lock: nothing to
-    # remove, and no "ended without the release hook".
+    # The release hook removes the group while the reconciler waits for
+    # the resctrl lock (libvirt says the domain stopped meanwhile).  The
+    # reconciler checks again under the lock: nothing to remove, and no
+    # "ended without the release hook".
     import contextlib
 
     group = 'ovsrdt-vm-' + UUID

@@ -30,16 +30,3 @@ def test_a_failed_write_keeps_the_old_file_and_no_temporary(
         atomicfile.write(str(path), 'new\n')
     assert path.read_text() == 'old\n'
     assert os.listdir(tmp_path) == ['out.yaml']
-
-
-def test_bytes_and_a_file_that_need_not_outlive_the_host(
-        tmp_path, monkeypatch) -> None:
-    # (The hook server's spool, in /run: no fsync on the path of an event.)
-    synced = []
-    monkeypatch.setattr(os, 'fsync', synced.append)
-    path = tmp_path / '123'
-    atomicfile.write(str(path), b'\xff<domain/>', 0o600, durable=False)
-    assert path.read_bytes() == b'\xff<domain/>' and synced == []
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    atomicfile.write(str(path), 'x')
-    assert len(synced) == 2                 # the file, then the directory

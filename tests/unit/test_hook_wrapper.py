@@ -79,8 +79,8 @@ def test_events_the_hook_ignores_end_in_the_shell(tmp_path):
 
     starts = tmp_path / 'starts'
     fake = tmp_path / 'python'
-    # (-I -S -c CODE PACKAGES --config-file F DOMAIN OP SUBOP EXTRA)
-    fake.write_text('#!/bin/sh\nshift 7\necho "$@" >> %s\ncat >/dev/null\n'
+    # (-I -S -c CODE WRAPPER PACKAGES --config-file F DOMAIN OP SUBOP EXTRA)
+    fake.write_text('#!/bin/sh\nshift 8\necho "$@" >> %s\ncat >/dev/null\n'
                     % starts)
     fake.chmod(0o755)
     path = wrapper(tmp_path, python=str(fake))
@@ -156,12 +156,30 @@ def _gone(tmp_path, what, config=''):
             os.symlink(os.path.join(REPO, 'libvirt_hooks'),
                        str(site / 'libvirt_hooks'))
         return wrapper(tmp_path, config, packages=str(site))
+    if what in ('broken', 'old hook'):
+        # Every file the wrapper looks for is there, but the hook does not
+        # import (an older hook.py beside a newer guest.py), or the core
+        # does not (an installation half done): handed to the fallback.
+        site = tmp_path / what.replace(' ', '-')
+        (site / 'ovs_rdt').mkdir(parents=True, exist_ok=True)
+        (site / 'ovs_rdt' / 'guest.py').write_text('')
+        hooks = site / 'libvirt_hooks'
+        if not hooks.exists():
+            hooks.mkdir()
+            (hooks / '__init__.py').write_text('')
+            with open(os.path.join(REPO, 'libvirt_hooks', 'hook.py')) as fh:
+                code = fh.read()
+            if what == 'old hook':
+                code = code.replace('def main_once(', 'def main_twice(')
+            (hooks / 'hook.py').write_text(code)
+        return wrapper(tmp_path, config, packages=str(site))
     # The virtualenv (interpreter and all) was removed.
     return wrapper(tmp_path, config, python=str(tmp_path / 'venv/bin/python'),
                    packages=REPO)
 
 
-@pytest.mark.parametrize('what', ['package', 'ovs_rdt', 'interpreter'])
+@pytest.mark.parametrize('what', ['package', 'ovs_rdt', 'interpreter',
+                                  'broken', 'old hook'])
 @pytest.mark.parametrize('data, op, subop, status', FAIL_SAFE, ids=IDS)
 def test_fails_safe_when_gone(tmp_path, what, data, op, subop, status):
     path = _gone(tmp_path, what)
@@ -176,6 +194,10 @@ def test_fails_safe_when_gone(tmp_path, what, data, op, subop, status):
                                ), line
         assert line.rstrip().endswith(
             're-run "ovs-rdt install-hook", or remove %s' % path)
+        assert {'broken': "(ModuleNotFoundError: No module named "
+                          "'ovs_rdt.exceptions')",
+                'old hook': '(cannot import it: ImportError: cannot import '
+                            "name 'main_once'"}.get(what, '') in line, line
     else:
         assert res.stderr == b''
 

@@ -54,3 +54,28 @@ def test_one_owned_by_another_user_is_refused(tmp_path) -> None:
                        r'by this user \(uid 0\): remove it' % run_dir):
         runfiles.ensure_dir(str(run_dir))
     assert mode(run_dir) == 0o700 and os.stat(run_dir).st_uid == 65534
+
+
+def test_a_reader_who_is_not_root_is_told_so(tmp_path, monkeypatch) -> None:
+    """``ovs-rdt status`` as another user: the 0700 directory hides the
+    agent's lock and the policy's state; it says so instead of "no agent".
+    """
+    from ovs_rdt.agent import policy
+    from ovs_rdt.agent.policy_state import PolicyStateError
+
+    run_dir = str(tmp_path / 'ovs-rdt')
+    mine = AgentLock('/sys/fs/resctrl', run_dir)
+    assert mine.acquire()
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, 'Permission denied')
+    monkeypatch.setattr(os, 'open', denied)
+    with pytest.raises(ConfigError, match=r'cannot read %s/agent-\w+\.lock: '
+                       r'%s is for root only \(mode 0700\): run this as root'
+                       % (run_dir, run_dir)):
+        AgentLock('/sys/fs/resctrl', run_dir).running()
+    monkeypatch.setattr('builtins.open', denied)
+    with pytest.raises(PolicyStateError, match='is for root only'):
+        policy.read_state('/sys/fs/resctrl', run_dir)
+    monkeypatch.undo()
+    mine.release()

@@ -441,7 +441,7 @@ def main_once(wrapper: str, argv: list[str]) -> None:
     cyclic garbage collector (it walks every object the imports create,
     again and again) and the interpreter's teardown (every module and
     object freed one by one; the kernel frees the memory and closes the
-    files, the resctrl ``flock`` included, at exit): 3.6 ms of CPU per
+    files, the resctrl ``flock`` included, at exit): 3.1-3.6 ms of CPU per
     event (``bench/bench_hook.py``'s ablation).  Only standard error is
     written, flushed first.  Whatever escapes :func:`run` (an installation
     half gone: a module that does not import) goes to the wrapper's

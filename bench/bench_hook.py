@@ -18,7 +18,7 @@
    of the same interpreter in a bare venv, on an empty node and on a node
    already holding 6 VM groups.  Target: <= 1.6x.  On the empty node, an
    ablation: each start-up trick of the hook undone in turn (the module it
-   avoids imported first), and what a trick it does not use would save;
+   avoids imported first, or ``main_once`` replaced by a plain ``main``);
    a trick that saves under 0.3 ms per event has no place in the hook.
 3. ``virsh start`` + ``virsh destroy`` of a minimal KVM guest (TESTBED.md),
    libvirtd restarted without any hook, then with the hook installed

@@ -226,15 +226,17 @@ class Hook:
         # and `virsh metadata --live` may have dropped the annotation of a
         # VM that holds a group.  A VM that asks for nothing never depends
         # on a readable configuration, nor imports the rules.
+        group = VM_GROUP_PREFIX + dom.uuid
         try:
-            exists = os.path.isdir(os.path.join(
-                self.settings.resctrl.root, VM_GROUP_PREFIX + dom.uuid))
+            exists = os.path.isdir(os.path.join(self.settings.resctrl.root,
+                                                group))
         except RDTError:
             if dom.wants_something:
                 raise
             return 0
-        if exists and self.guests.release(dom.uuid):
-            self.log('info', 'removed group %s' % (VM_GROUP_PREFIX + dom.uuid))
+        if exists:      # (looked at once: GuestCache.release would again)
+            self.guests.manager.release(group)
+            self.log('info', 'removed group %s' % group)
         return 0
 
     def check(self, dom: Domain) -> int:

@@ -197,8 +197,10 @@ class Hook:
             masks_text = ' L3:' + domain_text(masks)
         else:
             masks_text = ''
-        self.log('info', 'reserved %s: group %s%s' % (
-            spec.describe(), group, masks_text))
+        moves = plan.moves if plan is not None else []
+        self.log('info', 'reserved %s: group %s%s%s' % (
+            spec.describe(), group, masks_text,
+            ''.join('; %s' % move for move in moves)))
         return 0
 
     def started(self, dom: Domain) -> int:

@@ -484,6 +484,7 @@ class CacheManager:
 
         Anything that stops the sequence (a refused write, but also a
         signal) undoes what was applied, so nothing is left half-done.
+        Logs each group that moved, and for whom (``target.moves``).
         """
         old = {g.name: g for g in groups}
         done: list[Step] = []
@@ -495,6 +496,8 @@ class CacheManager:
             LOG.warning('undoing %d applied steps after: %s', len(done), exc)
             self._undo(done, old)
             raise
+        for move in target.moves:
+            LOG.info('%s', move)
 
     def _do(self, step: Step) -> None:
         LOG.debug('resctrl %s %s %s', step.op, step.group or '/',

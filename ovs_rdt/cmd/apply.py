@@ -20,11 +20,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     manager = manager_from(settings)
     if args.dry_run:
         plan = manager.preview(prune=True)
+        for move in plan.moves:
+            print('# %s' % move)
         for step in plan.steps:
             print('%s %s %s' % (step.op, step.group or '/',
                                 step.value.strip().replace('\n', ' ')))
         return 0
     plan = manager.apply()
+    for move in plan.moves:
+        print(move)
     for name in sorted(plan.l3):
         masks = plan.l3[name]
         print('%-40s %s' % (name or 'default (root)',

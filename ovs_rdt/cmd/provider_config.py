@@ -77,8 +77,8 @@ def reserved_ways(platform: Platform, groups: list[Group],
     hardware shares with I/O (``shareable_bits``) unless the default group
     can keep its minimum there, ways split off from the free run, fewer
     ways than ``min_cbm_bits``.  VM groups are left out (Placement counts
-    them as allocations); the ways VMs get add up as long as they pack
-    into one run, which the allocator keeps.
+    them as allocations); the ways VMs get add up, as the allocator moves
+    VM groups to make a run when a request needs one.
     """
     width = platform.cbm_len
     state = [g for g in groups if not g.name.startswith(_VM_PREFIX)]

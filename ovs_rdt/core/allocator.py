@@ -5,11 +5,12 @@ complete set of groups ovs-rdt should own, :func:`plan` computes the mask of
 every one of our groups and of the default (root) group on every L3 cache
 domain, and the ordered, kernel-safe writes that get there.  It owns the
 checks of the whole request set (names, CLOSIDs, domains, MB percentages),
-the repacking until the layout settles, and the groups' modes; the rest is
-in three modules:
+which groups may move when a request fits no other way (:func:`layouts`:
+the fewest), and the groups' modes; the rest is in three modules:
 
-* :mod:`ovs_rdt.core.layout`: where the ways go on one cache domain (the
-  packing, the default group's floor, foreign groups).
+* :mod:`ovs_rdt.core.layout`: where the ways go on one cache domain (live
+  groups where they are, new ones by best fit, the default group's floor,
+  foreign groups).
 * :mod:`ovs_rdt.core.writes`: the order of the writes (shrinking groups
   first, every step undoable).
 * :mod:`ovs_rdt.core.kernel`: the kernel's rules each write is checked
@@ -19,16 +20,19 @@ The names other modules use stay importable from here.
 """
 from __future__ import annotations
 
+import itertools
+
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.layout import Domain, Layout, best_fit, layout_domain
+from ovs_rdt.core.layout import live_masks, moved
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import mb_terms
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core.ways import closids_fit
-from ovs_rdt.core.plan import RMDIR, Plan, Step
-from ovs_rdt.core.writes import Overlap, split_masks, steps
+from ovs_rdt.core.plan import RMDIR, Move, Plan, Step
+from ovs_rdt.core.writes import Overlap, steps
 from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
@@ -36,9 +40,9 @@ from ovs_rdt.inputs import request
 __all__ = ['Plan', 'Step', 'best_fit', 'freeing', 'mirrors_default', 'plan',
            'validate_mask']
 
-
-#: How many times a layout is re-packed from itself to settle.
-_SETTLE_ROUNDS = 4
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from ovs_rdt.core.layout import Positions
 
 
 def _check_names(requests: list[Request]) -> None:
@@ -100,87 +104,98 @@ def _check_requests(platform: Platform, requests: list[Request]) -> None:
             _check_mb(platform.mb, req)
 
 
-def _attempt(domains: list[Domain], positions: dict[str, dict[int, CBM]],
-             keep: bool) -> Plan:
-    """Every domain laid out from ``positions`` (l3 and free only)."""
-    trial = Plan()
-    for dom in domains:
-        layout = layout_domain(dom, positions, keep)
-        for name, mask in layout.masks.items():
-            trial.l3.setdefault(name, {})[dom.index] = mask
-        trial.free[dom.index] = layout.free
-    return trial
+#: How many sets of groups allowed to move are tried on one domain before
+#: every group may move (the whole repacking).  Most requests that do not
+#: fit where the groups are fit when one group moves; a domain has at most
+#: a CLOSID's worth of groups (16: 16 + 120 sets of one and two).
+_MOVE_TRIES = 200
 
 
-def _settle(domains: list[Domain], groups: list[Group]) -> Plan:
-    """The layout the next operation leaves as it is, domain by domain."""
-    start = {g.name: g.l3 for g in groups}
-    result = Plan()
-    for dom in domains:
-        layout = _settle_domain(dom, start)
-        for name, mask in layout.masks.items():
-            result.l3.setdefault(name, {})[dom.index] = mask
-        result.free[dom.index] = layout.free
-    return result
+def _cost(layout: Layout, live: dict[str, CBM]) -> tuple[int, int]:
+    """(groups that move, ways they move), the default group one of them."""
+    groups = ways = 0
+    for name, old in live.items():
+        lost = moved(old, layout.masks[name])
+        groups += bool(lost)
+        ways += lost
+    return groups, ways
 
 
-def _settle_domain(dom: Domain, start: dict[str, dict[int, CBM]]) -> Layout:
-    """One domain's layout that the next operation leaves as it is.
-
-    Packing follows the groups' positions, and the new ones go last; once
-    placed, a new group has a position of its own, which can change the
-    order the next time (when foreign groups or explicit masks split the
-    free ways).  So the packing is repeated from its own result until
-    nothing moves.  Where it does not settle, or does not fit, the groups
-    of ours stay where they are and only new or resized ones are placed: a
-    layout an earlier operation made always fits again, and nothing moves
-    on later, unrelated changes.  Each cache domain is laid out on its own,
-    so one that does not settle keeps its groups in place without holding
-    the others back (found by the property tests: a domain left unpacked
-    for another's sake kept a freed way apart from the other free ways).
-    And where the packing does settle from that kept layout, the next
-    operation would move the groups there: so they go there now (found by
-    the property tests: with a way shared with I/O in the middle of the
-    domain, a settled layout was repacked by the next, unrelated plan).
+def _live(dom: Domain, positions: Positions) -> dict[str, CBM]:
+    """The groups that hold ways on the domain now, the default group
+    too: the ones a layout may move.
     """
-    settled, first, error = _repack(dom, start)
-    if settled is not None:
-        return settled
+    live = live_masks(dom, positions)
+    root = positions.get(ROOT, {}).get(dom.index)
+    if root:
+        live[ROOT] = root
+    return live
+
+
+def layouts(dom: Domain, positions: Positions) -> list[Layout]:
+    """The domain's layouts, the one that moves the fewest groups (then
+    the fewest ways: :func:`_cost`) first.
+
+    Every group stays where it is when the requests fit so.  Else the
+    smallest sets of groups allowed to move, fewest ways first, until a
+    size of set fits (at most :data:`_MOVE_TRIES` sets), and the whole
+    repacking last.  Raises the whole repacking's error when nothing fits.
+    """
     try:
-        kept = layout_domain(dom, start, True)
+        return [layout_domain(dom, positions)]
     except AllocationError:
-        if first is None:
-            raise error or AllocationError('no layout') from None
-        return first
-    index = dom.index
-    positions = dict(start)
-    for name, mask in kept.masks.items():
-        positions[name] = {**positions.get(name, {}), index: mask}
-    return _repack(dom, positions)[0] or kept
+        pass
+    live = _live(dom, positions)
+    found: list[tuple[tuple[int, int], int, Layout]] = []
+    tries = 0
+    for size in range(1, len(live)):
+        sets = sorted(itertools.combinations(sorted(live), size),
+                      key=lambda names: sum(live[n].count for n in names))
+        for names in sets[:_MOVE_TRIES - tries]:
+            try:
+                layout = layout_domain(dom, positions, frozenset(names))
+            except AllocationError:
+                continue
+            found.append((_cost(layout, live), len(found), layout))
+        tries += len(sets)
+        if found or tries >= _MOVE_TRIES:
+            break
+    try:
+        whole = layout_domain(dom, positions, None)
+    except AllocationError:
+        if not found:
+            raise
+    else:
+        found.append((_cost(whole, live), len(found), whole))
+    return [item[2] for item in sorted(found, key=lambda item: item[:2])]
 
 
-def _repack(dom: Domain, positions: dict[str, dict[int, CBM]]
-            ) -> tuple[Layout | None, Layout | None, AllocationError | None]:
-    """Repeat the packing from ``positions`` until nothing moves.
+def _merge(domains: list[Domain], chosen: list[Layout]) -> Plan:
+    """One layout per domain, as a plan's masks and free ways."""
+    out = Plan()
+    for dom, layout in zip(domains, chosen):
+        for name, mask in layout.masks.items():
+            out.l3.setdefault(name, {})[dom.index] = mask
+        out.free[dom.index] = layout.free
+    return out
 
-    (The settled layout or None, the first packing that fitted, the error
-    that ended it.)
+
+def _moves(domains: list[Domain], positions: Positions,
+           chosen: list[Layout], requests: list[Request]) -> list[Move]:
+    """The groups that existed and move, each with the requests it moves
+    for: on its domain, the other new ones and the ones that grow.
     """
-    index = dom.index
-    first: Layout | None = None
-    for _ in range(_SETTLE_ROUNDS):
-        try:
-            trial = layout_domain(dom, positions, False)
-        except AllocationError as exc:
-            return None, first, exc
-        first = first or trial
-        if all(positions.get(n, {}).get(index) == m
-               for n, m in trial.masks.items()):
-            return trial, first, None
-        positions = dict(positions)
-        for name, mask in trial.masks.items():
-            positions[name] = {**positions.get(name, {}), index: mask}
-    return None, first, None
+    out = []
+    for dom, layout in zip(domains, chosen):
+        live = _live(dom, positions)
+        growing = [r.name for r in requests if r.ways.get(dom.index, 0) > (
+            live[r.name].count if r.name in live else 0)]
+        for name, old in live.items():
+            new = layout.masks[name]
+            if moved(old, new):
+                out.append(Move(name, dom.index, old, new,
+                                [n for n in growing if n != name]))
+    return out
 
 
 def _set_modes_and_mb(platform: Platform, groups: list[Group],
@@ -232,12 +247,29 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
     _check_requests(platform, requests)
     domains = [Domain(platform, d, groups, requests, system_min_ways,
                       (system_cbm or {}).get(d)) for d in platform.domains]
-    layout = _settle(domains, groups)
-    try:
-        _finish(platform, groups, requests, layout, result, True)
-    except Overlap:
-        _around(platform, groups, requests, domains, layout, result)
-    return result
+    positions = {g.name: g.l3 for g in groups}
+    options = [layouts(dom, positions) for dom in domains]
+    chosen = [found[0] for found in options]
+    # A layout whose writes would have a group overlap the default group
+    # for a moment: the domain's next one (fewest moves first).
+    for index in range(len(domains)):
+        for layout in options[index]:
+            chosen[index] = layout
+            try:
+                _finish(platform, groups, requests, _merge(domains, chosen),
+                        result)
+            except Overlap as exc:
+                error = exc
+                continue
+            result.moves = _moves(domains, positions, chosen, requests)
+            return result
+        chosen[index] = options[index][0]
+    raise Overlap(
+        'cannot reach the new layout: the default group would trade '
+        'places with groups of ours and has no way free to stand aside '
+        'on, and a group overlapping it for a moment would read as '
+        'holding no ways after a crash (%s); nothing was changed: free '
+        'a way (stop a VM) and retry' % error)
 
 
 def freeing(groups: list[Group], name: str, why: str) -> Plan:
@@ -262,116 +294,15 @@ def freeing(groups: list[Group], name: str, why: str) -> Plan:
     return result
 
 
-def _around(platform: Platform, groups: list[Group], requests: list[Request],
-            domains: list[Domain], layout: Plan, result: Plan) -> None:
-    """Reach ``layout`` when the default group would have to trade places
-    with groups of ours and has no way free to stand aside on.
-
-    First the groups stay where they are (only new or resized ones
-    placed); from there the repacking settles in further runs of writes,
-    each reaching as much of the settled layout as can be written without
-    an overlap (:func:`_reachable`, domain by domain), until a run has
-    nothing left to write: a layout the next plan keeps (what is left is
-    a trade still out of reach).  When the
-    groups cannot stay where they are either, the plan is refused
-    (:class:`Overlap`, nothing changed): no order of single writes reaches
-    it without a group that holds ways overlapping the default group for
-    a moment, and a crash then would read that group as holding none.
-    """
-    try:
-        kept = _attempt(domains, {g.name: g.l3 for g in groups}, True)
-        _finish(platform, groups, requests, kept, result, True)
-    except AllocationError as exc:
-        raise Overlap(
-            'cannot reach the new layout: the default group would trade '
-            'places with groups of ours and has no way free to stand aside '
-            'on, and a group overlapping it for a moment would read as '
-            'holding no ways after a crash (%s); nothing was changed: free '
-            'a way (stop a VM) and retry' % exc) from None
-    between = _after(groups, result)
-    for _ in range(_SETTLE_ROUNDS):
-        more = Plan()
-        try:
-            again = [Domain(platform, d.index, between, requests,
-                            d.system_min_ways, d.system_cbm) for d in domains]
-            _finish(platform, between, requests,
-                    _reachable(platform, between, requests, again,
-                               _settle(again, between)), more, True)
-        except AllocationError:
-            return
-        if not more.steps:
-            return
-        result.l3, result.free = more.l3, more.free
-        result.modes, result.mb = more.modes, more.mb
-        result.events, result.split = more.events, more.split
-        result.steps += more.steps
-        between = _after(between, more)
-
-
-def _reachable(platform: Platform, groups: list[Group],
-               requests: list[Request], domains: list[Domain],
-               settled: Plan) -> Plan:
-    """``settled``, or as much of it as single writes reach from ``groups``.
-
-    A cache domain whose repacking has the default group trade places with
-    groups of ours, with no way free to stand aside on, keeps its groups
-    where they are; the other domains still settle (found by the property
-    tests: a trade out of reach on one domain kept a way freed on another
-    apart from the other free ways).
-    """
-    try:
-        _finish(platform, groups, requests, _copy(settled), Plan(), True)
-        return settled
-    except Overlap:
-        pass
-    reached = _attempt(domains, {g.name: g.l3 for g in groups}, True)
-    for dom in domains:
-        trial = _copy(reached)
-        for name, masks in settled.l3.items():
-            trial.l3.setdefault(name, {})[dom.index] = masks[dom.index]
-        trial.free[dom.index] = settled.free[dom.index]
-        try:
-            _finish(platform, groups, requests, _copy(trial), Plan(), True)
-        except Overlap:
-            continue
-        reached = trial
-    return reached
-
-
-def _copy(layout: Plan) -> Plan:
-    """A layout's masks and free ways, apart from ``layout``'s."""
-    out = Plan()
-    out.l3 = {name: dict(masks) for name, masks in layout.l3.items()}
-    out.free = dict(layout.free)
-    return out
-
-
-def _after(groups: list[Group], result: Plan) -> list[Group]:
-    """The groups as ``result``'s steps leave them."""
-    out = []
-    for grp in groups:
-        if grp.is_root:
-            out.append(Group(ROOT, dict(result.l3[ROOT]), mb=dict(grp.mb),
-                             mode=grp.mode))
-        elif not grp.owned:
-            out.append(grp)
-    for name, masks in result.l3.items():
-        if name != ROOT:
-            was = next((g for g in groups if g.name == name), None)
-            code, data = split_masks(result, name) or ({}, {})
-            out.append(Group(name, dict(masks),
-                             mb=dict(result.mb.get(name, {})),
-                             mode=result.modes[name],
-                             mb_event=result.events.get(
-                                 name, was.mb_event if was else None),
-                             l3code=code, l3data=data))
-    return out
-
-
 def _finish(platform: Platform, groups: list[Group], requests: list[Request],
-            layout: Plan, result: Plan, strict: bool) -> None:
-    """``result`` takes ``layout``'s masks, the modes and the steps."""
+            layout: Plan, result: Plan) -> None:
+    """``result`` takes ``layout``'s masks, the modes and the steps.
+
+    Raises :class:`Overlap` when no order of writes reaches it without a
+    group of ours that holds ways overlapping the default group for a
+    moment (a crash then would read that group as holding none).
+    """
     result.l3, result.free = layout.l3, layout.free
     _set_modes_and_mb(platform, groups, requests, result)
     result.steps = steps(platform, {g.name: g for g in groups}, result,
-                         strict)
+                         True)

@@ -3,8 +3,8 @@
 Pure: no I/O, no oslo, no nova.  The scheduler filter
 (:mod:`nova_plugin.filters`) and the node allocator (:mod:`ovs_rdt.core.allocator`)
 use the same functions, so the same numbers decide on both sides.  Because
-the allocator repacks so that free ways form one contiguous run, a count of
-free ways per cache domain is exact.
+the allocator moves groups to make a run of the free ways when a request
+needs one (and only then), a count of free ways per cache domain is exact.
 
 The model, per host:
 

@@ -6,30 +6,31 @@ and the default (root) group on one of them:
 * Fixed: masks of foreign groups (not ``ovsrdt-``), explicit ``l3_cbm``
   masks and an explicit system mask.  They are never moved; ways they use
   are never given to a counted request (:func:`place_explicit`).
-* Counted requests (``ways``) are packed from the highest way down, in a
-  stable order (where they are now, highest first; new ones last:
-  :func:`packing_order`), each at the top of the smallest free run that
-  fits (:func:`best_fit`, so the default group keeps the largest run).
-  Recomputing this canonical layout on every change is the repacking:
-  when a group goes, the ones below it move up, so the free ways stay one
-  contiguous run at the bottom and a count of free ways is something a
-  scheduler can trust (:func:`place_counted`).
+* Counted requests (``ways``) that hold as many ways as they ask stay where
+  they are: on silicon a group fills only its own ways, so a group moved
+  elsewhere loses its warm cache (:func:`placing_order`).  A group that
+  grows or shrinks keeps as many of its ways as it can
+  (:func:`nearest_fit`); a new one goes to the top of the smallest free run
+  that holds it (:func:`best_fit`, so the default group keeps the largest
+  run).  Ways a group gives up stay where they are, free.  Which groups
+  may move when a request fits only that way is the allocator's choice
+  (``moving``: :func:`ovs_rdt.core.allocator.plan`).
 * Isolated requests never get the ways in ``info/L3/shareable_bits`` (or,
   while io_alloc is enabled, ``io_alloc_cbm``; the default group's floor
   counts only ways outside those): the
   hardware (I/O) fills them too and the kernel refuses an exclusive group
   there.  Shared requests and the default group may use them.
-* The default group gets the largest contiguous run of the ways no group
-  of ours gets and no foreign group holds; while foreign groups exist,
-  only of the ways it has now or our groups have now (:func:`root_may`),
-  and at least ``system_min_ways`` ways (taking only that many from the
-  ways nobody holds when it has fewer): :func:`root_mask`.  So it never
-  grows over another tool's ways, and ways another tool took out of it,
-  or freed, stay free for that tool while it has groups (libvirt counts
-  as free only what neither the default group nor any group has).  What
-  a foreign group holds, and the ways of ours it shares (which stay where
-  they are and go to no other group of ours), is
-  :mod:`ovs_rdt.core.foreign`'s rule.
+* The default group keeps the run of the ways no group of ours gets and no
+  foreign group holds that holds most of its ways now, or else gets the
+  largest such run; while foreign groups exist, only of the ways it has now
+  or our groups have now (:func:`root_may`), and at least
+  ``system_min_ways`` ways (taking only that many from the ways nobody
+  holds when it has fewer): :func:`root_mask`.  So it never grows over
+  another tool's ways, and ways another tool took out of it, or freed,
+  stay free for that tool while it has groups (libvirt counts as free only
+  what neither the default group nor any group has).  What a foreign group
+  holds, and the ways of ours it shares (which stay where they are and go
+  to no other group of ours), is :mod:`ovs_rdt.core.foreign`'s rule.
 * A group that holds no ways on a domain (its tasks never run there) gets
   the default group's mask there; such a group cannot be kernel-exclusive.
 """
@@ -41,10 +42,12 @@ from ovs_rdt.core.kernel import UNSHAREABLE, lowest_run, validate_mask
 from ovs_rdt.core.model import ROOT, Group, Platform, Request, held
 from ovs_rdt.core.model import held_masks
 from ovs_rdt.core.ways import ways_left
-from ovs_rdt.exceptions import InsufficientWays, InvalidMask
+from ovs_rdt.exceptions import AllocationError, InsufficientWays, InvalidMask
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import AbstractSet
+
     #: group -> domain -> mask: where the groups are (or were last placed).
     Positions = dict[str, dict[int, CBM]]
 
@@ -187,10 +190,12 @@ def root_may(dom: Domain) -> CBM:
 
 def packing_order(requests: list[Request], positions: Positions,
                   domain: int) -> list[Request]:
-    """Stable packing order: existing groups by position, new ones last.
+    """The whole repacking's order: existing groups by position, highest
+    first, new ones last (when groups must move and moving a few is not
+    enough: :func:`ovs_rdt.core.allocator.plan`).
 
     A group that follows the default group on ``domain`` has no position
-    there yet: it is placed like a new one, so nothing else moves for it.
+    there yet: it is placed like a new one.
     """
     existing = []
     new = []
@@ -203,6 +208,61 @@ def packing_order(requests: list[Request], positions: Positions,
             new.append(req)
     existing.sort(key=lambda item: (item[0], item[1]))
     return [item[2] for item in existing] + new
+
+
+def live_masks(dom: Domain, positions: Positions) -> dict[str, CBM]:
+    """The counted groups that hold ways on the domain now, and where."""
+    root = positions.get(ROOT, {}).get(dom.index)
+    out = {}
+    for req in dom.requests:
+        if req.ways.get(dom.index):
+            mask = positions.get(req.name, {}).get(dom.index)
+            if mask is not None and held(mask, root):
+                out[req.name] = mask
+    return out
+
+
+def placing_order(dom: Domain, live: dict[str, CBM]
+                  ) -> list[tuple[Request, CBM | None]]:
+    """The counted requests in the order they are placed, each with the
+    mask it holds now (None: placed as a new one).
+
+    Groups that keep their size first (highest first: they stay), then
+    growing ones, then shrinking ones (a group growing into its shrinking
+    neighbour's ways takes them before the neighbour picks the ways it
+    keeps), then the new ones in the order they come (configured pools
+    before VMs: a VM that goes frees ways next to the default group).
+    """
+    def key(item: tuple[int, Request]) -> tuple[int, int, int]:
+        idx, req = item
+        ways = req.ways[dom.index]
+        now = live.get(req.name)
+        if now is None:
+            return 3, 0, idx
+        if now.count == ways:
+            return 0, -now.high, idx
+        return (1 if ways > now.count else 2), -now.high, idx
+    counted = [(i, r) for i, r in enumerate(dom.requests)
+               if r.ways.get(dom.index)]
+    return [(req, live.get(req.name)) for _, req in sorted(counted, key=key)]
+
+
+def nearest_fit(allowed: CBM, ways: int, now: CBM, avoid: CBM) -> CBM | None:
+    """``ways`` contiguous ways from ``allowed`` that keep the most of
+    ``now`` (a group growing or shrinking), then take the fewest of
+    ``avoid`` (ways other groups hold now), then the highest; None when
+    no run holds them.
+    """
+    best = None
+    best_key = None
+    for low in range(allowed.width - ways + 1):
+        mask = CBM.span(low, ways, allowed.width)
+        if mask.value & ~allowed.value:
+            continue
+        key = (-(mask & now).count, (mask & avoid).count, -low)
+        if best_key is None or key < best_key:
+            best, best_key = mask, key
+    return best
 
 
 def check_explicit(dom: Domain, req: Request, mask: CBM, ours: CBM,
@@ -265,12 +325,18 @@ def system_reserve(dom: Domain, ours: CBM) -> int:
 
 
 def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
-                positions: Positions, keep: bool) -> CBM:
+                now: CBM | None = None, avoid: CBM | None = None,
+                keep_clear: CBM | None = None) -> CBM:
     """The mask of one counted request, given the ways already ``taken``.
 
-    With ``keep``, a group that already holds as many ways as it asks,
-    all of them allowed, stays where it is.
+    ``now``: the ways it holds (it stays there when it keeps its size and
+    they are all allowed; else it keeps what it can: :func:`nearest_fit`
+    away from ``avoid``).  A new shared group takes the most ways shared
+    with I/O it can.  ``keep_clear``: taken ways the default group
+    keeps (its floor), which a new group's run should end next to, as
+    below I/O's ways (:func:`best_fit`'s ``shared``).
     """
+    keep_clear = keep_clear or CBM.empty(dom.width)
     plat = dom.platform
     ways = req.ways[dom.index]
     if ways < plat.min_cbm_bits:
@@ -283,14 +349,21 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
                       + (allowed & dom.io_ways).count))
     if free < ways:
         raise _insufficient(dom, req, taken, reserve, free)
-    if keep:
-        now = positions.get(req.name, {}).get(dom.index)
-        root_now = positions.get(ROOT, {}).get(dom.index)
-        if now is not None and held(now, root_now) and \
-                now.count == ways and now.value & ~allowed.value == 0:
+    mask = None
+    avoid = avoid or CBM.empty(dom.width)
+    if now is not None:
+        if now.count == ways and now.value & ~allowed.value == 0:
             return now
-    mask = best_fit(allowed, ways, plat.sparse_masks, plat.min_cbm_bits,
-                    dom.hw_shared.value if req.exclusive else 0)
+        mask = nearest_fit(allowed, ways, now, avoid)
+    elif not req.exclusive and allowed & dom.hw_shared:
+        # A shared group takes the ways I/O fills too, where it can: an
+        # isolated group could not have them.
+        mask = nearest_fit(allowed, ways, dom.hw_shared, avoid)
+        if mask is not None and not mask & dom.hw_shared:
+            mask = None
+    mask = mask or best_fit(allowed, ways, plat.sparse_masks,
+                            plat.min_cbm_bits, keep_clear.value | (
+                                dom.hw_shared.value if req.exclusive else 0))
     if mask is None:
         raise _insufficient(dom, req, taken, reserve, free)
     return mask
@@ -312,97 +385,91 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
                             taken | dom.shared)))
 
 
+def root_floor(dom: Domain, now: CBM | None, reserve: int,
+               taken: CBM) -> CBM:
+    """The ``reserve`` ways of the default group that stay where they are
+    while no group may move (empty when it has no such run now).
+
+    Of the ways it has now that it may keep, outside I/O's reserved ways:
+    the run with the most ways the hardware shares with I/O (no isolated
+    group can have those), else the nearest to them (so no way is stranded
+    between), else the lowest (new groups go to the top of a run:
+    :func:`best_fit`).
+    """
+    empty = CBM.empty(dom.width)
+    if not now or reserve <= 0 or dom.system_cbm is not None:
+        return empty
+    may = (now & dom.root_may) - taken - dom.io_ways
+    io = list((dom.hw_shared | dom.io_ways).bits())
+
+    def key(run: CBM) -> tuple[int, int, int]:
+        gap = min((max(run.low - b, b - run.high, 0) for b in io), default=0)
+        return -(run & dom.hw_shared).count, gap, run.low
+    runs = [CBM.span(low + at, reserve, dom.width)
+            for low, length in may.runs()
+            for at in range(length - reserve + 1)]
+    return min(runs, key=key, default=empty)
+
+
 def place_counted(dom: Domain, taken: CBM, reserve: int,
-                  positions: Positions, keep: bool,
-                  out: dict[str, CBM]) -> tuple[CBM, CBM]:
-    """Pack the counted requests (adding them to ``out``).
+                  positions: Positions, moving: AbstractSet[str] | None,
+                  out: dict[str, CBM], pin_floor: bool) -> tuple[CBM, CBM]:
+    """Place the counted requests (adding them to ``out``): every group
+    of ours stays where it is but those in ``moving`` (None: all of them,
+    the whole repacking, in :func:`packing_order`); with ``pin_floor``,
+    the default group's floor too (:func:`root_floor`).
 
     Returns the ways taken now, and the ways the counted requests got.
     """
     ours = CBM.empty(dom.width)
-    counted = [r for r in dom.requests if r.ways.get(dom.index)]
-    stacks: list[list[str]] = []
-    for req in packing_order(counted, positions, dom.index):
-        mask = fit_counted(dom, req, taken, reserve, positions, keep)
+    root = positions.get(ROOT, {}).get(dom.index)
+    order: list[tuple[Request, CBM | None]]
+    if moving is None:
+        order = [(r, None) for r in packing_order(
+            [r for r in dom.requests if r.ways.get(dom.index)], positions,
+            dom.index)]
+        live: dict[str, CBM] = {}
+        floor = ours
+    else:
+        live = {n: m for n, m in live_masks(dom, positions).items()
+                if n not in moving}
+        order = placing_order(dom, live)
+        floor = root_floor(dom, root, reserve, taken) if pin_floor else ours
+    avoid = root or CBM.empty(dom.width)
+    for mask in live.values():
+        avoid |= mask
+    for req, now in order:
+        if now is not None:
+            avoid -= now
+        mask = fit_counted(dom, req, taken | floor, 0 if floor else reserve,
+                           now, avoid, floor)
         out[req.name] = mask
-        if req.exclusive and not keep:
-            stack_up(dom, stacks, req.name, mask, taken, out)
         taken |= mask
         ours |= mask
-    for stack in stacks:
-        restack(dom, stack, positions, out)
     return taken, ours
 
 
-def stack_up(dom: Domain, stacks: list[list[str]], name: str, mask: CBM,
-             taken: CBM, out: dict[str, CBM]) -> None:
-    """Note an isolated group placed at the bottom of a run under I/O ways.
-
-    :func:`best_fit` stacks such groups up from the run's bottom (so the
-    default group's run reaches into the I/O ways), while the packing
-    order places the highest first: left as placed, every repacking would
-    turn the stack upside down.  ``stacks`` collects them (each a list of
-    groups, lowest first, every one starting where the one before ends)
-    for :func:`restack`.
-    """
-    if not dom.hw_shared or not mask or not mask.is_contiguous():
-        return
-    for stack in stacks:
-        top = out[stack[-1]]
-        if top.high + 1 == mask.low:
-            stack.append(name)
-            return
-    allowed = (~taken - dom.hw_shared).value
-    end = mask.high + 1
-    while allowed >> end & 1:
-        end += 1
-    below = mask.low - 1
-    if (below < 0 or not allowed >> below & 1) and \
-            dom.hw_shared.value >> end & 1:
-        stacks.append([name])
-
-
-def restack(dom: Domain, stack: list[str], positions: Positions,
-            out: dict[str, CBM]) -> None:
-    """Lay out one stack of isolated groups (:func:`stack_up`) bottom-up in
-    the order they were in (new ones on top): the same ways, in an order
-    the next repacking keeps, and a group joining the stack moves none.
-    """
-    if len(stack) < 2:
-        return
-    root = positions.get(ROOT, {}).get(dom.index)
-    unplaced = dom.width
-
-    def key(item: tuple[int, str]) -> tuple[int, int]:
-        now = positions.get(item[1], {}).get(dom.index)
-        if now is not None and held(now, root):
-            return now.low, item[0]
-        return unplaced, item[0]
-    low = out[stack[0]].low
-    laid: dict[str, CBM] = {}
-    for _, name in sorted(enumerate(stack), key=key):
-        ways = out[name].count
-        laid[name] = CBM.span(low, ways, dom.width)
-        low += ways
-    # Ways another tool's group shares with ours stay with the group that
-    # has them (:func:`shared_away`): then the stack stays as placed.
-    if not any(mask & shared_away(dom, name) for name, mask in laid.items()):
-        out.update(laid)
-
-
-def root_mask(dom: Domain, ours: CBM, reserve: int) -> CBM:
+def root_mask(dom: Domain, ours: CBM, reserve: int,
+              now: CBM | None = None) -> CBM:
     """The default group's mask, at least ``reserve`` ways.
 
-    The largest run it may have of what no group of ours and no foreign
-    group holds.
+    Of what no group of ours and no foreign group holds, the run it may
+    have (of at least ``reserve`` ways where one has) that holds most of
+    its ways ``now``, or else the largest.
     """
     if dom.system_cbm is not None:
         return dom.system_cbm
     plat = dom.platform
 
     def fit(spare: CBM) -> CBM:
-        return (sparse_spare(spare, plat.min_cbm_bits)
-                if plat.sparse_masks else spare.largest_run())
+        if plat.sparse_masks:
+            return sparse_spare(spare, plat.min_cbm_bits)
+        runs = [CBM.span(low, length, spare.width)
+                for low, length in spare.runs()]
+        return max(runs, key=lambda run: (
+            (run - dom.io_ways).count >= reserve,
+            (run & now).count if now else 0, run.count, run.low),
+            default=spare)
     spare = ~(ours | dom.fixed)
     io_ways = dom.io_ways
     mask = fit(spare & dom.root_may)
@@ -439,20 +506,50 @@ def free_ways(dom: Domain, taken: CBM, reserve: int) -> int:
                                 0)))
 
 
-def layout_domain(dom: Domain, positions: Positions,
-                  keep: bool = False) -> Layout:
-    """Every group's mask on the domain, packed from ``positions``.
+def moved(old: CBM | None, new: CBM) -> int:
+    """The ways a group loses that it had room to keep: 0 when it stays,
+    grows over its ways or shrinks within them.
+    """
+    if not old:
+        return 0
+    return min(old.count, new.count) - (old & new).count
 
-    With ``keep``, counted groups stay where they are when they still fit.
+
+def layout_domain(dom: Domain, positions: Positions,
+                  moving: AbstractSet[str] | None = frozenset()) -> Layout:
+    """Every group's mask on the domain, from where they are
+    (``positions``): only those in ``moving`` may move (None: every group
+    of ours, the whole repacking; ROOT: the default group).
+
+    When the default group may not move but would, or the groups do not
+    fit, it keeps its floor where it is (:func:`root_floor`) and the
+    groups are placed again.
     Raises InsufficientWays or InvalidMask.
     """
+    try:
+        layout = _layout(dom, positions, moving, False)
+    except AllocationError:
+        if moving is None:
+            raise
+        return _layout(dom, positions, moving, True)
+    root = positions.get(ROOT, {}).get(dom.index)
+    if moving is None or ROOT in moving or not moved(root,
+                                                     layout.masks[ROOT]):
+        return layout
+    return _layout(dom, positions, moving, True)
+
+
+def _layout(dom: Domain, positions: Positions,
+            moving: AbstractSet[str] | None, pin_floor: bool) -> Layout:
     masks: dict[str, CBM] = {}
     explicit = place_explicit(dom, masks)
     reserve = system_reserve(dom, explicit)
     system = dom.system_cbm or CBM.empty(dom.width)
     taken, counted = place_counted(dom, dom.fixed | explicit | system,
-                                   reserve, positions, keep, masks)
-    root = masks[ROOT] = root_mask(dom, explicit | counted, reserve)
+                                   reserve, positions, moving, masks,
+                                   pin_floor)
+    root = masks[ROOT] = root_mask(dom, explicit | counted, reserve,
+                                   positions.get(ROOT, {}).get(dom.index))
     free = free_ways(dom, taken, reserve)
     # Groups of ours that hold nothing here follow the default group.
     for name in {r.name for r in dom.requests}:

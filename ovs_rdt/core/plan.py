@@ -115,6 +115,39 @@ class Step:
         return 'Step(%r, %r, %r)' % tuple(self)
 
 
+class Move:
+    """A group that existed and moves on one domain: it loses ways it had
+    room to keep (:func:`ovs_rdt.core.layout.moved`), for ``room`` (the
+    other groups new or growing there; none: it grows itself, or the
+    default group needs its floor).
+    """
+
+    __slots__ = ('group', 'domain', 'old', 'new', 'room')
+
+    def __init__(self, group: str, domain: int, old: CBM, new: CBM,
+                 room: list[str]) -> None:
+        self.group = group
+        self.domain = domain
+        self.old = old
+        self.new = new
+        self.room = room
+
+    def __str__(self) -> str:
+        if self.room:
+            why = 'to make room for ' + ', '.join(self.room)
+        elif self.new.count > self.old.count:
+            why = 'to grow to %d ways' % self.new.count
+        else:
+            why = "to make room for the default group's floor"
+        return 'moves %s on cache domain %d from %s to %s %s' % (
+            self.group or 'the default group', self.domain, self.old,
+            self.new, why)
+
+    def __repr__(self) -> str:
+        return 'Move(%r, %d, %s, %s)' % (self.group, self.domain, self.old,
+                                         self.new)
+
+
 class Plan:
     """The target state and the steps that reach it."""
 
@@ -131,6 +164,9 @@ class Plan:
         self.create: list[str] = []
         self.remove: list[str] = []
         self.steps: list[Step] = []
+        #: Groups that existed and move (none when every request fits
+        #: where the groups are).
+        self.moves: list[Move] = []
         #: domain -> ways a new counted request could still get.
         self.free: dict[int, int] = {}
         #: Why only a removal was planned

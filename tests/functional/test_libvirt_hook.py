@@ -135,6 +135,34 @@ def test_dedicated_guest_gets_isolated_ways_and_its_threads(env: Env) -> None:
     assert 'removed group %s' % guest.group in env.tb.hook_log()
 
 
+def test_running_guests_keep_their_ways_while_others_go(env: Env) -> None:
+    """Three guests (by ways, by size, by a flavor's extra spec) run; one
+    at a time is killed and started again: the others' masks never change
+    (their warm cache stays theirs), and the one back takes free ways.
+    """
+    guests = [env.tb.define(rdt('<rdt:l3 ways="2"/>')),
+              env.tb.define(rdt('<rdt:l3 kib="6000"/>')),      # 2 ways
+              env.tb.define(nova({'rdt:l3_ways': '1'}))]
+    for guest in guests:
+        env.tb.start(guest)
+
+    def masks() -> dict[str, dict[int, int]]:
+        return {g.name: {d: m.value for d, m in g.l3.items()}
+                for g in env.rc.groups() if g.name.startswith('ovsrdt-vm-')}
+    for guest in (guests[1], guests[0], guests[2]):
+        before = masks()
+        env.tb.destroy(guest)
+        after = masks()
+        assert set(after) == set(before) - {guest.group}
+        assert after == {n: m for n, m in before.items()
+                         if n != guest.group}
+        env.tb.start(guest)
+        again = masks()
+        assert {n: m for n, m in again.items() if n != guest.group} == after
+        env.assert_isolated(guest.group, 1 if guest is guests[2] else 2)
+    assert '; moves ovsrdt-' not in env.tb.hook_log()
+
+
 def test_only_vcpu_threads_without_emulator_threads(env: Env) -> None:
     env.configure(include_emulator_threads=False)
     guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))

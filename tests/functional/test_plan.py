@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -121,8 +122,8 @@ def manager(emulated_resctrl):
                                 emulated_resctrl.sysfs), settings)
 
 
-def test_isolated_vm_groups_and_repacking_on_release(emulated_resctrl,
-                                                     manager):
+def test_isolated_vm_groups_stay_where_they_are(emulated_resctrl, manager,
+                                                caplog):
     emu = emulated_resctrl
     for name, ways in (('a', 2), ('b', 3), ('c', 2)):
         manager.allocate(Request('ovsrdt-vm-' + name,
@@ -134,10 +135,72 @@ def test_isolated_vm_groups_and_repacking_on_release(emulated_resctrl,
     assert read(emu, 'ovsrdt-vm-b', 'mode').strip() == 'exclusive'
     manager.release('ovsrdt-vm-b')
     assert not os.path.exists(emu.path('ovsrdt-vm-b'))
-    # c moved up next to a; the default group has one run again.
-    assert l3(emu, 'ovsrdt-vm-c')[0] == 0x180
-    assert l3(emu)[0] == 0x07f
-    assert read(emu, 'ovsrdt-vm-c', 'mode').strip() == 'exclusive'
+    # c keeps its ways (and its warm cache); b's stay free where they are.
+    assert l3(emu, 'ovsrdt-vm-c')[0] == 0x030
+    assert l3(emu)[0] == 0x00f
+    # 5 ways are free (3 + 4 - the floor of 2), 3 in a run: a 4-way VM
+    # fits once one group moves, and the plan says which and for whom.
+    caplog.set_level(logging.INFO, logger='ovs_rdt.manager')
+    result = manager.allocate(Request('ovsrdt-vm-d', ways={0: 4, 1: 4}))
+    moved = {m.group for m in result.moves}
+    assert len(moved) == 1, result.moves
+    assert l3(emu, 'ovsrdt-vm-d')[0] == result.l3['ovsrdt-vm-d'][0].value
+    assert bin(l3(emu, 'ovsrdt-vm-d')[0]).count('1') == 4
+    for name in ('ovsrdt-vm-a', 'ovsrdt-vm-c'):
+        assert read(emu, name, 'mode').strip() == 'exclusive'
+        if name not in moved:
+            assert l3(emu, name)[0] == {'ovsrdt-vm-a': 0x600,
+                                        'ovsrdt-vm-c': 0x030}[name]
+    assert 'moves %s on cache domain 0 from ' % moved.pop() in caplog.text
+    assert 'to make room for ovsrdt-vm-d' in caplog.text
+
+
+POOLS = """[resctrl]
+root = {root}
+sysfs_cpu_root = {sysfs}
+[allocation]
+system_min_ways = 4
+pools = %s
+[pool:a]
+l3_ways = 2
+[pool:b]
+l3_ways = 2
+[pool:c]
+l3_ways = 1
+[pool:d]
+l3_ways = 4
+"""
+
+
+def test_apply_dry_run_names_each_move(emulated_resctrl, configure):
+    """Pools a, b, c from the top, the default group keeps 4 ways; b goes
+    and d (4 ways) comes: 4 ways are free (b's 2, 2 beside the floor), in
+    no run of 4.  c or a could move to make one: c, the fewer ways; the dry
+    run says from where, to where and for whom, and nothing is written.
+    """
+    emu = emulated_resctrl
+    result = cli(configure(POOLS % 'a,b,c'), 'apply')
+    assert result.returncode == 0, result.stderr
+    assert [l3(emu, 'ovsrdt-pool-' + p)[0] for p in 'abc'] == \
+        [0x600, 0x180, 0x040]
+    config = configure(POOLS % 'a,c,d')
+    dry = cli(config, 'apply', '--dry-run')
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert lines[:2] == [
+        '# moves ovsrdt-pool-c on cache domain %d from 40 to 100 to make '
+        'room for ovsrdt-pool-d' % d for d in (0, 1)], dry.stdout
+    assert l3(emu, 'ovsrdt-pool-c')[0] == 0x040          # nothing written
+    done = cli(config, 'apply')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        'moves ovsrdt-pool-c on cache domain 0 from 40 to 100 to make room '
+        'for ovsrdt-pool-d')
+    assert l3(emu, 'ovsrdt-pool-a')[0] == 0x600           # never moved
+    assert l3(emu, 'ovsrdt-pool-c')[0] == 0x100
+    assert l3(emu, 'ovsrdt-pool-d')[0] == 0x0f0
+    assert l3(emu)[0] == 0x00f
+    assert cli(config, 'apply', '--dry-run').stdout == ''
 
 
 def test_system_minimum_and_error_leaves_nothing(emulated_resctrl, manager):

@@ -111,12 +111,15 @@ def test_isolated_groups_avoid_shareable_bits(emulator_factory):
     assert state(emu) == before
 
 
-def test_repinned_vm_whose_ways_the_default_group_takes(emulator_factory):
+def test_repinned_vm_follows_the_default_group_where_it_left(
+        emulator_factory):
     # A foreign exclusive group leaves two 4-way runs on domain 1: the
     # default group holds the lower, vm-a the upper.  Re-pinning vm-a to
-    # domain 0 gives its very ways to the default group: its mask there
-    # does not change, but it must drop to shareable before the default
-    # group's write, or the kernel refuses "Overlaps with exclusive group".
+    # domain 0 frees its ways on domain 1, where it now follows the default
+    # group: it must drop to shareable before that write, or the kernel
+    # refuses "Overlaps with exclusive group".  The freed ways stay free
+    # where they are (the foreign group parts them from the default
+    # group's run).
     emu = emulator_factory()
     os.mkdir(emu.path('COS1'))
     write(emu, 'COS1', 'schemata', 'L3:0=70;1=70\n')
@@ -127,10 +130,11 @@ def test_repinned_vm_whose_ways_the_default_group_takes(emulator_factory):
     assert l3(emu, 'ovsrdt-vm-a') == {0: 0x780, 1: 0x780}
     assert mode(emu, 'ovsrdt-vm-a') == 'exclusive'
     mgr.allocate(Request('ovsrdt-vm-a', ways={0: 4}))
-    assert l3(emu) == {0: 0x00f, 1: 0x780}
-    assert l3(emu, 'ovsrdt-vm-a') == {0: 0x780, 1: 0x780}
+    assert l3(emu) == {0: 0x00f, 1: 0x00f}
+    assert l3(emu, 'ovsrdt-vm-a') == {0: 0x780, 1: 0x00f}
     assert mode(emu, 'ovsrdt-vm-a') == 'shareable'
     assert mgr.preview().steps == []
+    assert mgr.preview().free[1] == 4 + 4 - 2
 
 
 def test_mkdir_with_a_lone_free_way_below_an_exclusive_group(emulator_factory):
@@ -171,27 +175,40 @@ def test_failed_release_leaves_everything_as_it_was(emulator_factory):
     mgr.allocate(Request('ovsrdt-vm-b', ways={1: 2, 2: 4}))
     mgr.allocate(Request('ovsrdt-vm-c', ways=all4(2)))
     before = state(emu)
+    # c is next to the default group's run, which grows into its ways:
+    # that write fails.
     flaky = manager(emu, Flaky(emu.root, emu.sysfs, 'schemata', ''))
     with pytest.raises(ResctrlError, match='injected'):
-        flaky.release('ovsrdt-vm-a')
+        flaky.release('ovsrdt-vm-c')
     # The group is still there, with its tasks: the removal comes after
     # every write that can be undone.
     assert state(emu) == before
-    mgr.release('ovsrdt-vm-a')
-    assert not os.path.exists(emu.path('ovsrdt-vm-a'))
-    assert l3(emu, 'ovsrdt-vm-c')[0] == 0xc0000
+    # (b holds ways on domains 1 and 2 only: elsewhere it follows the
+    # default group.)
+    held = {'ovsrdt-vm-a': E7_DOMAINS, 'ovsrdt-vm-b': (1, 2)}
+
+    def masks() -> dict[str, dict[int, int]]:
+        return {n: {d: l3(emu, n)[d] for d in doms}
+                for n, doms in held.items()}
+    kept = masks()
+    root = l3(emu)
+    mgr.release('ovsrdt-vm-c')
+    assert not os.path.exists(emu.path('ovsrdt-vm-c'))
+    assert masks() == kept      # neither moved
+    assert all(CBM(l3(emu)[d], 20).count == CBM(root[d], 20).count + 2
+               for d in E7_DOMAINS), l3(emu)
     assert mgr.preview().steps == []
 
 
 def test_default_group_shrinking_on_one_domain_growing_on_another(
         emulator_factory):
-    # vm-a leaves domain 0 and grows on domain 1, where vm-b (below it)
-    # moves down into ways the default group gives up; on domain 0 the
-    # default group grows.
+    # vm-a (below vm-b, above the default group) leaves domain 0 and grows
+    # on domain 1 into ways the default group gives up; on domain 0 the
+    # default group grows into the ways vm-a leaves.
     emu = emulator_factory(E7)
     mgr = manager(emu)
-    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 2, 1: 2}))
     mgr.allocate(Request('ovsrdt-vm-b', ways=all4(2), mb_percent=30))
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 2, 1: 2}))
     before = state(emu)
     move = Request('ovsrdt-vm-a', ways={1: 4})
     # A refused write half-way: everything goes back.
@@ -265,7 +282,7 @@ def test_mb_lines_only_where_bandwidth_changes(emulator_factory):
     mgr.allocate(Request('ovsrdt-vm-a', ways={0: 2, 1: 2}))
     mgr.allocate(Request('ovsrdt-vm-b', ways={0: 2, 1: 2}))
     mgr.release('ovsrdt-vm-a')
-    assert l3(emu, 'ovsrdt-vm-b') == {0: 0x600, 1: 0x600}
+    assert l3(emu, 'ovsrdt-vm-b') == {0: 0x180, 1: 0x180}      # kept
     before = state(emu)
     with pytest.raises(AllocationError, match="ovsrdt-vm-c mb_percent: '50' "
                        'cannot be met on this host: .*delay_linear is 0'):

@@ -130,7 +130,7 @@ def test_agent_killed_mid_decision(node: bed.Node, bystander: list,
                  what='the agent killed at %s' % rule)
     assert node.agent.proc.returncode == -signal.SIGKILL
     node.emu.set_faults()
-    bed.check_invariants(node, bystander, settled=False)   # even half-way
+    bed.check_invariants(node, bystander)   # even half-way
     node.start_agent()
     node.wait_agent_ok()
     bed.wait_for(node.pmd_in_group, timeout=30, what='PMDs in their group')

@@ -99,9 +99,8 @@ def test_foreign_groups_come_and_go(node: bed.Node) -> None:
     now = snapshot(node)
     assert {k: now[k] for k in FOREIGN} == theirs, 'a foreign group changed'
 
-    # They go while ours run: the ways come back; ours keep their sizes,
-    # modes and threads (they may slide: the default group's ways must
-    # stay one run).
+    # They go while ours run: the ways come back; ours keep their masks
+    # (their warm cache), modes and threads.
     ours = {k: v for k, v in now.items() if k.startswith(bed.OURS)}
     for name in FOREIGN:
         os.rmdir(node.rc.path(name))
@@ -117,6 +116,8 @@ def test_foreign_groups_come_and_go(node: bed.Node) -> None:
                           if v != root_masks[d]), mode)
                 for k, (masks, mode, tids) in snap.items() if k in ours}
     assert sizes(after) == sizes(now), 'ours changed'
+    assert {k: after[k][:2] for k in ours} == {k: now[k][:2] for k in ours}, \
+        'ours moved'
     for name in ours:       # (no thread gone: see upgrade.same)
         assert set(now[name][2]) <= set(after[name][2]), name
     for guest in guests:

@@ -109,36 +109,40 @@ def test_pinned_request_only_takes_ways_on_its_domain():
     assert result.free == {0: 6, 1: 9}
 
 
-def test_release_repacks_so_free_ways_stay_contiguous():
+def test_release_leaves_the_others_where_they_are():
     reqs = [Request('ovsrdt-vm-a', ways={0: 2, 1: 2}),
             Request('ovsrdt-vm-b', ways={0: 3, 1: 3}),
             Request('ovsrdt-vm-c', ways={0: 2, 1: 2})]
     groups = apply_plan([root()], plan(gold(), [root()], reqs, 2))
-    assert groups[1].l3[0] == CBM(0x600, W)   # a at the top
-    assert groups[3].l3[0] == CBM(0x030, W)   # c below b
-    # b goes: c moves up next to a, the default group gets one run back.
+    # New groups from the top, in the order they come.
+    assert [str(g.l3[0]) for g in groups] == ['f', '600', '1c0', '30']
+    # b goes: its ways stay free where they are; c keeps its warm cache.
     result = plan(gold(), groups, [reqs[0], reqs[2]], 2)
     assert result.remove == ['ovsrdt-vm-b']
-    assert result.l3['ovsrdt-vm-c'][0] == CBM(0x180, W)
-    assert result.l3[''][0] == CBM(0x07f, W)
-    assert result.free[0] == 5
-    # The groups that move or go drop to shareable first; the default
-    # group grows last; the removal comes after every write that can be
-    # undone (CLOSIDs permitting), exclusivity is restored at the end.
+    assert result.l3['ovsrdt-vm-c'][0] == CBM(0x030, W)
+    assert result.l3[''][0] == CBM(0x00f, W)
+    assert result.free[0] == 5 and result.moves == []
     ops = [(s.op, s.group, s.value) for s in result.steps]
-    assert ops[:2] == [('mode', 'ovsrdt-vm-c', 'shareable'),
-                       ('mode', 'ovsrdt-vm-b', 'shareable')]
-    names = [op[:2] for op in ops]
-    assert names.index(('schemata', '')) > names.index(('schemata',
-                                                        'ovsrdt-vm-c'))
-    assert names.index(('rmdir', 'ovsrdt-vm-b')) > names.index(('schemata',
-                                                                ''))
-    assert ops[-1] == ('mode', 'ovsrdt-vm-c', 'exclusive')
+    assert ops == [('mode', 'ovsrdt-vm-b', 'shareable'),
+                   ('rmdir', 'ovsrdt-vm-b', '')]
+    # A new 3-way VM takes the hole b left, and nothing else moves.
+    groups = apply_plan(groups, result)
+    result = plan(gold(), groups, [reqs[0], reqs[2], Request(
+        'ovsrdt-vm-d', ways={0: 3, 1: 3})], 2)
+    assert result.l3['ovsrdt-vm-d'][0] == CBM(0x1c0, W)
+    assert result.moves == []
+    assert [s.group for s in result.steps if s.op == 'schemata'] == \
+        ['ovsrdt-vm-d']
+    # c goes: its ways are next to the default group's, which grows.
+    groups = apply_plan(groups, result)
+    result = plan(gold(), groups, [reqs[0], Request(
+        'ovsrdt-vm-d', ways={0: 3, 1: 3})], 2)
+    assert result.l3[''][0] == CBM(0x03f, W) and result.moves == []
 
 
-def test_repack_makes_room_for_a_request_that_only_fits_after_moving():
-    # A hole of 2 ways above vm-c, 2 free below: a 4-way request fits
-    # only once c moves up.
+def test_a_request_that_fits_where_the_groups_are_moves_none():
+    # A hole of 2 ways above vm-c; the default group's run below reaches
+    # 5 ways: a 4-way request fits there, the default group keeps 1.
     groups = [root(0x00f),
               Group('ovsrdt-vm-a', both(0x600), mode='exclusive'),
               Group('ovsrdt-vm-c', both(0x060), mode='exclusive')]
@@ -146,12 +150,42 @@ def test_repack_makes_room_for_a_request_that_only_fits_after_moving():
             Request('ovsrdt-vm-c', ways={0: 2, 1: 2}),
             Request('ovsrdt-vm-d', ways={0: 4, 1: 4})]
     result = plan(gold(), groups, reqs, 1)
-    assert result.l3['ovsrdt-vm-c'][0] == CBM(0x180, W)
-    assert result.l3['ovsrdt-vm-d'][0] == CBM(0x078, W)
-    assert result.l3[''][0] == CBM(0x007, W)
+    assert result.l3['ovsrdt-vm-c'][0] == CBM(0x060, W)
+    assert result.l3['ovsrdt-vm-d'][0] == CBM(0x01e, W)
+    assert result.l3[''][0] == CBM(0x001, W)
+    assert result.moves == []
+
+
+def test_a_request_that_fits_only_by_moving_moves_the_fewest():
+    """Holes of 2 ways at 7-8 and 1 way under the default group's floor:
+    a 4-way request fits once one 2-way group moves (the repacking of
+    0.3 moved both groups under the hole).
+    """
+    groups = [root(0x007),
+              Group('ovsrdt-vm-a', both(0x600), mode='exclusive'),
+              Group('ovsrdt-vm-c', both(0x060), mode='exclusive'),
+              Group('ovsrdt-vm-e', both(0x018), mode='exclusive')]
+    reqs = [Request('ovsrdt-vm-a', ways={0: 2, 1: 2}),
+            Request('ovsrdt-vm-c', ways={0: 2, 1: 2}),
+            Request('ovsrdt-vm-e', ways={0: 2, 1: 2}),
+            Request('ovsrdt-vm-d', ways={0: 4, 1: 4})]
+    result = plan(gold(), groups, reqs, 1)
+    # One of them moves (a, the first of the three in name order).
+    assert result.l3['ovsrdt-vm-a'][0] == CBM(0x006, W)
+    assert result.l3['ovsrdt-vm-c'][0] == CBM(0x060, W)
+    assert result.l3['ovsrdt-vm-e'][0] == CBM(0x018, W)
+    assert result.l3['ovsrdt-vm-d'][0] == CBM(0x780, W)
+    assert result.l3[''][0] == CBM(0x001, W)
+    assert [(m.group, m.domain, str(m.old), str(m.new), m.room)
+            for m in result.moves] == [
+        ('ovsrdt-vm-a', 0, '600', '6', ['ovsrdt-vm-d']),
+        ('ovsrdt-vm-a', 1, '600', '6', ['ovsrdt-vm-d'])]
+    assert str(result.moves[0]) == (
+        'moves ovsrdt-vm-a on cache domain 0 from 600 to 6 to make room for '
+        'ovsrdt-vm-d')
     ops = [(s.op, s.group, s.value) for s in result.steps]
-    # Moving exclusive groups: they drop to shareable first, back last.
-    assert ops[0] == ('mode', 'ovsrdt-vm-c', 'shareable')
+    # The moving group drops to shareable first, back last.
+    assert ops[0] == ('mode', 'ovsrdt-vm-a', 'shareable')
     assert ops[-1][0] == 'mode' and ops[-1][2] == 'exclusive'
 
 
@@ -279,3 +313,24 @@ def test_plan_and_writes_import_no_allocator() -> None:
     names = {n.module for n in ast.walk(tree)
              if isinstance(n, ast.ImportFrom)}
     assert 'ovs_rdt.core.allocator' not in names
+
+
+def test_a_group_grows_where_it_is_or_moves_and_says_so():
+    groups = [root(0x07f), Group('ovsrdt-vm-c', both(0x080)),
+              Group('ovsrdt-vm-a', both(0x100)),
+              Group('ovsrdt-vm-b', both(0x600))]
+    c = Request('ovsrdt-vm-c', ways={0: 1, 1: 1})
+    b = Request('ovsrdt-vm-b', ways={0: 2, 1: 2})
+    # Without c, a grows down over c's way and the default group's.
+    result = plan(gold(), groups, [Request('ovsrdt-vm-a', ways={0: 3, 1: 3}),
+                                   b], 2)
+    assert result.l3['ovsrdt-vm-a'][0] == CBM(0x1c0, W)
+    assert result.l3['ovsrdt-vm-b'][0] == CBM(0x600, W)
+    assert result.moves == []
+    # With c, no run around a's way holds 3: a moves, naming why.
+    result = plan(gold(), groups, [Request('ovsrdt-vm-a', ways={0: 3, 1: 3}),
+                                   b, c], 2)
+    assert result.l3['ovsrdt-vm-c'][0] == CBM(0x080, W)
+    assert [str(m) for m in result.moves] == [
+        'moves ovsrdt-vm-a on cache domain %d from 100 to 70 to grow to 3 '
+        'ways' % d for d in (0, 1)]

@@ -92,15 +92,16 @@ def test_uncapped_groups_write_no_mb_line():
               Group('ovsrdt-vm-a', both(0x600), {0: 100, 1: 100},
                     'exclusive'),
               Group('ovsrdt-vm-b', both(0x180), {0: 50, 1: 50}, 'exclusive')]
+    # a goes, b grows into its ways: b's capped MB line goes with its L3.
     result = plan(gold(), groups, [
-        Request('ovsrdt-vm-b', ways={0: 2, 1: 2}, mb_percent=50)], 2)
+        Request('ovsrdt-vm-b', ways={0: 3, 1: 3}, mb_percent=50)], 2)
     lines = {s.group: s.value for s in result.steps if s.op == 'schemata'}
-    assert lines['ovsrdt-vm-b'] == 'L3:0=600;1=600\nMB:0=50;1=50\n'
-    assert lines[''] == 'L3:0=1ff;1=1ff\n'
+    assert lines == {'ovsrdt-vm-b': 'L3:0=380;1=380\nMB:0=50;1=50\n'}
     result = plan(gold(), groups[:2], [
         Request('ovsrdt-vm-a', ways={0: 3, 1: 3})], 2)
     lines = {s.group: s.value for s in result.steps if s.op == 'schemata'}
-    assert lines['ovsrdt-vm-a'] == 'L3:0=700;1=700\n'
+    assert lines == {'ovsrdt-vm-a': 'L3:0=700;1=700\n',
+                     '': 'L3:0=ff;1=ff\n'}
 
 
 def test_follower_has_no_position_to_keep():

@@ -155,6 +155,31 @@ def test_prepare_reserves_ways_on_every_domain(node, capsys):
         '%s L3:0=%s;1=%s' % (GROUP, masks[0], masks[1]) in node.log.read_text()
 
 
+def test_prepare_names_the_groups_it_moves(node):
+    """Running VMs keep their ways; when a start fits only once one moves
+    (free ways split), the hook's line names the move and why.
+    """
+    two = xml(rdt('<rdt:l3 ways="2"/>'))
+    uuids = ['%08d-0000-4000-8000-000000000000' % i for i in range(4)]
+    for i in range(3):
+        assert node.run(two.replace(UUID.encode(), uuids[i].encode())) == 0
+    masks = {u: node.masks('ovsrdt-vm-' + u) for u in uuids[:3]}
+    assert node.masks('')[0] == '7'      # the floor of 2, and 1 free way
+    assert node.run(two.replace(UUID.encode(), uuids[1].encode()),
+                    'release', 'end') == 0
+    for u in (uuids[0], uuids[2]):
+        assert node.masks('ovsrdt-vm-' + u) == masks[u]
+    assert 'moves ' not in node.log.read_text()
+    # 3 ways free (2 where b was, 1 beside the floor), in no run of 3.
+    assert node.run(xml(rdt('<rdt:l3 ways="3"/>')).replace(
+        UUID.encode(), uuids[3].encode())) == 0
+    log = node.log.read_text().splitlines()[-1]
+    assert 'reserved 3 L3 ways' in log and '; moves ovsrdt-vm-' in log
+    assert 'to make room for ovsrdt-vm-%s' % uuids[3] in log
+    assert sum(node.masks('ovsrdt-vm-' + u) != masks[u]
+               for u in (uuids[0], uuids[2])) == 1
+
+
 def test_prepare_uses_pinned_cpus_domains(node):
     pins = "<cputune><vcpupin vcpu='0' cpuset='20'/>" \
            "<vcpupin vcpu='1' cpuset='25'/></cputune>"

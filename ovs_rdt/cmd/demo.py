@@ -406,7 +406,19 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         print()
         ns = argparse.Namespace(interval=1.0, once=False, no_clear=True,
                                 iterations=args.top_seconds)
-        top.run(settings, ns)
+        # "top" ends quietly on Ctrl-C; here Ctrl-C ends the demo.
+        stopped: list[int] = []
+
+        def interrupt(signum: int, frame: Any) -> None:
+            stopped.append(signum)
+            raise KeyboardInterrupt
+        before = signal.signal(signal.SIGINT, interrupt)
+        try:
+            top.run(settings, ns)
+        finally:
+            signal.signal(signal.SIGINT, before)
+        if stopped:
+            raise KeyboardInterrupt
 
     progress.step('%d s of ovs-rdt top' % args.top_seconds, show_top)
 

@@ -115,7 +115,9 @@ def test_hook_killed_mid_plan(node: bed.Node, bystander: list, rule: str
 # -- the agent killed mid-decision -------------------------------------------------
 @pytest.mark.parametrize('rule, change', [
     ('write /ovsrdt-ovs-pmd/schemata KILL 1', {'rdt-pmd-l3-ways': '3'}),
-    ('write /schemata KILL 1', {'rdt-pmd-l3-ways': '3'}),
+    # 6 more ways than the free ones next to the PMD group can hold
+    # (groups stay where they are): the default group gives some up.
+    ('write /schemata KILL 1', {'rdt-pmd-l3-ways': '8'}),
     ('write /ovsrdt-ovs-pmd/tasks KILL 1', {'pmd-cpu-mask': '0x3'}),
 ])
 def test_agent_killed_mid_decision(node: bed.Node, bystander: list,
@@ -126,22 +128,29 @@ def test_agent_killed_mid_decision(node: bed.Node, bystander: list,
            for key in change}
     node.emu.set_faults(rule)
     node.ovs.other_config(**change)
-    bed.wait_for(lambda: node.agent.proc.poll() is not None, timeout=30,
-                 what='the agent killed at %s' % rule)
-    assert node.agent.proc.returncode == -signal.SIGKILL
-    node.emu.set_faults()
-    bed.check_invariants(node, bystander)   # even half-way
-    node.start_agent()
-    node.wait_agent_ok()
-    bed.wait_for(node.pmd_in_group, timeout=30, what='PMDs in their group')
-    ways = int(change.get('rdt-pmd-l3-ways', old.get('rdt-pmd-l3-ways')
-                          or bed.PMD_WAYS))
-    bed.wait_for(lambda: node.groups()[PMD_GROUP].l3[0].count == ways,
-                 timeout=30, what='%d PMD ways after the restart (%s, %r)'
-                 % (ways, node.groups()[PMD_GROUP].l3[0], node.status()))
-    bed.check_invariants(node, bystander)
-    figures.add('faults injected and survived')
-    node.ovs.other_config(**old)
+    try:
+        bed.wait_for(lambda: node.agent.proc.poll() is not None, timeout=30,
+                     what='the agent killed at %s' % rule)
+        assert node.agent.proc.returncode == -signal.SIGKILL
+        node.emu.set_faults()
+        bed.check_invariants(node, bystander)   # even half-way
+        node.start_agent()
+        node.wait_agent_ok()
+        bed.wait_for(node.pmd_in_group, timeout=30,
+                     what='PMDs in their group')
+        ways = int(change.get('rdt-pmd-l3-ways', old.get('rdt-pmd-l3-ways')
+                              or bed.PMD_WAYS))
+        bed.wait_for(lambda: node.groups()[PMD_GROUP].l3[0].count == ways,
+                     timeout=30, what='%d PMD ways after the restart (%s, %r)'
+                     % (ways, node.groups()[PMD_GROUP].l3[0], node.status()))
+        bed.check_invariants(node, bystander)
+        figures.add('faults injected and survived')
+    finally:
+        # Whatever failed, the next test starts from the knobs it expects.
+        node.emu.set_faults()
+        node.ovs.other_config(**old)
+        if node.agent.proc.poll() is not None:
+            node.start_agent()
     node.wait_agent_ok()
     bed.wait_for(node.pmd_in_group, timeout=30, what='PMDs in their group')
 

@@ -167,7 +167,8 @@ def lifecycle(name: str) -> Count:
         out.events += 1
         if refused:
             out.refused += 1
-            live.pop()
+            if not stop:
+                live.pop()
             continue
         named = getattr(result, 'moves', None)
         out.needed += bool(named)

@@ -78,7 +78,10 @@ def reserved_ways(platform: Platform, groups: list[Group],
     can keep its minimum there, ways split off from the free run, fewer
     ways than ``min_cbm_bits``.  VM groups are left out (Placement counts
     them as allocations); the ways VMs get add up, as the allocator moves
-    VM groups to make a run when a request needs one.
+    groups to make a run when a request needs one.  Pools and the PMD group
+    stay where they are in this count (an explicit ``l3_cbm`` cannot move):
+    when they left holes, the node may place more than this says, never
+    less.
     """
     width = platform.cbm_len
     state = [g for g in groups if not g.name.startswith(_VM_PREFIX)]

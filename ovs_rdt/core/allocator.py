@@ -25,7 +25,7 @@ import itertools
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
-from ovs_rdt.core.layout import Domain, Layout, best_fit, layout_domain
+from ovs_rdt.core.layout import Domain, Layout, layout_domain
 from ovs_rdt.core.layout import live_masks, moved
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import mb_terms
@@ -37,11 +37,13 @@ from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
 
-__all__ = ['Plan', 'Step', 'best_fit', 'freeing', 'mirrors_default', 'plan',
+__all__ = ['Plan', 'Step', 'freeing', 'mirrors_default', 'plan',
            'validate_mask']
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Callable
+
     from ovs_rdt.core.layout import Positions
 
 
@@ -105,13 +107,20 @@ def _check_requests(platform: Platform, requests: list[Request]) -> None:
 
 
 #: How many sets of groups allowed to move are tried on one domain before
-#: every group may move (the whole repacking).  Most requests that do not
-#: fit where the groups are fit when one group moves; a domain has at most
-#: a CLOSID's worth of groups (16: 16 + 120 sets of one and two).
+#: every group may move (the whole repacking): sets whose moving could not
+#: free a run long enough are not counted.  Most requests that do not fit
+#: where the groups are fit when one group moves.
 _MOVE_TRIES = 200
+#: How many layouts per domain, and combinations of them, are tried when
+#: the writes of the cheapest would have a group overlap the default group
+#: for a moment (:class:`~ovs_rdt.core.writes.Overlap`).
+_OPTIONS, _COMBINATIONS = 3, 32
+
+#: (groups that move, ways they move): a layout's cost.
+Cost = tuple[int, int]
 
 
-def _cost(layout: Layout, live: dict[str, CBM]) -> tuple[int, int]:
+def _cost(layout: Layout, live: dict[str, CBM]) -> Cost:
     """(groups that move, ways they move), the default group one of them."""
     groups = ways = 0
     for name, old in live.items():
@@ -132,25 +141,55 @@ def _live(dom: Domain, positions: Positions) -> dict[str, CBM]:
     return live
 
 
-def layouts(dom: Domain, positions: Positions) -> list[Layout]:
-    """The domain's layouts, the one that moves the fewest groups (then
-    the fewest ways: :func:`_cost`) first.
+def _could_free(dom: Domain, live: dict[str, CBM]
+                ) -> Callable[[tuple[str, ...]], bool]:
+    """Whether moving a set of groups could free a run of ways as long as
+    the largest request that is new or grows on the domain (a set that
+    cannot is not worth a layout).
+    """
+    need = max((r.ways.get(dom.index, 0) for r in dom.requests
+                if r.ways.get(dom.index, 0) > (
+                    live[r.name].count if r.name in live else 0)),
+               default=0)
+    fixed = dom.fixed
+    for req in dom.requests:
+        fixed |= req.cbm.get(dom.index) or fixed
+    if dom.platform.sparse_masks or not need:
+        return lambda names: True
 
-    Every group stays where it is when the requests fit so.  Else the
-    smallest sets of groups allowed to move, fewest ways first, until a
-    size of set fits (at most :data:`_MOVE_TRIES` sets), and the whole
-    repacking last.  Raises the whole repacking's error when nothing fits.
+    def could(names: tuple[str, ...]) -> bool:
+        blocked = fixed
+        for name, mask in live.items():
+            if name != ROOT and name not in names:
+                blocked |= mask
+        return (~blocked).largest_run().count >= need
+    return could
+
+
+def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
+    """The domain's layouts and their costs, the one that moves the fewest
+    groups (then the fewest ways: :func:`_cost`) first.
+
+    Every group stays where it is when the requests fit so.  Else, when
+    they fit at all (the whole repacking, the last resort), the smallest
+    sets of groups allowed to move, fewest ways first, until a size of set
+    fits (at most :data:`_MOVE_TRIES` sets).  Raises the whole repacking's
+    error when nothing fits.
     """
     try:
-        return [layout_domain(dom, positions)]
+        return [((0, 0), layout_domain(dom, positions))]
     except AllocationError:
         pass
+    whole = layout_domain(dom, positions, None)
     live = _live(dom, positions)
-    found: list[tuple[tuple[int, int], int, Layout]] = []
+    found = [(_cost(whole, live), 0, whole)]
+    could = _could_free(dom, live)
     tries = 0
     for size in range(1, len(live)):
-        sets = sorted(itertools.combinations(sorted(live), size),
-                      key=lambda names: sum(live[n].count for n in names))
+        sets = sorted((names for names in itertools.combinations(
+            sorted(live), size) if could(names)),
+            key=lambda names: (sum(live[n].count for n in names),
+                               ROOT in names, names))
         for names in sets[:_MOVE_TRIES - tries]:
             try:
                 layout = layout_domain(dom, positions, frozenset(names))
@@ -158,16 +197,10 @@ def layouts(dom: Domain, positions: Positions) -> list[Layout]:
                 continue
             found.append((_cost(layout, live), len(found), layout))
         tries += len(sets)
-        if found or tries >= _MOVE_TRIES:
+        if len(found) > 1 or tries >= _MOVE_TRIES:
             break
-    try:
-        whole = layout_domain(dom, positions, None)
-    except AllocationError:
-        if not found:
-            raise
-    else:
-        found.append((_cost(whole, live), len(found), whole))
-    return [item[2] for item in sorted(found, key=lambda item: item[:2])]
+    return [(item[0], item[2]) for item in sorted(found,
+                                                  key=lambda i: i[:2])]
 
 
 def _merge(domains: list[Domain], chosen: list[Layout]) -> Plan:
@@ -248,22 +281,22 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
     domains = [Domain(platform, d, groups, requests, system_min_ways,
                       (system_cbm or {}).get(d)) for d in platform.domains]
     positions = {g.name: g.l3 for g in groups}
-    options = [layouts(dom, positions) for dom in domains]
-    chosen = [found[0] for found in options]
-    # A layout whose writes would have a group overlap the default group
-    # for a moment: the domain's next one (fewest moves first).
-    for index in range(len(domains)):
-        for layout in options[index]:
-            chosen[index] = layout
-            try:
-                _finish(platform, groups, requests, _merge(domains, chosen),
-                        result)
-            except Overlap as exc:
-                error = exc
-                continue
-            result.moves = _moves(domains, positions, chosen, requests)
-            return result
-        chosen[index] = options[index][0]
+    options = [layouts(dom, positions)[:_OPTIONS] for dom in domains]
+    # The cheapest combination of the domains' layouts whose writes never
+    # have a group overlap the default group for a moment.
+    combinations = sorted(itertools.product(*options), key=lambda combo: (
+        sum(cost[0] for cost, _ in combo), sum(cost[1] for cost, _ in combo)))
+    error: Overlap | None = None
+    for combo in combinations[:_COMBINATIONS]:
+        chosen = [layout for _, layout in combo]
+        try:
+            _finish(platform, groups, requests, _merge(domains, chosen),
+                    result)
+        except Overlap as exc:
+            error = error or exc
+            continue
+        result.moves = _moves(domains, positions, chosen, requests)
+        return result
     raise Overlap(
         'cannot reach the new layout: the default group would trade '
         'places with groups of ours and has no way free to stand aside '

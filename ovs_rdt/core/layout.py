@@ -191,8 +191,8 @@ def root_may(dom: Domain) -> CBM:
 def packing_order(requests: list[Request], positions: Positions,
                   domain: int) -> list[Request]:
     """The whole repacking's order: existing groups by position, highest
-    first, new ones last (when groups must move and moving a few is not
-    enough: :func:`ovs_rdt.core.allocator.plan`).
+    first, new ones last (every group may move: the allocator's last
+    resort, :func:`ovs_rdt.core.allocator.layouts`).
 
     A group that follows the default group on ``domain`` has no position
     there yet: it is placed like a new one.
@@ -222,8 +222,8 @@ def live_masks(dom: Domain, positions: Positions) -> dict[str, CBM]:
     return out
 
 
-def placing_order(dom: Domain, live: dict[str, CBM]
-                  ) -> list[tuple[Request, CBM | None]]:
+def placing_order(dom: Domain, live: dict[str, CBM],
+                  movers: dict[str, CBM]) -> list[tuple[Request, CBM | None]]:
     """The counted requests in the order they are placed, each with the
     mask it holds now (None: placed as a new one).
 
@@ -231,12 +231,16 @@ def placing_order(dom: Domain, live: dict[str, CBM]
     growing ones, then shrinking ones (a group growing into its shrinking
     neighbour's ways takes them before the neighbour picks the ways it
     keeps), then the new ones in the order they come (configured pools
-    before VMs: a VM that goes frees ways next to the default group).
+    before VMs: a VM that goes frees ways next to the default group), then
+    the ``movers`` (allowed to move: each stays if the others left its
+    ways free, else goes as near as it can).
     """
     def key(item: tuple[int, Request]) -> tuple[int, int, int]:
         idx, req = item
         ways = req.ways[dom.index]
         now = live.get(req.name)
+        if req.name in movers:
+            return 4, 0, idx
         if now is None:
             return 3, 0, idx
         if now.count == ways:
@@ -244,7 +248,8 @@ def placing_order(dom: Domain, live: dict[str, CBM]
         return (1 if ways > now.count else 2), -now.high, idx
     counted = [(i, r) for i, r in enumerate(dom.requests)
                if r.ways.get(dom.index)]
-    return [(req, live.get(req.name)) for _, req in sorted(counted, key=key)]
+    return [(req, live.get(req.name, movers.get(req.name)))
+            for _, req in sorted(counted, key=key)]
 
 
 def nearest_fit(allowed: CBM, ways: int, now: CBM, avoid: CBM) -> CBM | None:
@@ -385,20 +390,18 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
                             taken | dom.shared)))
 
 
-def root_floor(dom: Domain, now: CBM | None, reserve: int,
-               taken: CBM) -> CBM:
-    """The ``reserve`` ways of the default group that stay where they are
-    while no group may move (empty when it has no such run now).
-
-    Of the ways it has now that it may keep, outside I/O's reserved ways:
-    the run with the most ways the hardware shares with I/O (no isolated
-    group can have those), else the nearest to them (so no way is stranded
-    between), else the lowest (new groups go to the top of a run:
-    :func:`best_fit`).
+def root_floors(dom: Domain, now: CBM | None, reserve: int,
+                taken: CBM) -> list[CBM]:
+    """Where the default group's ``reserve`` ways may stay while it may
+    not move: of the ways it has now that it may keep, outside I/O's
+    reserved ways, the run with the most ways the hardware shares with I/O
+    (no isolated group can have those), else the nearest to them (so no
+    way is stranded between), else the lowest (new groups go to the top
+    of a run: :func:`best_fit`); then the lowest and the highest.  None
+    when it has no such run now.
     """
-    empty = CBM.empty(dom.width)
     if not now or reserve <= 0 or dom.system_cbm is not None:
-        return empty
+        return []
     may = (now & dom.root_may) - taken - dom.io_ways
     io = list((dom.hw_shared | dom.io_ways).bits())
 
@@ -408,16 +411,19 @@ def root_floor(dom: Domain, now: CBM | None, reserve: int,
     runs = [CBM.span(low + at, reserve, dom.width)
             for low, length in may.runs()
             for at in range(length - reserve + 1)]
-    return min(runs, key=key, default=empty)
+    if not runs:
+        return []
+    first = min(runs, key=key)
+    return list(dict.fromkeys([first, runs[0], runs[-1]]))
 
 
 def place_counted(dom: Domain, taken: CBM, reserve: int,
                   positions: Positions, moving: AbstractSet[str] | None,
-                  out: dict[str, CBM], pin_floor: bool) -> tuple[CBM, CBM]:
+                  out: dict[str, CBM], floor: CBM) -> tuple[CBM, CBM]:
     """Place the counted requests (adding them to ``out``): every group
     of ours stays where it is but those in ``moving`` (None: all of them,
-    the whole repacking, in :func:`packing_order`); with ``pin_floor``,
-    the default group's floor too (:func:`root_floor`).
+    the whole repacking, in :func:`packing_order`), and so does the
+    default group's ``floor`` (:func:`root_floors`; empty: none).
 
     Returns the ways taken now, and the ways the counted requests got.
     """
@@ -429,12 +435,10 @@ def place_counted(dom: Domain, taken: CBM, reserve: int,
             [r for r in dom.requests if r.ways.get(dom.index)], positions,
             dom.index)]
         live: dict[str, CBM] = {}
-        floor = ours
     else:
-        live = {n: m for n, m in live_masks(dom, positions).items()
-                if n not in moving}
-        order = placing_order(dom, live)
-        floor = root_floor(dom, root, reserve, taken) if pin_floor else ours
+        live = live_masks(dom, positions)
+        movers = {n: live.pop(n) for n in list(live) if n in moving}
+        order = placing_order(dom, live, movers)
     avoid = root or CBM.empty(dom.width)
     for mask in live.values():
         avoid |= mask
@@ -522,32 +526,46 @@ def layout_domain(dom: Domain, positions: Positions,
     of ours, the whole repacking; ROOT: the default group).
 
     When the default group may not move but would, or the groups do not
-    fit, it keeps its floor where it is (:func:`root_floor`) and the
-    groups are placed again.
+    fit, they are placed again with its floor kept where it is
+    (:func:`root_floors`, each in turn).  The result may still move it
+    (its cost is the allocator's to weigh).
     Raises InsufficientWays or InvalidMask.
     """
+    empty = CBM.empty(dom.width)
     try:
-        layout = _layout(dom, positions, moving, False)
-    except AllocationError:
+        layout = _layout(dom, positions, moving, empty)
+    except AllocationError as exc:
         if moving is None:
             raise
-        return _layout(dom, positions, moving, True)
+        error: AllocationError | None = exc
+    else:
+        root = positions.get(ROOT, {}).get(dom.index)
+        if moving is None or ROOT in moving or not moved(root,
+                                                         layout.masks[ROOT]):
+            return layout
+        error = None
     root = positions.get(ROOT, {}).get(dom.index)
-    if moving is None or ROOT in moving or not moved(root,
-                                                     layout.masks[ROOT]):
-        return layout
-    return _layout(dom, positions, moving, True)
+    reserve = system_reserve(dom, CBM.empty(dom.width)) \
+        if dom.system_cbm is None else 0
+    for floor in root_floors(dom, root, reserve, dom.fixed):
+        try:
+            return _layout(dom, positions, moving, floor)
+        except AllocationError as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+    return layout
 
 
 def _layout(dom: Domain, positions: Positions,
-            moving: AbstractSet[str] | None, pin_floor: bool) -> Layout:
+            moving: AbstractSet[str] | None, floor: CBM) -> Layout:
     masks: dict[str, CBM] = {}
     explicit = place_explicit(dom, masks)
     reserve = system_reserve(dom, explicit)
     system = dom.system_cbm or CBM.empty(dom.width)
     taken, counted = place_counted(dom, dom.fixed | explicit | system,
                                    reserve, positions, moving, masks,
-                                   pin_floor)
+                                   floor - explicit)
     root = masks[ROOT] = root_mask(dom, explicit | counted, reserve,
                                    positions.get(ROOT, {}).get(dom.index))
     free = free_ways(dom, taken, reserve)

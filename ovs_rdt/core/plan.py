@@ -118,8 +118,8 @@ class Step:
 class Move:
     """A group that existed and moves on one domain: it loses ways it had
     room to keep (:func:`ovs_rdt.core.layout.moved`), for ``room`` (the
-    other groups new or growing there; none: it grows itself, or the
-    default group needs its floor).
+    other groups new or growing there; none: it grows itself, or fixed
+    masks or the default group's floor need its ways).
     """
 
     __slots__ = ('group', 'domain', 'old', 'new', 'room')
@@ -138,7 +138,8 @@ class Move:
         elif self.new.count > self.old.count:
             why = 'to grow to %d ways' % self.new.count
         else:
-            why = "to make room for the default group's floor"
+            why = ("to make room for fixed masks (l3_cbm, system_l3_cbm, "
+                   "other tools' groups) or the default group's floor")
         return 'moves %s on cache domain %d from %s to %s %s' % (
             self.group or 'the default group', self.domain, self.old,
             self.new, why)

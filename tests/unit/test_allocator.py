@@ -334,3 +334,72 @@ def test_a_group_grows_where_it_is_or_moves_and_says_so():
     assert [str(m) for m in result.moves] == [
         'moves ovsrdt-vm-a on cache domain %d from 100 to 70 to grow to 3 '
         'ways' % d for d in (0, 1)]
+
+
+def one_way_vms(pattern: str, doms=(0,)):
+    """Groups from a picture of the ways, highest first: R the default
+    group's, V a 1-way isolated VM's, . free.
+    """
+    width = len(pattern)
+    root, groups, reqs = 0, [], []
+    for bit, c in enumerate(reversed(pattern)):
+        if c == 'R':
+            root |= 1 << bit
+        elif c == 'V':
+            name = 'ovsrdt-vm-%02d' % bit
+            groups.append(Group(name, {d: CBM(1 << bit, width) for d in doms},
+                                mode='exclusive'))
+            reqs.append(Request(name, ways={d: 1 for d in doms}))
+    return [Group('', {d: CBM(root, width) for d in doms})] + groups, reqs
+
+
+def test_many_small_groups_move_the_fewest():
+    """Found in review: 14 one-way VMs and five free ways in holes; a 5-way
+    VM needs 3 of them moved.  The sets tried are those whose moving could
+    free a run of 5, so the 200 tried reach the sets of 3 (before, the
+    whole repacking moved 13).
+    """
+    groups, reqs = one_way_vms('V.VVV.VV.VVVV..VVVVR')
+    result = plan(Platform(20, 16, (0,)), groups,
+                  reqs + [Request('ovsrdt-vm-new', ways={0: 5})], 1)
+    assert len({m.group for m in result.moves}) == 3, result.moves
+
+
+def test_two_domains_that_each_need_another_layout():
+    """Found in review: I/O shares ways 4-5 of 6; the cheapest layout of
+    each domain would have the default group trade places with a VM and no
+    way to stand aside on.  Each domain takes its next layout, both at
+    once (before, only one domain at a time could).
+    """
+    doms = (0, 1)
+    platform = Platform(6, 16, doms, shareable_bits=0x30)
+
+    def masks(value: int) -> dict[int, CBM]:
+        return {d: CBM(value, 6) for d in doms}
+    groups = [Group('', masks(0x30)), Group('ovsrdt-vm-7', masks(0x03)),
+              Group('ovsrdt-vm-8', masks(0x0c), mode='exclusive')]
+    reqs = [Request('ovsrdt-vm-7', ways={d: 2 for d in doms},
+                    exclusive=False),
+            Request('ovsrdt-vm-8', ways={d: 2 for d in doms})]
+    assert plan(platform, groups, reqs, 0).steps == []
+    result = plan(platform, groups, reqs + [
+        Request('ovsrdt-vm-9', ways={d: 1 for d in doms})], 0)
+    assert {m.domain for m in result.moves} == {0, 1}
+
+
+def test_a_one_way_move_rather_than_a_trade():
+    """Found in review: min_cbm_bits 2, I/O shares ways 7-8 of 9; the free
+    count says 2.  Moving vm-4 up one way makes the run (before, only a
+    trade with the default group did, which no order of writes reaches).
+    """
+    platform = Platform(9, 16, (0,), min_cbm_bits=2, shareable_bits=0x180)
+    groups = [Group('', {0: CBM(0x007, 9)}),
+              Group('ovsrdt-vm-4', {0: CBM(0x038, 9)}, mode='exclusive'),
+              Group('ovsrdt-vm-5', {0: CBM(0x180, 9)})]
+    reqs = [Request('ovsrdt-vm-4', ways={0: 3}),
+            Request('ovsrdt-vm-5', ways={0: 2}, exclusive=False)]
+    assert plan(platform, groups, reqs, 0).free == {0: 2}
+    result = plan(platform, groups, reqs + [
+        Request('ovsrdt-vm-new', ways={0: 2})], 0)
+    assert [(m.group, str(m.old), str(m.new)) for m in result.moves] == [
+        ('ovsrdt-vm-4', '38', '70')]

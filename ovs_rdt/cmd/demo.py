@@ -187,6 +187,10 @@ class Progress:
         began = time.monotonic()
         try:
             result = fn()
+            if _INTERRUPTED:
+                # A Ctrl-C that something on the way caught (``top`` ends
+                # quietly on one) still ends the demo.
+                raise KeyboardInterrupt
         except BaseException:
             print('FAILED', flush=True)
             raise
@@ -216,6 +220,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     box = Sandbox(args.workdir)
     box.save()
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     began = time.monotonic()
     try:
         _main_job(box, args)
@@ -272,7 +277,12 @@ def command_path() -> str:
     return here if os.path.exists(here) else 'ovs-rdt'
 
 
+#: The signals that asked the demo to end (SIGINT, SIGTERM).
+_INTERRUPTED: list[int] = []
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
+    _INTERRUPTED.append(signum)
     raise KeyboardInterrupt
 
 
@@ -406,19 +416,7 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         print()
         ns = argparse.Namespace(interval=1.0, once=False, no_clear=True,
                                 iterations=args.top_seconds)
-        # "top" ends quietly on Ctrl-C; here Ctrl-C ends the demo.
-        stopped: list[int] = []
-
-        def interrupt(signum: int, frame: Any) -> None:
-            stopped.append(signum)
-            raise KeyboardInterrupt
-        before = signal.signal(signal.SIGINT, interrupt)
-        try:
-            top.run(settings, ns)
-        finally:
-            signal.signal(signal.SIGINT, before)
-        if stopped:
-            raise KeyboardInterrupt
+        top.run(settings, ns)     # (ends quietly on Ctrl-C: see step())
 
     progress.step('%d s of ovs-rdt top' % args.top_seconds, show_top)
 

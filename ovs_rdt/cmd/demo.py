@@ -220,6 +220,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     box = Sandbox(args.workdir)
     box.save()
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Also when started with SIGINT ignored (a background job of a script
+    # without job control: Python then leaves it ignored), so that an
+    # interrupt still tears the demo down.
     signal.signal(signal.SIGINT, _raise_interrupt)
     began = time.monotonic()
     try:

@@ -26,7 +26,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.layout import Domain, Layout, layout_domain
-from ovs_rdt.core.layout import live_masks, moved
+from ovs_rdt.core.layout import Cost, cost, live_groups, moved
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import mb_terms
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
@@ -116,30 +116,6 @@ _MOVE_TRIES = 200
 #: for a moment (:class:`~ovs_rdt.core.writes.Overlap`).
 _OPTIONS, _COMBINATIONS = 3, 32
 
-#: (groups that move, ways they move): a layout's cost.
-Cost = tuple[int, int]
-
-
-def _cost(layout: Layout, live: dict[str, CBM]) -> Cost:
-    """(groups that move, ways they move), the default group one of them."""
-    groups = ways = 0
-    for name, old in live.items():
-        lost = moved(old, layout.masks[name])
-        groups += bool(lost)
-        ways += lost
-    return groups, ways
-
-
-def _live(dom: Domain, positions: Positions) -> dict[str, CBM]:
-    """The groups that hold ways on the domain now, the default group
-    too: the ones a layout may move.
-    """
-    live = live_masks(dom, positions)
-    root = positions.get(ROOT, {}).get(dom.index)
-    if root:
-        live[ROOT] = root
-    return live
-
 
 def _could_free(dom: Domain, live: dict[str, CBM]
                 ) -> Callable[[tuple[str, ...]], bool]:
@@ -168,7 +144,7 @@ def _could_free(dom: Domain, live: dict[str, CBM]
 
 def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
     """The domain's layouts and their costs, the one that moves the fewest
-    groups (then the fewest ways: :func:`_cost`) first.
+    groups (then the fewest ways: :func:`~ovs_rdt.core.layout.cost`) first.
 
     Every group stays where it is when the requests fit so.  Else, when
     they fit at all (the whole repacking, the last resort), the smallest
@@ -181,8 +157,8 @@ def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
     except AllocationError:
         pass
     whole = layout_domain(dom, positions, None)
-    live = _live(dom, positions)
-    found = [(_cost(whole, live), 0, whole)]
+    live = live_groups(dom, positions)
+    found = [(cost(whole, live), 0, whole)]
     could = _could_free(dom, live)
     tries = 0
     for size in range(1, len(live)):
@@ -195,7 +171,7 @@ def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
                 layout = layout_domain(dom, positions, frozenset(names))
             except AllocationError:
                 continue
-            found.append((_cost(layout, live), len(found), layout))
+            found.append((cost(layout, live), len(found), layout))
         tries += len(sets)
         if len(found) > 1 or tries >= _MOVE_TRIES:
             break
@@ -220,7 +196,7 @@ def _moves(domains: list[Domain], positions: Positions,
     """
     out = []
     for dom, layout in zip(domains, chosen):
-        live = _live(dom, positions)
+        live = live_groups(dom, positions)
         growing = [r.name for r in requests if r.ways.get(dom.index, 0) > (
             live[r.name].count if r.name in live else 0)]
         for name, old in live.items():

@@ -232,15 +232,15 @@ def placing_order(dom: Domain, live: dict[str, CBM],
     neighbour's ways takes them before the neighbour picks the ways it
     keeps), then the new ones in the order they come (configured pools
     before VMs: a VM that goes frees ways next to the default group), then
-    the ``movers`` (allowed to move: each stays if the others left its
-    ways free, else goes as near as it can).
+    the ``movers``, largest first (allowed to move: each stays if the
+    others left its ways free, else goes as near as it can).
     """
     def key(item: tuple[int, Request]) -> tuple[int, int, int]:
         idx, req = item
         ways = req.ways[dom.index]
         now = live.get(req.name)
         if req.name in movers:
-            return 4, 0, idx
+            return 4, -ways, idx
         if now is None:
             return 3, 0, idx
         if now.count == ways:
@@ -337,7 +337,8 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
     ``now``: the ways it holds (it stays there when it keeps its size and
     they are all allowed; else it keeps what it can: :func:`nearest_fit`
     away from ``avoid``).  A new shared group takes the most ways shared
-    with I/O it can.  ``keep_clear``: taken ways the default group
+    with I/O it can; a new one beside ``avoid`` (the ways of groups that
+    may move) keeps off them where it can.  ``keep_clear``: taken ways the default group
     keeps (its floor), which a new group's run should end next to, as
     below I/O's ways (:func:`best_fit`'s ``shared``).
     """
@@ -366,6 +367,8 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
         mask = nearest_fit(allowed, ways, dom.hw_shared, avoid)
         if mask is not None and not mask & dom.hw_shared:
             mask = None
+    elif avoid:
+        mask = nearest_fit(allowed, ways, CBM.empty(dom.width), avoid)
     mask = mask or best_fit(allowed, ways, plat.sparse_masks,
                             plat.min_cbm_bits, keep_clear.value | (
                                 dom.hw_shared.value if req.exclusive else 0))
@@ -435,6 +438,7 @@ def place_counted(dom: Domain, taken: CBM, reserve: int,
             [r for r in dom.requests if r.ways.get(dom.index)], positions,
             dom.index)]
         live: dict[str, CBM] = {}
+        movers: dict[str, CBM] = {}
     else:
         live = live_masks(dom, positions)
         movers = {n: live.pop(n) for n in list(live) if n in moving}
@@ -442,11 +446,16 @@ def place_counted(dom: Domain, taken: CBM, reserve: int,
     avoid = root or CBM.empty(dom.width)
     for mask in live.values():
         avoid |= mask
+    # New groups keep off the ways of the groups that may move, where they
+    # can: those move the less.
+    away = CBM.empty(dom.width)
+    for mask in movers.values():
+        away |= mask
     for req, now in order:
         if now is not None:
             avoid -= now
         mask = fit_counted(dom, req, taken | floor, 0 if floor else reserve,
-                           now, avoid, floor)
+                           now, avoid if now is not None else away, floor)
         out[req.name] = mask
         taken |= mask
         ours |= mask
@@ -519,6 +528,33 @@ def moved(old: CBM | None, new: CBM) -> int:
     return min(old.count, new.count) - (old & new).count
 
 
+#: (groups that move, ways they move): a layout's cost.
+Cost = tuple[int, int]
+
+
+def live_groups(dom: Domain, positions: Positions) -> dict[str, CBM]:
+    """The groups that hold ways on the domain now, the default group
+    too: the ones a layout may move.
+    """
+    live = live_masks(dom, positions)
+    root = positions.get(ROOT, {}).get(dom.index)
+    if root:
+        live[ROOT] = root
+    return live
+
+
+def cost(layout: Layout, live: dict[str, CBM]) -> Cost:
+    """(groups that move, ways they move), the default group one of them
+    (:func:`moved`; ``live``: :func:`live_groups`).
+    """
+    groups = ways = 0
+    for name, old in live.items():
+        lost = moved(old, layout.masks[name])
+        groups += bool(lost)
+        ways += lost
+    return groups, ways
+
+
 def layout_domain(dom: Domain, positions: Positions,
                   moving: AbstractSet[str] | None = frozenset()) -> Layout:
     """Every group's mask on the domain, from where they are
@@ -526,9 +562,8 @@ def layout_domain(dom: Domain, positions: Positions,
     of ours, the whole repacking; ROOT: the default group).
 
     When the default group may not move but would, or the groups do not
-    fit, they are placed again with its floor kept where it is
-    (:func:`root_floors`, each in turn).  The result may still move it
-    (its cost is the allocator's to weigh).
+    fit, they are placed again with its floor kept where it is, at each
+    place :func:`root_floors` offers: the cheapest (:func:`cost`) wins.
     Raises InsufficientWays or InvalidMask.
     """
     empty = CBM.empty(dom.width)
@@ -547,11 +582,17 @@ def layout_domain(dom: Domain, positions: Positions,
     root = positions.get(ROOT, {}).get(dom.index)
     reserve = system_reserve(dom, CBM.empty(dom.width)) \
         if dom.system_cbm is None else 0
+    live = live_groups(dom, positions)
+    found: list[tuple[Cost, int, Layout]] = []
     for floor in root_floors(dom, root, reserve, dom.fixed):
         try:
-            return _layout(dom, positions, moving, floor)
+            trial = _layout(dom, positions, moving, floor)
         except AllocationError as exc:
             error = error or exc
+            continue
+        found.append((cost(trial, live), len(found), trial))
+    if found:
+        return min(found, key=lambda item: item[:2])[2]
     if error is not None:
         raise error
     return layout

@@ -389,7 +389,7 @@ def test_two_domains_that_each_need_another_layout():
 
 def test_a_one_way_move_rather_than_a_trade():
     """Found in review: min_cbm_bits 2, I/O shares ways 7-8 of 9; the free
-    count says 2.  Moving vm-4 up one way makes the run (before, only a
+    count says 2.  Moving vm-4 by one way makes the run (before, only a
     trade with the default group did, which no order of writes reaches).
     """
     platform = Platform(9, 16, (0,), min_cbm_bits=2, shareable_bits=0x180)
@@ -402,4 +402,4 @@ def test_a_one_way_move_rather_than_a_trade():
     result = plan(platform, groups, reqs + [
         Request('ovsrdt-vm-new', ways={0: 2})], 0)
     assert [(m.group, str(m.old), str(m.new)) for m in result.moves] == [
-        ('ovsrdt-vm-4', '38', '70')]
+        ('ovsrdt-vm-4', '38', '1c')]

@@ -117,16 +117,22 @@ _MOVE_TRIES = 200
 _OPTIONS, _COMBINATIONS = 3, 32
 
 
+def _growing(dom: Domain, live: dict[str, CBM]) -> list[Request]:
+    """The requests that are new on the domain or ask more ways than they
+    hold there (``live``: :func:`~ovs_rdt.core.layout.live_groups`): the
+    ones groups move for.
+    """
+    return [r for r in dom.requests if r.ways.get(dom.index, 0) > (
+        live[r.name].count if r.name in live else 0)]
+
+
 def _could_free(dom: Domain, live: dict[str, CBM]
                 ) -> Callable[[tuple[str, ...]], bool]:
     """Whether moving a set of groups could free a run of ways as long as
     the largest request that is new or grows on the domain (a set that
     cannot is not worth a layout).
     """
-    need = max((r.ways.get(dom.index, 0) for r in dom.requests
-                if r.ways.get(dom.index, 0) > (
-                    live[r.name].count if r.name in live else 0)),
-               default=0)
+    need = max((r.ways[dom.index] for r in _growing(dom, live)), default=0)
     fixed = dom.fixed
     for req in dom.requests:
         fixed |= req.cbm.get(dom.index) or fixed
@@ -190,15 +196,14 @@ def _merge(domains: list[Domain], chosen: list[Layout]) -> Plan:
 
 
 def _moves(domains: list[Domain], positions: Positions,
-           chosen: list[Layout], requests: list[Request]) -> list[Move]:
+           chosen: list[Layout]) -> list[Move]:
     """The groups that existed and move, each with the requests it moves
     for: on its domain, the other new ones and the ones that grow.
     """
     out = []
     for dom, layout in zip(domains, chosen):
         live = live_groups(dom, positions)
-        growing = [r.name for r in requests if r.ways.get(dom.index, 0) > (
-            live[r.name].count if r.name in live else 0)]
+        growing = [r.name for r in _growing(dom, live)]
         for name, old in live.items():
             new = layout.masks[name]
             if moved(old, new):
@@ -271,7 +276,7 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
         except Overlap as exc:
             error = error or exc
             continue
-        result.moves = _moves(domains, positions, chosen, requests)
+        result.moves = _moves(domains, positions, chosen)
         return result
     raise Overlap(
         'cannot reach the new layout: the default group would trade '
@@ -313,5 +318,4 @@ def _finish(platform: Platform, groups: list[Group], requests: list[Request],
     """
     result.l3, result.free = layout.l3, layout.free
     _set_modes_and_mb(platform, groups, requests, result)
-    result.steps = steps(platform, {g.name: g for g in groups}, result,
-                         True)
+    result.steps = steps(platform, {g.name: g for g in groups}, result)

@@ -47,12 +47,10 @@ class _Writes:
     """The steps so far, each checked on the kernel's model first."""
 
     def __init__(self, platform: Platform, current: dict[str, Group],
-                 strict: bool = False, target: Plan | None = None) -> None:
+                 target: Plan | None = None) -> None:
         self.platform = platform
         self.sim = Kernel(platform, current)
         self.steps: list[Step] = []
-        #: Raise :class:`Overlap` rather than overlap the default group.
-        self.strict = strict
         self.target = target
 
     def mode(self, name: str, value: str) -> None:
@@ -102,7 +100,7 @@ class _Writes:
 class Overlap(AllocationError):
     """No order of writes reaches the plan without a group of ours that
     holds ways before and after overlapping the default group for a moment
-    (:func:`steps` with ``strict``).
+    (:func:`steps`).
     """
 
 
@@ -286,12 +284,9 @@ def _aside(out: _Writes, current: dict[str, Group], target: Plan,
                 step[d] = run
                 break
         else:
-            if out.strict:
-                raise Overlap('the default group (%s on domain %d) has no '
-                              'way to stand aside on for the groups moving '
-                              'into its ways (%s)'
-                              % (now, d, CBM(avoid, width)))
-            step[d] = now
+            raise Overlap('the default group (%s on domain %d) has no way '
+                          'to stand aside on for the groups moving into its '
+                          'ways (%s)' % (now, d, CBM(avoid, width)))
     if any(CBM(v, width) != step[d] for d, v in out.sim.l3[ROOT].items()):
         out.write(ROOT, step)
 
@@ -335,14 +330,14 @@ def shrinking_first(pending: list[str], sim: Kernel,
 
 
 def steps(platform: Platform, current: dict[str, Group],
-          target: Plan, strict: bool = False) -> list[Step]:
+          target: Plan) -> list[Step]:
     """The writes from ``current`` to ``target``, in a kernel-safe order.
 
-    Raises AllocationError when the kernel's model refuses one of them;
-    with ``strict``, :class:`Overlap` when a group of ours that holds ways
-    before and after would overlap the default group for a moment.
+    Raises AllocationError when the kernel's model refuses one of them,
+    :class:`Overlap` when a group of ours that holds ways before and after
+    would overlap the default group for a moment.
     """
-    out = _Writes(platform, current, strict, target)
+    out = _Writes(platform, current, target)
     l3_changes, mb_lines = _changes(platform, current, target)
     _unlock(out, current, target, l3_changes)
     # Removals first only when the new groups need their CLOSIDs.

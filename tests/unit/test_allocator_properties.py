@@ -470,6 +470,14 @@ def _runs(value: int, width: int) -> list[int]:
     return out
 
 
+def _lost(old: int, new: int) -> int:
+    """The ways a mask loses that it had room to keep (0: it stayed, grew
+    over its ways or shrank within them).
+    """
+    return min(bin(old).count('1'), bin(new).count('1')) - \
+        bin(old & new).count('1')
+
+
 def _root_keeps(spare: int, root: int, floor: int, width: int) -> bool:
     """The default group can keep its place in ``spare``: the run of it
     holding the most of ``root`` has ``floor`` ways, and the default group
@@ -480,9 +488,7 @@ def _root_keeps(spare: int, root: int, floor: int, width: int) -> bool:
         return floor == 0
     best = max(runs, key=lambda r: (bin(r & root).count('1'),
                                     bin(r).count('1')))
-    both = bin(best & root).count('1')
-    return bin(best).count('1') >= floor and \
-        both == min(bin(best).count('1'), bin(root).count('1'))
+    return bin(best).count('1') >= floor and not _lost(root, best)
 
 
 def _place(free: int, sizes: list[int], width: int, root: int,
@@ -547,11 +553,7 @@ def test_a_live_group_moves_only_when_a_request_needs_it(scenario) -> None:
             was = _held_now(before, dom)
             now = {n: after[n].l3[dom].value for n in was if n in after}
             changed = {n for n in now if now[n] != was[n]}
-            root_was = before[0].l3[dom].value
-            root_now = after[ROOT].l3[dom].value
-            both = bin(root_was & root_now).count('1')
-            if both != min(bin(root_was).count('1'),
-                           bin(root_now).count('1')):
+            if _lost(before[0].l3[dom].value, after[ROOT].l3[dom].value):
                 changed.add(ROOT)
             assert changed == {n for n, d in named if d == dom}, \
                 (op, dom, changed, result.moves)
@@ -630,9 +632,6 @@ def _fewest(width: int, live: dict[str, int], sizes: dict[str, int],
     that move (a group loses ways it had room to keep; the default group
     counts as one).  None when nothing fits.
     """
-    def lost(old: int, new: int) -> int:
-        return min(bin(old).count('1'), bin(new).count('1')) - \
-            bin(old & new).count('1')
     names = list(sizes)
     best: list[tuple[int, int]] = []
 
@@ -643,7 +642,7 @@ def _fewest(width: int, live: dict[str, int], sizes: dict[str, int],
             for run in _runs(((1 << width) - 1) & ~taken, width) or [0]:
                 if bin(run).count('1') < floor:
                     continue
-                gone = lost(root, run)
+                gone = _lost(root, run)
                 total = (cost[0] + bool(gone), cost[1] + gone)
                 if not best or total < best[0]:
                     best[:] = [total]
@@ -653,7 +652,7 @@ def _fewest(width: int, live: dict[str, int], sizes: dict[str, int],
             run = ((1 << need) - 1) << low
             if run & taken:
                 continue
-            gone = lost(live[names[i]], run) if names[i] in live else 0
+            gone = _lost(live[names[i]], run) if names[i] in live else 0
             place(i + 1, taken | run,
                   (cost[0] + bool(gone), cost[1] + gone))
     place(0, 0, (0, 0))
@@ -715,9 +714,7 @@ def test_a_start_moves_the_fewest_groups_then_ways(case) -> None:
         return
     cost = [0, 0]
     for name, old in list(live.items()) + [(ROOT, root)]:
-        now = result.l3[name][0].value
-        gone = min(bin(old).count('1'), bin(now).count('1')) - \
-            bin(old & now).count('1')
+        gone = _lost(old, result.l3[name][0].value)
         cost[0] += bool(gone)
         cost[1] += gone
     assert best is not None, (case, result.moves)

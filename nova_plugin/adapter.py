@@ -22,8 +22,6 @@ from oslo_utils import timeutils
 from nova.compute import vm_states
 import nova.conf
 from nova import context as nova_context
-from nova.db.main import api as main_db
-from nova.db.main import models as main_models
 from nova import objects
 from nova.objects import base as obj_base
 from nova.scheduler.client import report
@@ -219,33 +217,18 @@ def instance_loaded(inst: Any) -> tuple[Any, frozenset[int] | None] | None:
     return flavor, frozenset(c.id for c in numa.cells)
 
 
-def is_loadable_stub(inst: Any) -> bool:
-    """A bare Instance stub (uuid only) carrying a request context.
+def stub_context(inst: Any) -> Any | None:
+    """The cell context of a bare Instance stub (uuid only); None: not a
+    stub, or one without a context.
 
     ``HostManager._get_instances_by_host`` (computes not reporting, see
     ``[filter_scheduler] track_instance_changes``) makes
     ``objects.Instance(cell_context, uuid=...)``: no flavor, the context in
     ``Instance._context``.  ``SchedulerManager._consume_selected_host``
     adds stubs without a context (``objects.Instance(uuid=...)``) for the
-    instances of the request being scheduled: those are not loadable.
+    instances of the request being scheduled: those cannot be loaded.
     """
-    return not hasattr(inst, _FLAVOR) and inst._context is not None
-
-
-def load_instances(stubs: list) -> dict[str, Any]:
-    """The stubs' instances with flavor and NUMA topology, in one query.
-
-    ``objects.InstanceList.get_by_filters(context, {'uuid': [...],
-    'deleted': False}, expected_attrs=['flavor', 'numa_topology'])`` with
-    the context of the first stub (all of a host's stubs share their cell's
-    context).  Deleted instances are left out.  Raises what the query
-    raises.
-    """
-    found = objects.InstanceList.get_by_filters(
-        stubs[0]._context,
-        {'uuid': [i.uuid for i in stubs], 'deleted': False},
-        expected_attrs=['flavor', 'numa_topology'])
-    return {i.uuid: i for i in found}
+    return None if hasattr(inst, _FLAVOR) else inst._context
 
 
 def same_instances(old: tuple, new: tuple) -> bool:
@@ -296,7 +279,7 @@ def aggregate_metadata(host_state: Any, keys: Iterable[str]) -> tuple:
                   for agg in host_state.aggregates])
 
 
-def placements(host_state: Any) -> int:
+def num_consumed(host_state: Any) -> int:
     """``HostState.num_instances``: rises by one per ``consume_from_request``.
 
     Nova consumes the chosen host between the instances of a multi-create
@@ -326,14 +309,6 @@ def host_domains(host_state: Any) -> frozenset[int] | None:
 
 
 # -- private attributes on Nova objects --------------------------------------------
-def private_slot(name: str) -> str:
-    """The private attribute (``_ovs_rdt_<name>``) for ``name``.
-
-    What :func:`cached` and :func:`cache` take; computed once, at import.
-    """
-    return '_ovs_rdt_' + name
-
-
 def cached(obj: Any, slot: str, default: Any = None) -> Any:
     """What :func:`cache` stored on a Nova object, else ``default``."""
     return getattr(obj, slot, default)
@@ -341,7 +316,7 @@ def cached(obj: Any, slot: str, default: Any = None) -> Any:
 
 def cache(obj: Any, slot: str, value: Any) -> None:
     """Keep ``value`` on a Nova object (Instance, HostState) in a private
-    attribute (:func:`private_slot`).
+    attribute (``slot``: ``_ovs_rdt_<name>``).
 
     Neither ``NovaObject`` nor ``HostState`` has ``__slots__`` or a
     ``__setattr__`` that refuses other names; a private attribute is not a
@@ -387,30 +362,22 @@ def cell_context(context: Any, cell_uuid: str) -> Any:
     return cctxt
 
 
-@main_db.pick_context_manager_reader
-def _changed_rows(cctxt: Any, since: Any) -> list:
-    model = main_models.Instance
-    return cctxt.session.query(
-        model.uuid, model.updated_at, model.created_at, model.deleted,
-    ).filter(model.updated_at >= since).all()
-
-
 def changed_instances(cctxt: Any, since: Any) -> list[tuple[str, Any]]:
     """``(uuid, (changed, deleted))`` of the instances updated since
     ``since``, deleted ones included: :func:`instance_state`'s ``changed``
-    and ``deleted`` without loading the instances.
+    and ``deleted`` without loading the instances' flavors.
 
-    The query ``InstanceList.get_by_filters(cctxt, {'changes-since':
-    since})`` makes (``instances.updated_at >= since``, indexed; without a
-    ``deleted`` filter, deleted rows too), of four columns, through
-    ``nova.db.main.api.pick_context_manager_reader`` (the context's cell
-    database).  Deleting an instance does not change ``updated_at``
-    (``soft_delete``), but the compute saves it as ``deleted`` just
-    before (``ComputeManager._delete_instance``).
+    ``objects.InstanceList.get_by_filters(cctxt, {'changes-since':
+    since}, expected_attrs=[])``: ``instances.updated_at >= since``
+    (indexed; without a ``deleted`` filter, deleted rows too), the
+    instances table alone (no join).  Deleting an instance does not
+    change ``updated_at`` (``soft_delete``), but the compute saves it as
+    ``deleted`` just before (``ComputeManager._delete_instance``).
     """
-    since = timeutils.normalize_time(since)
-    return [(uuid, (_naive(updated or created), bool(deleted)))
-            for uuid, updated, created, deleted in _changed_rows(cctxt, since)]
+    return [(inst.uuid, (_naive(inst.updated_at or inst.created_at),
+                         bool(inst.deleted)))
+            for inst in objects.InstanceList.get_by_filters(
+                cctxt, {'changes-since': since}, expected_attrs=[])]
 
 
 def instances_by_uuid(cctxt: Any, uuids: Iterable[str]) -> list:

@@ -2,11 +2,13 @@
 
 Enable with ``[filter_scheduler] available_filters =
 nova_plugin.filters.RDTCacheFilter`` and ``enabled_filters`` (after
-NUMATopologyFilter).  The filter class and its glue: the host's capacity
-and NUMA node to L3 map (:mod:`nova_plugin.aggregates`), what its
-instances hold (:mod:`nova_plugin.usage`), what this request placed there
-so far (:mod:`nova_plugin.passes`), checked with
-:mod:`ovs_rdt.core.capacity` (the node allocator's arithmetic); Nova is
+NUMATopologyFilter).  The filter owns its ledger (where the cell
+databases and Placement have instances, :mod:`nova_plugin.ledger`) and
+its passes (what each request placed so far, :mod:`nova_plugin.passes`);
+per host it sums what the instances hold (:mod:`nova_plugin.usage`) on
+the host's capacity and NUMA node to L3 map
+(:mod:`nova_plugin.aggregates`) and checks the request with
+:mod:`ovs_rdt.core.capacity` (the node allocator's arithmetic).  Nova is
 read only through :mod:`nova_plugin.adapter`.  A request with NUMA cells
 is checked on the cells Nova's NUMA fit will give it
 (:func:`adapter.numa_fit`), on their L3 domains.
@@ -21,16 +23,21 @@ from oslo_log import log as logging
 
 from nova_plugin import adapter
 from nova_plugin import aggregates
+from nova_plugin import ledger as instance_ledger
 from nova_plugin import opts
 from nova_plugin import passes
 from nova_plugin import throttle
-from nova_plugin import usage as instance_usage
+from nova_plugin import usage
 from ovs_rdt.core import capacity
 from ovs_rdt.core import topology
+from ovs_rdt.exceptions import InvalidValue
 
 LOG = logging.getLogger(__name__)
 CONF = adapter.CONF
 opts.register_opts(CONF)
+#: Key of a failed look-up in Placement among a call's read failures:
+#: every host fails.
+_PLACEMENT = object()
 
 
 class RDTCacheFilter(adapter.IndexedHostFilter):
@@ -40,62 +47,56 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._passes = passes.Passes()
-        self._usage = instance_usage.InstanceUsage(
-            adapter, lambda: CONF.ovs_rdt.rdt_l3_way_kib)
-        self._read_failed = throttle.Throttle()
-
-    @property
-    def ledger(self) -> Any:
-        """Where the filter counts instances that changed
+        self.ledger = instance_ledger.Ledger(adapter, self._holding_of)
+        """Where the database and Placement have instances
         (:class:`nova_plugin.ledger.Ledger`).
         """
-        return self._usage.ledger
+        self._passes = passes.Passes()
+        self._read_failed = throttle.Throttle()
 
     def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
-        index = self.take_index()
         hosts = list(filter_obj_list)
-        if adapter.is_rebuild(spec_obj):
-            return hosts
-        rdt_pass = self._start(spec_obj, index)
+        rdt_pass = self._start(spec_obj, self.take_index())
         if rdt_pass is None:
             return []
         if rdt_pass.request is None and rdt_pass.error is None:
             return hosts
-        self._read(hosts, spec_obj, rdt_pass)
-        passed = [h for h in hosts
-                  if self._passes_host(h, spec_obj, rdt_pass)]
-        uuid = adapter.request_instance_uuid(spec_obj)
-        if uuid and rdt_pass.seq:
-            self._usage.ledger.passed(uuid, passed)
+        context = adapter.request_context(spec_obj)
+        asked = rdt_pass.request
+        uuid = adapter.request_instance_uuid(spec_obj) \
+            if context is not None and asked is not None else None
+        if uuid and asked is not None:
+            self.ledger.expect(uuid, asked, rdt_pass.seq)
+        unread = self._read(hosts, context, rdt_pass) \
+            if context is not None else {}
+        in_flight = self.ledger.in_flight(rdt_pass.seq)
+        passed = [h for h in hosts if self._passes_host(
+            h, spec_obj, rdt_pass, unread, in_flight)]
+        if uuid:
+            self.ledger.passed(uuid, map(adapter.host_key, passed))
         return passed
 
     def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
         """Whether the host has the cache the request needs; never raises."""
-        rdt_pass = self._start(spec_obj, None)
-        if rdt_pass is None:
-            return False
-        if rdt_pass.request is None and rdt_pass.error is None:
-            return True
-        self._read([host_state], spec_obj, rdt_pass)
-        return self._passes_host(host_state, spec_obj, rdt_pass)
+        return bool(self.filter_all([host_state], spec_obj))
+
+    def _holding_of(self, uuid: str, flavor: Any,
+                    cells: frozenset[int] | None) -> capacity.Holding | None:
+        """What an instance of ``flavor`` holds on ``cells``."""
+        return usage.flavor_holding(adapter, uuid, flavor, cells,
+                                    CONF.ovs_rdt.rdt_l3_way_kib)
 
     def _start(self, spec_obj: Any, index: int | None) -> passes.Pass | None:
         """The pass of ``spec_obj`` (a new one at index 0); None: broken."""
         try:
+            if adapter.is_rebuild(spec_obj):
+                return passes.Pass()     # asks nothing: every host passes
             rdt_pass = self._passes.start(
                 adapter.request_key(spec_obj), index,
                 functools.partial(_new_pass, spec_obj))
             rdt_pass.defaults = aggregates.defaults(CONF.ovs_rdt)
             rdt_pass.numa_l3 = CONF.ovs_rdt[aggregates.NUMA_L3]
-            uuid = adapter.request_instance_uuid(spec_obj)
-            rdt_pass.add_instance(uuid)
-            if uuid and rdt_pass.request is not None and \
-                    adapter.request_context(spec_obj) is not None:
-                seq = self._usage.ledger.expect(
-                    uuid, rdt_pass.request, spec_obj,
-                    adapter.request_num_instances(spec_obj))
-                rdt_pass.seq = rdt_pass.seq or seq
+            rdt_pass.add_instance(adapter.request_instance_uuid(spec_obj))
         except Exception:
             LOG.warning('RDTCacheFilter cannot read the request %(spec)s, '
                         'failing every host', {'spec': spec_obj},
@@ -103,35 +104,33 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
             return None
         return rdt_pass
 
-    def _read(self, hosts: list, spec_obj: Any,
-              rdt_pass: passes.Pass) -> None:
-        """Let the ledger read what changed in the hosts' cells, once per
-        pass and cell, and look up the instances other requests placed; a
-        failure is noted on the pass (the hosts fail) and warned about
-        once a minute.  Never raises.
+    def _read(self, hosts: list, context: Any,
+              rdt_pass: passes.Pass) -> dict[Any, str]:
+        """Let the ledger read what changed in the hosts' cells and look
+        up in Placement the instances other requests are scheduling.
+
+        Returns why a read failed: per cell (its hosts fail), or under
+        ``_PLACEMENT`` (every host fails); warned about once a minute.
+        Never raises.
         """
-        context = adapter.request_context(spec_obj)
-        if context is None:
-            return
-        ledger = self._usage.ledger
         by_cell: dict[Any, list] = {}
         providers = {}
         for host_state in hosts:
             key = adapter.host_key(host_state)
             by_cell.setdefault(adapter.host_cell(host_state), []).append(key)
             providers[adapter.host_provider(host_state)] = key
+        unread = {}
         for cell, keys in by_cell.items():
-            if cell in rdt_pass.read:
-                continue
-            rdt_pass.read[cell] = self._try(
-                'the instance changes of its cell could not be read',
-                ledger.refresh, context, cell, keys)
-        if not rdt_pass.settled:
-            rdt_pass.settled = True
-            why = self._try('the instances other requests placed could not '
-                            'be looked up in Placement', ledger.settle,
-                            context, providers, rdt_pass.uuids, rdt_pass.seq)
-            rdt_pass.unsettled = why
+            why = self._try('the instance changes of its cell could not be '
+                            'read', self.ledger.refresh, context, cell, keys)
+            if why:
+                unread[cell] = why
+        why = self._try('the instances other requests are scheduling could '
+                        'not be looked up in Placement', self.ledger.look_up,
+                        context, providers, rdt_pass.seq)
+        if why:
+            unread[_PLACEMENT] = why
+        return unread
 
     def _try(self, why: str, call: Any, *args: Any) -> str | None:
         """``call(*args)``; ``why`` when it raised (warned about once a
@@ -148,10 +147,12 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         return None
 
     def _passes_host(self, host_state: Any, spec_obj: Any,
-                     rdt_pass: passes.Pass) -> bool:
+                     rdt_pass: passes.Pass, unread: dict[Any, str],
+                     in_flight: list) -> bool:
         """One debug line when it does not; never raises."""
         try:
-            reason = self._why_not(host_state, spec_obj, rdt_pass)
+            reason = self._why_not(host_state, spec_obj, rdt_pass, unread,
+                                   in_flight)
             if reason is None:
                 return True
             LOG.debug('%(host_state)s fails RDT cache requirements: '
@@ -162,14 +163,15 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         return False
 
     def _why_not(self, host_state: Any, spec_obj: Any,
-                 rdt_pass: passes.Pass) -> str | None:
+                 rdt_pass: passes.Pass, unread: dict[Any, str],
+                 in_flight: list) -> str | None:
         """Why the host cannot take the request; None: it can."""
         if rdt_pass.error is not None:
             return rdt_pass.error
-        unread = rdt_pass.unsettled or (
-            rdt_pass.read and rdt_pass.read.get(adapter.host_cell(host_state)))
-        if unread:
-            return unread
+        unread_here = unread.get(_PLACEMENT) or unread.get(
+            adapter.host_cell(host_state)) if unread else None
+        if unread_here:
+            return unread_here
         raw = adapter.aggregate_metadata(host_state, aggregates.METADATA)
         cap = aggregates.host_capacity(raw, rdt_pass.defaults)
         if cap is None:
@@ -178,38 +180,65 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         numa_l3 = aggregates.host_numa_l3(tuple(r[-1] for r in raw),
                                           rdt_pass.numa_l3)
         instances = adapter.host_instances(host_state)
-        usage = self._usage.of_host(host_state, instances, numa_l3)
-        if usage is None:
+        if not self._load_stubs(instances):
             return 'the flavors of its instances could not be loaded'
+        host_usage = usage.of_host(adapter, self.ledger, host_state,
+                                   instances, numa_l3, self._holding_of)
         host = adapter.host_key(host_state)
         request = rdt_pass.request
         assert request is not None
-        new = rdt_pass.new_placements(host, adapter.placements(host_state))
+        new = rdt_pass.newly_consumed(host, adapter.num_consumed(host_state))
         if new:
             rdt_pass.place(host, new, adapter.placed_cells(spec_obj)
                            if request.ways else None)
-        usage = rdt_pass.host_usage(usage, host, functools.partial(
-            self._usage.holdings_on, host, instances))
+        host_usage = rdt_pass.host_usage(
+            host_usage, host, functools.partial(
+                usage.holdings_on, adapter, self.ledger, host, instances,
+                holding_of=self._holding_of),
+            [held for hosts, held in in_flight
+             if hosts is None or host in hosts])
         domains, nodes = aggregates.domains_and_nodes(
-            numa_l3, adapter.host_domains(host_state), usage)
+            numa_l3, adapter.host_domains(host_state), host_usage)
         if request.ways and rdt_pass.cells:
             if rdt_pass.cells > len(nodes):
                 return '%d NUMA cells, %d %s' % (
                     rdt_pass.cells, len(nodes), 'L3 cache domains'
                     if numa_l3 is None else 'NUMA nodes')
             request = request._replace(domains=_request_domains(
-                host_state, spec_obj, cap, usage, nodes, rdt_pass.cells,
+                host_state, spec_obj, cap, host_usage, nodes, rdt_pass.cells,
                 numa_l3))
-        return capacity.check(cap, usage, request, domains)
+        return capacity.check(cap, host_usage, request, domains)
+
+    def _load_stubs(self, instances: dict) -> bool:
+        """Let the ledger read the host's bare instance stubs it has not
+        read (one query); False when that failed (warned about once a
+        minute): counting them as holding nothing could over-commit the
+        host.
+        """
+        stubs = [(inst.uuid, context) for inst in instances.values()
+                 if not self.ledger.tracks(inst.uuid) and
+                 (context := adapter.stub_context(inst)) is not None]
+        return not stubs or self._try(
+            'the flavors of a host\'s instances could not be loaded',
+            self.ledger.load, stubs[0][1],
+            [uuid for uuid, _ in stubs]) is None
 
 
 def _new_pass(spec_obj: Any) -> passes.Pass:
-    """The pass of a request seen first (or again at index 0)."""
+    """The pass of a request seen first (or again at index 0): what each
+    of its instances asks for; malformed specs (or a size that cannot be
+    counted): an ``error`` naming the flavor.
+    """
     flavor = adapter.request_flavor(spec_obj)
-    return passes.Pass.of_request(adapter.flavor_extra_specs(flavor),
-                                  adapter.flavor_name(flavor),
-                                  adapter.request_cells(spec_obj),
-                                  CONF.ovs_rdt.rdt_l3_way_kib)
+    try:
+        holding = usage.spec_holding(adapter.flavor_extra_specs(flavor),
+                                     CONF.ovs_rdt.rdt_l3_way_kib)
+    except InvalidValue as exc:
+        return passes.Pass(error='flavor %s: %s'
+                           % (adapter.flavor_name(flavor), exc))
+    if holding is None:
+        return passes.Pass()
+    return passes.Pass(holding, adapter.request_cells(spec_obj))
 
 
 def _request_domains(host_state: Any, spec_obj: Any,

@@ -1,4 +1,4 @@
-"""Where Nova's database says instances hold their cache ways.
+"""Where Nova's databases and Placement have instances and their cache ways.
 
 Nova gives filters its own view of each host's instances
 (``HostState.instances``), fed by the computes' reports.  That view lags
@@ -23,28 +23,34 @@ or errs around moves (Nova 34, ``nova/compute/manager.py``):
   view.
 
 A :class:`Ledger` reads what changed in each cell database since it last
-looked (instances and migrations, ``changes-since``, once per request and
-cell) and places every instance it has seen change where Nova's resource
-tracker counts it: on its host with its flavor, plus, during a move not yet
-confirmed or reverted, the other side (the old flavor on the source, the
-new one on the destination; both on a host resized in place).  Instances
-it has not seen change since it started keep what the view says.
+looked (instances and migrations, ``changes-since``, through Nova's
+objects, once per request and cell) and places every instance it has read
+where Nova's resource tracker counts it: on its host with its flavor,
+plus, during a move not yet confirmed or reverted, the other side (the
+old flavor on the source, the new one on the destination; both on a host
+resized in place).  It also reads the instances a host's view has only as
+bare stubs (:meth:`Ledger.load`).  Instances it has not read keep what
+the view says.  No lock is held while it reads: two requests reading at
+once do not wait for each other; each read is applied under the lock
+once it is done, and an instance's state is never replaced by one a
+read that began earlier returned.
 
-Between the scheduler's choice and the compute's claim the database does
-not know where an instance goes, but Placement does: the scheduler claims
-the instance's resources on the chosen host before it answers.  Each
-request the filter sees is *expected* (:meth:`Ledger.expect`); later
-requests ask Placement where it was claimed (``GET /allocations/{uuid}``,
-only while the database does not place it yet) and count it there.  A
-request filtered while an earlier one passed the filter and is not claimed
-yet waits for that claim (filters do not see each other's choices: two
-requests for the last ways of a host would both pass): until Placement
-has it, the scheduler consumed one of the hosts it passed (its
-``HostState`` placement count rose: it was claimed, or its claim was
-dropped), or WAIT seconds after it passed (it failed after the filter).
-What is left: requests in flight in different scheduler processes;
-Placement's own resources, or the node's hook and a reschedule, settle
-those (``doc/nova.md``).
+Between the filter and the compute's claim the database does not know
+where an instance goes.  An instance being scheduled is *in flight*
+(:meth:`Ledger.expect`) and counts, for every other request, on the hosts
+where it may still land: where Placement has it (the scheduler claims it
+on the chosen host right after the filters and weighers; a claim
+Placement no longer has was dropped); before that, on the hosts the
+filter passed it on (for UNCLAIMED_TTL seconds: a claim that does not
+come failed); while it is still being filtered, on every host, for the
+requests that began after it (two requests filtered at once never both
+fail for each other).  It stops counting once the database has it where
+it was claimed, or deleted.  No request waits for another: the
+price is a host refused for the second or so an earlier request's claim
+takes, where the two would both have fitted on different hosts.  What is
+left: requests in flight in other scheduler processes (none sees the
+other's); Placement's resources (``resources:CUSTOM_RDT_*``), or the
+node's hook and Nova's reschedule, settle those (``doc/nova.md``).
 
 Nova-free: the cell databases and Placement are read through the adapter
 it is given (:mod:`nova_plugin.adapter`), as plain :class:`InstanceState`
@@ -56,7 +62,6 @@ import datetime
 import itertools
 import threading
 import time
-import weakref
 from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from ovs_rdt.core import capacity
@@ -67,17 +72,13 @@ OVERLAP = 10.0
 #: Seconds a deleted (or shelved offloaded) instance is remembered, so
 #: that a view still holding it does not count it again.
 GONE_TTL = 600.0
-#: Seconds an expected instance is looked for in Placement at most (a
-#: compute claims it within seconds; a failed build frees it).
-EXPECT_TTL = 300.0
-#: Seconds after an expected instance passed the filter within which the
-#: scheduler claims it (else it failed after the filter), and between two
-#: looks at it.
-WAIT = 2.0
-POLL = 0.01
-#: Seconds within which the scheduler filters the next instance of a
-#: request placing several (else the request is over).
-IDLE = 0.5
+#: Seconds an instance that passed the filter counts on the hosts it
+#: passed while Placement does not have it (the scheduler claims it within
+#: a second or two: Placement's PUT, retried on a conflict).
+UNCLAIMED_TTL = 30.0
+#: Seconds an instance counts as in flight at most (its compute claims it
+#: within seconds of the scheduler's answer; a failed build frees it).
+IN_FLIGHT_TTL = 300.0
 
 HostKey = tuple  # (host, nodename)
 
@@ -115,13 +116,16 @@ class MigrationState(NamedTuple):
     new_flavor_id: Any = None
 
 
-#: What an instance holds: ``holding(uuid, flavor, cells)`` (None: nothing).
+#: What an instance holds: ``holding_of(uuid, flavor, cells)`` (None:
+#: nothing).
 HoldingOf = Callable[[str, Any, 'frozenset[int] | None'],
                      'capacity.Holding | None']
 
 
-class Held(NamedTuple):
-    """What the ledger keeps of an instance: its holdings, not its flavors."""
+class Known(NamedTuple):
+    """What the ledger keeps of an instance it read: its holdings, not
+    its flavors.
+    """
 
     uuid: str
     changed: Any
@@ -135,19 +139,23 @@ class Held(NamedTuple):
     """During a move: the old flavor on the old cells."""
     new: capacity.Holding | None
     """During a move: the new flavor on the new cells."""
+    read: int = 0
+    """The read it came from (a later one has a higher number)."""
 
 
-def held_of(inst: InstanceState, holding: HoldingOf) -> Held:
+def known(inst: InstanceState, holding_of: HoldingOf, read: int = 0) -> Known:
     """What ``inst`` holds now, and before and after a move of it."""
     uuid = inst.uuid
-    return Held(uuid, inst.changed, inst.gone, inst.deleted, inst.host,
-                inst.flavor_id, holding(uuid, inst.flavor, inst.cells),
-                holding(uuid, inst.old_flavor or inst.flavor, inst.old_cells),
-                holding(uuid, inst.new_flavor or inst.flavor, inst.new_cells))
+    return Known(uuid, inst.changed, inst.gone, inst.deleted, inst.host,
+                 inst.flavor_id, holding_of(uuid, inst.flavor, inst.cells),
+                 holding_of(uuid, inst.old_flavor or inst.flavor,
+                            inst.old_cells),
+                 holding_of(uuid, inst.new_flavor or inst.flavor,
+                            inst.new_cells), read)
 
 
-def placements(inst: Held, mig: MigrationState | None
-               ) -> tuple[tuple[HostKey, capacity.Holding], ...]:
+def holdings(inst: Known, mig: MigrationState | None
+             ) -> tuple[tuple[HostKey, capacity.Holding], ...]:
     """Where ``inst`` holds what, as Nova's resource tracker counts it.
 
     Its host, its flavor; during a move in progress (``mig``) also the
@@ -175,42 +183,30 @@ def placements(inst: Held, mig: MigrationState | None
     return tuple(out)
 
 
-class _Request:
-    """A request the filter saw (its instances are filtered in turn)."""
+class _InFlight:
+    """An instance being scheduled, until the database has it."""
 
-    __slots__ = ('seq', 'num', 'count', 'touched')
+    __slots__ = ('holding', 'seq', 'since', 'created', 'hosts', 'seen',
+                 'claimed')
 
-    def __init__(self, seq: int, num: int) -> None:
-        self.seq = seq
-        """Order of the requests (an earlier one has a lower number)."""
-        self.num = num
-        """Instances it places (a multi-create: several)."""
-        self.count = 0
-        """Instances of it the filter has seen so far."""
-        self.touched = time.monotonic()
-        """When the filter last saw it."""
-
-
-class _Expected:
-    """A request's instance, until the database places it."""
-
-    __slots__ = ('holding', 'since', 'created', 'owner', 'hosts', 'passed',
-                 'passed_at')
-
-    def __init__(self, holding: capacity.Holding, owner: _Request,
+    def __init__(self, holding: capacity.Holding, seq: int,
                  created: Any) -> None:
         self.holding = holding
-        self.owner = owner
+        self.seq = seq
+        """Its request's number (a later request has a higher one)."""
         self.since = time.monotonic()
         self.created = created
         """When (the database's clock, UTC)."""
-        self.hosts: tuple[HostKey, ...] = ()
-        """Where Placement had it claimed at the last look."""
-        self.passed: list[tuple[Any, int]] = []
-        """The HostStates the filter passed it on, with their placement
-        counts then (empty: not passed).
+        self.hosts: tuple[HostKey, ...] | None = None
+        """Where it may land: None (every host) while it is filtered, then
+        the hosts the filter passed, then where Placement has it.
         """
-        self.passed_at = 0.0
+        self.seen = self.since
+        """When the filter passed it, or Placement last had it."""
+        self.claimed = False
+        """Whether it was claimed in Placement (seen there, or the next
+        instance of its request is being filtered).
+        """
 
 
 class _Cell:
@@ -222,189 +218,140 @@ class _Cell:
 
 
 class Ledger:
-    """Instances seen changing in the cell databases, placed per host.
+    """Instances read from the cell databases, placed per host, and the
+    instances being scheduled.
 
     ``nova``: the adapter (``utcnow``, ``cell_context``,
     ``changed_instances``, ``changed_migrations``, ``instances_by_uuid``,
-    ``host_migrations``, ``instance_state``, ``migration_state``);
-    ``holding``: what a flavor holds on given NUMA cells.  Thread-safe.
+    ``host_migrations``, ``instance_state``, ``migration_state``,
+    ``allocation_providers``); ``holding_of``: what a flavor holds on
+    given NUMA cells.  Thread-safe; no lock is held while it reads.
     """
 
-    def __init__(self, nova: Any, holding: HoldingOf) -> None:
+    def __init__(self, nova: Any, holding_of: HoldingOf) -> None:
         self._nova = nova
-        self._holding = holding
+        self._holding_of = holding_of
         self._lock = threading.Lock()
         self._started = nova.utcnow()
+        self._reads = itertools.count(1)
         self._cells: dict[Any, _Cell] = {}
-        self._instances: dict[str, Held] = {}
-        self._migrations: dict[str, MigrationState] = {}
+        self._instances: dict[str, Known] = {}
+        self._migrations: dict[str, tuple[int, MigrationState]] = {}
         self._placed: dict[str, tuple] = {}
         self._on_host: dict[HostKey, dict[str, list[capacity.Holding]]] = {}
         self._gone: dict[str, float] = {}
-        self._expected: dict[str, _Expected] = {}
-        self._requests: weakref.WeakKeyDictionary = \
-            weakref.WeakKeyDictionary()
+        self._in_flight: dict[str, _InFlight] = {}
         self._providers: dict[str, HostKey] = {}
-        self._seq = itertools.count(1)
         self.version = 0
-        """Rises whenever what any host holds changes."""
+        """Rises whenever what a host holds in the database changes."""
 
-    # -- reading ---------------------------------------------------------------
+    # -- what hosts hold -------------------------------------------------------
     def tracks(self, uuid: str) -> bool:
         """Whether the ledger places ``uuid`` (the view's entry is ignored)."""
         return uuid in self._instances
 
-    def on_host(self, host: HostKey) -> Mapping[str, Sequence[capacity.Holding]]:
-        """uuid -> what that instance holds on ``host`` (an expected
-        instance: what its request asks, where Placement has it).  A copy:
-        other requests may change the ledger meanwhile.
+    def on_host(self, host: HostKey
+                ) -> Mapping[str, Sequence[capacity.Holding]]:
+        """uuid -> what that instance holds on ``host``, as the database
+        has it.  A copy: other requests may change the ledger meanwhile.
         """
-        held = dict(self._on_host.get(host, {}))
-        expected = [(u, e.holding) for u, e in list(self._expected.items())
-                    if host in e.hosts]
-        if not expected:
-            return held
-        merged = {u: list(h) for u, h in held.items()}
-        for uuid, holding in expected:
-            merged.setdefault(uuid, []).append(holding)
-        return merged
+        return dict(self._on_host.get(host, {}))
 
-    def expect(self, uuid: str, holding: capacity.Holding, request: Any,
-               num: int = 1) -> int:
-        """The scheduler is placing instance ``uuid`` for ``request`` (a
-        weakly referenceable object, one per request, placing ``num``
-        instances), which asks for ``holding`` (on NUMA cells not known
-        yet: every domain).  Returns the request's number (see
-        :meth:`settle`).
+    def in_flight(self, seq: int
+                  ) -> list[tuple[tuple[HostKey, ...] | None,
+                                  capacity.Holding]]:
+        """What the instances other requests schedule may hold, and where
+        (None: on every host), as request ``seq`` counts them.
         """
         with self._lock:
-            req = self._requests.get(request)
-            if req is None:
-                req = self._requests[request] = _Request(next(self._seq),
-                                                         num)
-            exp = self._expected.get(uuid)
-            if exp is None or exp.owner is not req:
-                self._expected[uuid] = _Expected(
-                    holding._replace(domains=None), req, self._nova.utcnow())
-                req.count += 1
-            req.touched = time.monotonic()
-            return req.seq
+            return [(exp.hosts, exp.holding)
+                    for exp in self._in_flight.values()
+                    if exp.seq != seq and
+                    (exp.hosts is not None or exp.seq < seq)]
 
-    def passed(self, uuid: str, host_states: Iterable[Any]) -> None:
-        """The filter passed ``host_states`` for expected instance ``uuid``
-        (its request goes on to Nova's claim); none: the request fails.
+    # -- instances being scheduled ---------------------------------------------
+    def expect(self, uuid: str, holding: capacity.Holding, seq: int) -> None:
+        """Request ``seq`` is scheduling instance ``uuid``, which asks for
+        ``holding`` (on NUMA cells not known yet: every domain).
+
+        Its instances scheduled before were claimed: Nova claims each
+        instance of a request before it filters for the next.
         """
         with self._lock:
-            exp = self._expected.get(uuid)
+            exp = self._in_flight.get(uuid)
+            if exp is None or exp.seq != seq:
+                self._in_flight[uuid] = _InFlight(
+                    holding._replace(domains=None), seq, self._nova.utcnow())
+            for other in self._in_flight.values():
+                if other.seq == seq and other.hosts is not None:
+                    other.claimed = True
+
+    def passed(self, uuid: str, hosts: Iterable[HostKey]) -> None:
+        """The filter passed ``hosts`` for instance ``uuid`` (none: its
+        request fails, it is forgotten).
+        """
+        hosts = tuple(hosts)
+        with self._lock:
+            exp = self._in_flight.get(uuid)
             if exp is None:
                 return
-            exp.passed = [(h, self._nova.placements(h)) for h in host_states]
-            exp.passed_at = exp.owner.touched = time.monotonic()
-            if not exp.passed:
-                exp.owner.num = exp.owner.count
+            if not hosts:
+                del self._in_flight[uuid]
+            else:
+                exp.hosts, exp.seen = hosts, time.monotonic()
 
     def drop(self, uuid: str) -> None:
-        """Forget expected instance ``uuid``: its request will not be
-        claimed (a question asked of the filters, not a placement).
+        """Forget instance ``uuid``: it will not be claimed (a question
+        asked of the filters, not a placement).
         """
         with self._lock:
-            exp = self._expected.pop(uuid, None)
-            if exp is not None:
-                exp.owner.num = exp.owner.count
-                if exp.hosts:
-                    self.version += 1
+            self._in_flight.pop(uuid, None)
 
-    def _busy(self, req: _Request, waiting: Iterable[_Expected]) -> bool:
-        """Whether ``req`` may still claim what a later request must know:
-        an instance of it passed the filter less than WAIT ago and is not
-        claimed (``waiting``) with no host it passed consumed since, or
-        it has instances to come and was seen less than IDLE ago.
+    def look_up(self, context: Any, providers: Mapping[str, HostKey],
+                seq: int) -> None:
+        """Ask Placement where the instances other requests passed are
+        claimed (``providers``: resource provider uuid -> host, of the
+        hosts seen).  An instance is forgotten once the database has it
+        where it was claimed, or deleted; when Placement had it and no
+        longer has (its request failed later, or its compute sent it back
+        to be rescheduled); when Placement has not had it UNCLAIMED_TTL
+        seconds after it passed; after IN_FLIGHT_TTL.
+        Raises what the Placement client raises (nothing is applied).
         """
         now = time.monotonic()
-        placements = self._nova.placements
-        return any(exp.owner is req and now - exp.passed_at < WAIT and
-                   all(placements(h) == n for h, n in exp.passed)
-                   for exp in waiting) or \
-            (req.count < req.num and now - req.touched < IDLE)
-
-    def settle(self, context: Any, providers: Mapping[str, HostKey],
-               own: Iterable[str] = (), before: int = 0) -> None:
-        """Look up in Placement where the expected instances are claimed.
-
-        ``providers``: resource provider uuid -> host (the compute nodes
-        seen); ``own``: the instances of the request being filtered (not
-        looked up); ``before``: its number (:meth:`expect`): while an
-        earlier request may still claim (:meth:`_busy`), it waits (WAIT
-        seconds at most).  An expected instance is dropped once the
-        database has it where Placement does, as its request asked (a
-        compute claimed it), or deleted; when it is not claimed and a host
-        it passed was consumed, or it passed WAIT ago, or it never passed
-        within WAIT; after EXPECT_TTL.  Raises what the Placement client
-        raises.
-        """
-        nova = self._nova
-        own = set(own)
         with self._lock:
             self._providers.update(providers)
-            limit = time.monotonic() - EXPECT_TTL
-            changed = False
-            todo = {}
-            for uuid, exp in list(self._expected.items()):
-                if uuid in own:
-                    continue
-                if exp.since < limit or self._claimed_since(uuid, exp):
-                    del self._expected[uuid]
-                    changed = changed or bool(exp.hosts)
-                else:
-                    todo[uuid] = exp
-            if changed:
-                self.version += 1
-        found: dict[str, list[str]] = {}
-        deadline = time.monotonic() + WAIT
-        while True:     # no lock held: the awaited requests go on
-            for uuid, exp in todo.items():
-                if uuid not in found or not found[uuid] and \
-                        exp.owner.seq < before:
-                    found[uuid] = nova.allocation_providers(context, uuid)
-            with self._lock:
-                waiting = [self._expected[u] for u in self._expected
-                           if u not in own and not found.get(u) and
-                           self._expected[u].passed]
-                earlier = {e.owner for e in self._expected.values()
-                           if e.owner.seq < before}
-                busy = any(self._busy(req, waiting) for req in earlier)
-                for uuid, exp in self._expected.items():
-                    if uuid not in own and uuid not in todo and \
-                            exp.owner.seq < before:
-                        todo[uuid] = exp     # an instance that came since
-            if not busy or time.monotonic() > deadline:
-                break
-            time.sleep(POLL)
+            for uuid, exp in list(self._in_flight.items()):
+                if now - exp.since > IN_FLIGHT_TTL or \
+                        exp.hosts is not None and \
+                        now - exp.seen > UNCLAIMED_TTL or \
+                        self._claimed_since(uuid, exp):
+                    del self._in_flight[uuid]
+            todo = [(uuid, exp) for uuid, exp in self._in_flight.items()
+                    if exp.seq != seq and exp.hosts is not None]
+        found = [(uuid, exp, self._nova.allocation_providers(context, uuid))
+                 for uuid, exp in todo]
         with self._lock:
-            for uuid, exp in todo.items():
-                if self._expected.get(uuid) is not exp:
+            for uuid, exp, rps in found:
+                if self._in_flight.get(uuid) is not exp:
                     continue
-                hosts = tuple(sorted(self._providers[rp]
-                                     for rp in found.get(uuid, ())
-                                     if rp in self._providers))
-                if not hosts and self._unclaimed(exp) or hosts and all(
-                        self._holds(uuid, host, exp.holding)
-                        for host in hosts):
-                    del self._expected[uuid]
-                    if exp.hosts:
-                        self.version += 1
-                    continue
-                if hosts != exp.hosts:
-                    exp.hosts = hosts
-                    self.version += 1
+                if rps:
+                    exp.hosts = tuple(sorted(self._providers[rp] for rp in rps
+                                             if rp in self._providers))
+                    exp.seen, exp.claimed = now, True
+                elif exp.claimed:       # and dropped
+                    del self._in_flight[uuid]
 
-    def _unclaimed(self, exp: _Expected) -> bool:
-        """Whether an expected instance without allocations will not be
-        claimed any more.
+    def _claimed_since(self, uuid: str, exp: _InFlight) -> bool:
+        """Whether the database changed ``uuid`` after it was expected (by
+        its clock) and has it deleted, or placed as its request asked.
         """
-        age = time.monotonic() - (exp.passed_at if exp.passed else exp.since)
-        return age >= WAIT or \
-            any(self._nova.placements(h) != n for h, n in exp.passed)
+        inst = self._instances.get(uuid)
+        if inst is None or inst.changed is None or \
+                inst.changed < exp.created:
+            return False
+        return inst.gone or any(self._holds(uuid, host, exp.holding)
+                                for host, _ in self._placed.get(uuid, ()))
 
     def _holds(self, uuid: str, host: HostKey,
                want: capacity.Holding) -> bool:
@@ -416,21 +363,10 @@ class Ledger:
         if not held:
             return False
         mig = self._migrations.get(uuid)
-        return mig is None or not mig.in_progress or any(
+        return mig is None or not mig[1].in_progress or any(
             h.ways == want.ways and h.pool == want.pool for h in held)
 
-    def _claimed_since(self, uuid: str, exp: _Expected) -> bool:
-        """Whether the database changed ``uuid`` after the request (by its
-        clock) and has it deleted, or placed as the request asked.
-        """
-        inst = self._instances.get(uuid)
-        if inst is None or inst.changed is None or \
-                inst.changed < exp.created:
-            return False
-        return inst.gone or any(self._holds(uuid, host, exp.holding)
-                                for host, _ in self._placed.get(uuid, ()))
-
-    # -- updating --------------------------------------------------------------
+    # -- reading the databases -------------------------------------------------
     def refresh(self, context: Any, cell: Any,
                 hosts: Iterable[HostKey] = ()) -> None:
         """Read what changed in ``cell`` since the last read.
@@ -438,41 +374,50 @@ class Ledger:
         The first read of a cell reaches back to when the ledger was made
         (the view was read from the database then); the first look at a
         host also reads its moves in progress, whatever their age.
-        Raises what the database raises (nothing is half-applied: the
-        next read starts from the same point).
+        Raises what the database raises (nothing is applied: the next
+        read starts from the same point).
         """
         nova = self._nova
+        state = self._cells.setdefault(cell, _Cell())
+        read = next(self._reads)
+        now = nova.utcnow()
+        since = (state.read_at or self._started) - \
+            datetime.timedelta(seconds=OVERLAP)
+        new_hosts = [h for h in hosts if h not in state.hosts]
+        cctxt = nova.cell_context(context, cell)
+        load = {uuid for uuid, stamp in nova.changed_instances(cctxt, since)
+                if self._stamp(uuid) != stamp}
+        migs = [nova.migration_state(m)
+                for m in nova.changed_migrations(cctxt, since)]
+        for host in new_hosts:
+            migs.extend(nova.migration_state(m)
+                        for m in nova.host_migrations(cctxt, host))
+        load.update(m.instance_uuid for m in migs
+                    if m.instance_uuid not in self._instances)
+        states = [nova.instance_state(i)
+                  for i in nova.instances_by_uuid(cctxt, load)] \
+            if load else []
         with self._lock:
-            state = self._cells.get(cell)
-            if state is None:
-                state = self._cells[cell] = _Cell()
-            new_hosts = [h for h in hosts if h not in state.hosts]
-            now = nova.utcnow()
-            since = (state.read_at or self._started) - \
-                datetime.timedelta(seconds=OVERLAP)
-            cctxt = nova.cell_context(context, cell)
-            load = {uuid for uuid, changed in
-                    nova.changed_instances(cctxt, since)
-                    if self._stamp(uuid) != changed}
-            migs = [nova.migration_state(m)
-                    for m in nova.changed_migrations(cctxt, since)]
-            for host in new_hosts:
-                migs.extend(nova.migration_state(m)
-                            for m in nova.host_migrations(cctxt, host))
-            moved = self._new_migrations(migs)
-            load.update(u for u in moved if u not in self._instances)
-            loaded = [nova.instance_state(i)
-                      for i in nova.instances_by_uuid(cctxt, load)] \
-                if load else []
-            # Every read is done: only now does the ledger change.
-            self._migrations.update(moved)
-            changed = set(moved)
-            changed.update(self._take_instances(loaded))
-            state.read_at = now
+            self._apply(read, states, migs)
+            if state.read_at is None or now > state.read_at:
+                state.read_at = now
             state.hosts.update(new_hosts)
-            for uuid in changed:
-                self._place(uuid)
-            self._forget_gone()
+
+    def load(self, context: Any, uuids: Iterable[str]) -> None:
+        """Read instances a host's view has as bare stubs (``context``:
+        their cell's); one the database no longer has holds nothing.
+        Raises what the database raises.
+        """
+        nova = self._nova
+        uuids = set(uuids)
+        read = next(self._reads)
+        states = [nova.instance_state(i)
+                  for i in nova.instances_by_uuid(context, uuids)]
+        states.extend(InstanceState(u, None, True, True, None, None, None,
+                                    None)
+                      for u in uuids - {st.uuid for st in states})
+        with self._lock:
+            self._apply(read, states, ())
 
     def _stamp(self, uuid: str) -> tuple | None:
         """What :func:`adapter.changed_instances` pairs with ``uuid`` when
@@ -481,38 +426,40 @@ class Ledger:
         inst = self._instances.get(uuid)
         return None if inst is None else (inst.changed, inst.deleted)
 
-    def _take_instances(self, states: Iterable[InstanceState]) -> set[str]:
-        changed = set()
-        for st in states:
-            old = self._instances.get(st.uuid)
-            if old is not None and old.changed == st.changed and \
-                    old.deleted == st.deleted and old.host == st.host:
-                continue
-            if old is not None and st.changed is not None and \
-                    old.changed is not None and st.changed < old.changed:
-                continue
-            self._instances[st.uuid] = held_of(st, self._holding)
-            changed.add(st.uuid)
-        return changed
-
-    def _new_migrations(self, states: Iterable[MigrationState]
-                        ) -> dict[str, MigrationState]:
-        """The newest of ``states`` per instance where it differs from
-        what the ledger has; the ledger itself is left as it is.
+    def _apply(self, read: int, states: Iterable[InstanceState],
+               migrations: Iterable[MigrationState]) -> None:
+        """Take what read number ``read`` returned (the lock is held):
+        the newest migration of each instance, each instance's state;
+        never over what a later read returned.
         """
-        moved: dict[str, MigrationState] = {}
-        for st in states:
-            old = moved.get(st.instance_uuid) or \
-                self._migrations.get(st.instance_uuid)
-            if old is not None and (old.id > st.id or old == st):
+        changed = set()
+        for mig in migrations:
+            old = self._migrations.get(mig.instance_uuid)
+            if old is not None and (old[1].id, old[0]) > (mig.id, read):
                 continue
-            moved[st.instance_uuid] = st
-        return moved
+            if old is None or old[1] != mig:
+                changed.add(mig.instance_uuid)
+            self._migrations[mig.instance_uuid] = (read, mig)
+        for st in states:
+            old_inst = self._instances.get(st.uuid)
+            if old_inst is not None and old_inst.read > read:
+                continue
+            if old_inst is None or (old_inst.changed, old_inst.deleted,
+                                    old_inst.host) != \
+                    (st.changed, st.deleted, st.host):
+                changed.add(st.uuid)
+                self._instances[st.uuid] = known(st, self._holding_of, read)
+            else:
+                self._instances[st.uuid] = old_inst._replace(read=read)
+        for uuid in changed:
+            self._place(uuid)
+        self._forget_gone()
 
     def _place(self, uuid: str) -> None:
         inst = self._instances.get(uuid)
+        mig = self._migrations.get(uuid)
         placed = () if inst is None else \
-            placements(inst, self._migrations.get(uuid))
+            holdings(inst, None if mig is None else mig[1])
         before = self._placed.get(uuid, ())
         if inst is not None and inst.gone:
             self._gone.setdefault(uuid, time.monotonic())

@@ -2,42 +2,37 @@
 
 Nova schedules the instances of one request (``--min-count N``) in turn:
 it filters the hosts for instance ``i``, picks one, then consumes it,
-which raises its placement count
-(:func:`nova_plugin.adapter.placements`) but does not add the instance to
-its instances.  So a :class:`Pass` is kept per RequestSpec (weakly: it
-ends with the request), restarted at index 0, and notes each host's
-placement count whenever the filter looks at it; a rise is instances of
-this request placed there, each holding what the request asks, on the
-NUMA cells Nova fitted (:func:`nova_plugin.adapter.placed_cells`).  Every
-host seen at index i > 0 passed the filter at index i - 1, so each
-placement is seen.  A concurrent request consuming the same host in
-between counts as ours (conservative); a concurrent request refreshing
-the host from a compute report newer than our placement resets the count,
-and loses that placement as it loses Nova's own RAM and NUMA consumption
-(doc/nova.md).
+which raises its consumed count (:func:`nova_plugin.adapter.num_consumed`)
+but does not add the instance to its instances.  So a :class:`Pass` is
+kept per RequestSpec (weakly: it ends with the request), restarted at
+index 0, and notes each host's consumed count whenever the filter looks
+at it; a rise is instances of this request placed there, each holding
+what the request asks, on the NUMA cells Nova fitted
+(:func:`nova_plugin.adapter.placed_cells`).  Every host seen at index
+i > 0 passed the filter at index i - 1, so each placement is seen.  A
+concurrent request consuming the same host in between counts as ours
+(conservative); a concurrent request refreshing the host from a compute
+report newer than our placement resets the count, and loses that
+placement as it loses Nova's own RAM and NUMA consumption (doc/nova.md).
 
-Nova-free: hosts are keys, placements are counts, instances are what
-``HostState.instances`` maps uuids to; the filter reads them through
-:mod:`nova_plugin.adapter`.
+Nova-free: hosts are keys, consumption is counts, holdings are
+:class:`ovs_rdt.core.capacity.Holding`.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from nova_plugin import usage
 from ovs_rdt.core import capacity
-from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.inputs import request as rdt_request
 
 
 class Pass:
     """One request's scheduling pass (all its instances)."""
 
     __slots__ = ('request', 'cells', 'error', 'defaults', 'numa_l3',
-                 'uuids', 'seen', 'placed', 'warned', 'read', 'settled',
-                 'unsettled', 'seq')
+                 'uuids', 'seen', 'placed', 'warned', 'seq')
 
     def __init__(self, request: capacity.Holding | None = None,
                  cells: int = 0, error: str | None = None) -> None:
@@ -54,52 +49,25 @@ class Pass:
         self.uuids: set[str] = set()
         """The request's instances seen so far (moved ones are on hosts)."""
         self.seen: dict[Any, int] = {}
-        """Host key -> its placement count when last looked at."""
+        """Host key -> its consumed count when last looked at."""
         self.placed: dict[Any, list[capacity.Holding]] = {}
         """Host key -> what this pass's instances placed there hold."""
         self.warned = False
         """Whether an unexpected error of this pass was warned about."""
-        self.read: dict[Any, str | None] = {}
-        """Cell -> None once the ledger read its changes for this pass, or
-        why it could not."""
-        self.settled: bool = False
-        """Whether the ledger looked up the expected instances for it."""
-        self.unsettled: str | None = None
-        """Why that look-up failed (every host fails the pass)."""
         self.seq = 0
-        """Its number among the requests the ledger expects (0: none)."""
-
-    @classmethod
-    def of_request(cls, extra_specs: Mapping[str, str], flavor_name: str,
-                   cells: int, way_kib: int | None = None) -> 'Pass':
-        """A new pass for a request: what each of its instances asks for.
-
-        ``extra_specs`` of its flavor (named ``flavor_name``), ``cells``:
-        the NUMA cells it asks for, ``way_kib``: ``[ovs_rdt]
-        rdt_l3_way_kib`` (:func:`nova_plugin.usage.holding_of`).
-        Malformed specs (or a size that cannot be counted): an ``error``
-        naming the flavor; no ``rdt:l3_ways``, ``rdt:l3_kib`` or
-        ``rdt:pool``: no ``request``.
+        """Its number: a later request has a higher one
+        (:class:`Passes`).
         """
-        try:
-            spec = rdt_request.from_extra_specs(extra_specs)
-            held = None if spec is None else \
-                usage.holding_of(spec, None, way_kib)
-        except InvalidValue as exc:
-            return cls(error='flavor %s: %s' % (flavor_name, exc))
-        if held is None:
-            return cls()
-        return cls(held, cells)
 
     def add_instance(self, uuid: str | None) -> None:
         """Note the instance being scheduled now (None: not known)."""
         if uuid:
             self.uuids.add(uuid)
 
-    def new_placements(self, host: Any, count: int) -> int:
+    def newly_consumed(self, host: Any, count: int) -> int:
         """Instances placed on ``host`` since it was last looked at.
 
-        ``count``: the host's placement count now.  The first look at a
+        ``count``: the host's consumed count now.  The first look at a
         host, or a count that fell (a compute report), is 0.
         """
         new = count - self.seen.setdefault(host, count)
@@ -121,23 +89,27 @@ class Pass:
         self.placed[host] = [*self.placed.get(host, ()), *[holding] * new]
 
     def host_usage(self, usage: capacity.Usage, host: Any,
-                   own: Callable[[str], Iterable[capacity.Holding]]
+                   own: Callable[[str], Iterable[capacity.Holding]],
+                   in_flight: Iterable[capacity.Holding] = ()
                    ) -> capacity.Usage:
         """``usage`` of the host's instances, as this request sees it.
 
-        Plus what this pass placed on ``host``; minus what this request's
-        own instances hold there (a moved instance's old allocation goes
-        away): ``own(uuid)`` says what (nothing when it is not there).  A
-        copy when it differs; ``usage`` itself is never changed.
+        Plus what this pass placed on ``host`` and what other requests'
+        instances in flight may take there (``in_flight``); minus what
+        this request's own instances hold there (a moved instance's old
+        allocation goes away): ``own(uuid)`` says what (nothing when it
+        is not there).  A copy when it differs; ``usage`` itself is never
+        changed.
         """
         held = [h for uuid in self.uuids for h in own(uuid)]
-        placed: Sequence[capacity.Holding] = self.placed.get(host, ())
-        if not held and not placed:
+        added: Sequence[capacity.Holding] = [*self.placed.get(host, ()),
+                                             *in_flight]
+        if not held and not added:
             return usage
         usage = usage.copy()
         for holding in held:
             usage.add(holding, -1)
-        for holding in placed:
+        for holding in added:
             usage.add(holding)
         return usage
 
@@ -151,10 +123,12 @@ class Passes:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._seq = itertools.count(1)
 
     def start(self, key: Any, index: int | None,
               new: Callable[[], Pass]) -> Pass:
-        """The pass of the request ``key``, a ``new()`` one at index 0.
+        """The pass of the request ``key``, a ``new()`` one at index 0
+        (numbered in the order they start).
 
         ``index``: which instance of the request is filtered (None: not
         known, the pass goes on).  ``key`` must be weakly referenceable
@@ -164,6 +138,7 @@ class Passes:
             found = self._passes.get(key)
             if found is None or index == 0:
                 found = self._passes[key] = new()
+                found.seq = next(self._seq)
         return found
 
     def __len__(self) -> int:

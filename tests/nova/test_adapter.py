@@ -221,8 +221,10 @@ def test_instance_loaded() -> None:
     assert not stub.obj_attr_is_set('flavor')
 
 
-def test_is_loadable_stub() -> None:
-    """HostManager's stubs carry a context; the scheduler's own do not."""
+def test_stub_context() -> None:
+    """HostManager's stubs carry their cell's context; the scheduler's own
+    do not, nor do loaded instances.
+    """
     cctxt = nova_context.get_admin_context()
     hm = host_manager.HostManager.__new__(host_manager.HostManager)
 
@@ -239,16 +241,16 @@ def test_is_loadable_stub() -> None:
     assert list(stubs) == UUIDS[3:5]
     for stub in stubs.values():
         assert stub._context is cctxt
-        assert adapter.is_loadable_stub(stub)
+        assert adapter.stub_context(stub) is cctxt
     # a multi-create with a server group: a stub without context
     state = host_state()
     request = spec()
     request.instance_group = objects.InstanceGroup(hosts=[])
     manager.SchedulerManager._consume_selected_host(state, request,
                                                     UUIDS[5])
-    assert not adapter.is_loadable_stub(state.instances[UUIDS[5]])
+    assert adapter.stub_context(state.instances[UUIDS[5]]) is None
     full = objects.Instance(cctxt, uuid=UUIDS[6], flavor=flavor())
-    assert not adapter.is_loadable_stub(full)
+    assert adapter.stub_context(full) is None
 
 
 @pytest.fixture(scope='module')
@@ -262,31 +264,6 @@ def database() -> Iterator[nova_context.RequestContext]:
         yield nova_context.get_admin_context()
     finally:
         adapter.CONF.clear_override('connection', group='database')
-
-
-def test_load_instances(database: nova_context.RequestContext) -> None:
-    params = inspect.signature(objects.InstanceList.get_by_filters).parameters
-    assert list(params)[:2] == ['context', 'filters']
-    assert 'expected_attrs' in params
-
-    def create(uuid: str) -> objects.Instance:
-        inst = objects.Instance(
-            database, uuid=uuid, host='h1', node='n1', compute_id=1,
-            project_id='p', user_id='u', flavor=flavor(**{'rdt:l3_ways': '3'}),
-            old_flavor=None, new_flavor=None, numa_topology=cells(1))
-        inst.create()
-        return inst
-
-    kept, gone = create(UUIDS[7]), create(UUIDS[8])
-    gone.destroy()
-    stubs = [objects.Instance(database, uuid=u) for u in UUIDS[7:9]]
-    found = adapter.load_instances(stubs)
-    assert list(found) == [kept.uuid]
-    with no_lazy_load(objects.Instance):
-        loaded = adapter.instance_loaded(found[kept.uuid])
-    assert loaded is not None
-    assert loaded[0].extra_specs == {'rdt:l3_ways': '3'}
-    assert loaded[1] == frozenset({1})
 
 
 def test_same_instances() -> None:
@@ -330,13 +307,13 @@ def test_aggregate_metadata() -> None:
         ('11', None), (None, None))
 
 
-def test_placements() -> None:
+def test_num_consumed() -> None:
     """consume_from_request bumps num_instances, not HostState.instances."""
     state = host_state()
-    assert adapter.placements(state) == 0
+    assert adapter.num_consumed(state) == 0
     state.consume_from_request(spec())
     state.consume_from_request(spec(cells(0)))
-    assert adapter.placements(state) == 2
+    assert adapter.num_consumed(state) == 2
     assert state.instances == {}
 
 
@@ -353,8 +330,8 @@ def test_host_domains() -> None:
 
 
 # -- private attributes ----------------------------------------------------------------
-def test_private_slot_cached_cache() -> None:
-    slot = adapter.private_slot('probe')
+def test_cached_cache() -> None:
+    slot = '_ovs_rdt_probe'
     inst = objects.Instance(uuid=UUIDS[11], flavor=flavor())
     state = host_state()
     for obj in (inst, state):

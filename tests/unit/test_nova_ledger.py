@@ -8,6 +8,8 @@ themselves run through Nova in tests/nova_functional).
 from __future__ import annotations
 
 import datetime
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -69,7 +71,6 @@ class FakeNova:
         self.reads: list[Any] = []
         self.loads: list[list[str]] = []
         self.fail = False
-        self.counts: dict[str, int] = {}
 
     def utcnow(self) -> datetime.datetime:
         return self.now
@@ -107,9 +108,6 @@ class FakeNova:
     def allocation_providers(self, context: Any, uuid: str) -> list[str]:
         return list(self.allocations.get(uuid, ()))
 
-    def placements(self, host_state: Any) -> int:
-        return self.counts.get(host_state, 0)
-
 
 @pytest.fixture
 def nova() -> FakeNova:
@@ -121,10 +119,10 @@ def held(led: Ledger, host: str) -> dict[str, list[int]]:
             for u, hs in led.on_host((host, host)).items()}
 
 
-# -- placements: as the resource tracker counts -------------------------------
+# -- holdings: as the resource tracker counts -------------------------------
 def place(inst: InstanceState, mig: MigrationState | None,
           holding: Any) -> tuple:
-    return ledger_mod.placements(ledger_mod.held_of(inst, holding), mig)
+    return ledger_mod.holdings(ledger_mod.known(inst, holding), mig)
 
 
 def test_an_instance_holds_its_flavor_on_its_host() -> None:
@@ -253,71 +251,151 @@ def test_a_failed_instance_read_keeps_the_moves_it_saw_for_later(
     assert held(led, 'h2') == {'a': [6]}
 
 
-# -- expected instances: Placement knows before the database -------------------
-def test_an_expected_instance_counts_where_placement_has_it(
+# -- reads in parallel: no lock held, the later read's state wins ---------------
+def test_two_reads_at_once_do_not_wait_for_each_other(
+        nova: FakeNova) -> None:
+    """A slowed cell read (one request's) does not hold up another
+    request's read of the same cell, and what the slow read returns does
+    not replace the newer state the other read applied.
+    """
+    led = Ledger(nova, holding)
+    nova.instances['a'] = inst('a', 'h1', 4, 150)
+    entered, release = threading.Event(), threading.Event()
+    real = nova.instances_by_uuid
+
+    def slowed(cctxt: Any, uuids: Any) -> list:
+        found = real(cctxt, uuids)
+        if cctxt == ('slow', 'cell1'):
+            entered.set()
+            assert release.wait(10), 'never released'
+        return found
+    nova.instances_by_uuid = slowed                # type: ignore
+    errors: list[BaseException] = []
+
+    def read_slowly() -> None:
+        try:
+            led.refresh('slow', 'cell1')
+        except BaseException as exc:   # pragma: no cover - shown below
+            errors.append(exc)
+    slow_read = threading.Thread(target=read_slowly)
+    slow_read.start()
+    assert entered.wait(10)
+    # meanwhile 'a' moves to h2; another request reads at once
+    nova.instances['a'] = inst('a', 'h2', 4, 160)
+    started = time.monotonic()
+    led.refresh('fast', 'cell1')
+    assert time.monotonic() - started < 1, 'the second read waited'
+    assert held(led, 'h2') == {'a': [4]} and held(led, 'h1') == {}
+    release.set()
+    slow_read.join(10)
+    assert not slow_read.is_alive() and errors == []
+    # the slow read began first: its h1 does not replace the newer h2
+    assert held(led, 'h2') == {'a': [4]} and held(led, 'h1') == {}
+
+
+# -- bare stubs of a host's view --------------------------------------------------
+def test_stubs_are_read_once_and_a_purged_one_holds_nothing(
         nova: FakeNova) -> None:
     led = Ledger(nova, holding)
-    spec = object.__new__(type('Spec', (), {}))
-    seq = led.expect('b', Holding(5, frozenset({0})), spec)
-    led.passed('b', ['hs1'])
-    nova.allocations['b'] = ['rp1']
-    providers = {'rp1': ('h1', 'h1')}
-    other = type('Spec', (), {})()
-    later = led.expect('c', Holding(1), other)
-    assert later > seq
-    led.settle('ctx', providers, {'c'}, later)
+    nova.instances['a'] = inst('a', 'h1', 4, 1)        # long unchanged
+    led.load(('ctx', 'cell1'), ['a', 'purged'])
+    assert nova.loads == [['a', 'purged']]
+    assert held(led, 'h1') == {'a': [4]}
+    assert led.tracks('a') and led.tracks('purged')
+
+
+# -- instances in flight: where they may still land ------------------------------
+def flight(led: Ledger, seq: int) -> list[tuple[Any, int]]:
+    return sorted(((None if hosts is None else tuple(h for h, _ in hosts)),
+                   held.ways) for hosts, held in led.in_flight(seq))
+
+
+def test_an_instance_in_flight_narrows_to_where_it_may_land(
+        nova: FakeNova) -> None:
+    """Being filtered: every host, for later requests only; passed: the
+    hosts the filter passed; claimed: where Placement has it; placed by
+    the database: the ledger's count, no longer in flight.
+    """
+    led = Ledger(nova, holding)
+    providers = {'rp1': ('h1', 'h1'), 'rp2': ('h2', 'h2')}
+    led.expect('a', Holding(5, frozenset({0})), 1)
+    assert flight(led, 2) == [(None, 5)]      # later: every host
+    assert flight(led, 1) == []               # its own request: not
+    led.expect('b', Holding(3), 2)
+    assert flight(led, 1) == []               # earlier: not while filtered
+    led.passed('a', [('h1', 'h1'), ('h2', 'h2')])
+    led.passed('b', [('h2', 'h2')])
+    assert flight(led, 1) == [(('h2',), 3)]
+    assert flight(led, 3) == [(('h1', 'h2'), 5), (('h2',), 3)]
+    nova.allocations['a'] = ['rp1']
+    led.look_up('ctx', providers, 3)
     # on every domain: its NUMA cells are not known yet
-    assert led.on_host(('h1', 'h1')) == {'b': [Holding(5)]}
-    # the compute claimed it: the database has it, the expectation goes
-    nova.instances['b'] = inst('b', 'h1', 5, 101, cells=frozenset({0}))
+    assert led.in_flight(3)[0] == ((('h1', 'h1'),), Holding(5))
+    # the compute claimed it: the database has it, it is no longer in flight
+    nova.instances['a'] = inst('a', 'h1', 5, 101, cells=frozenset({0}))
     led.refresh('ctx', 'cell1')
-    led.settle('ctx', providers, {'c'}, later)
-    assert held(led, 'h1') == {'b': [5]}
+    led.look_up('ctx', providers, 3)
+    assert held(led, 'h1') == {'a': [5]}
+    assert flight(led, 3) == [(('h2',), 3)]
 
 
-def test_a_later_request_waits_for_an_earlier_ones_claim(
+def test_an_instance_that_is_not_claimed_stops_counting(
         nova: FakeNova, monkeypatch: pytest.MonkeyPatch) -> None:
     led = Ledger(nova, holding)
-    first, second = type('S', (), {})(), type('S', (), {})()
-    led.expect('a', Holding(5), first)
-    led.passed('a', ['hs1'])
-    before = led.expect('b', Holding(5), second)
-    slept = []
+    led.expect('a', Holding(5), 1)
+    led.passed('a', [])                  # no host passed: its request fails
+    led.expect('d', Holding(5), 2)
+    led.passed('d', [('h1', 'h1')])
+    led.drop('d')                        # a question, not a placement
+    assert flight(led, 9) == []
+    led.expect('c', Holding(5), 3)
+    led.passed('c', [('h1', 'h1')])
+    led.look_up('ctx', {}, 9)
+    assert flight(led, 9) == [(('h1',), 5)]
+    # claimed, then the claim is gone (a later instance of its multi-create
+    # failed, and Nova dropped the claims of the request)
+    led.expect('m', Holding(2), 4)
+    led.passed('m', [('h1', 'h1'), ('h2', 'h2')])
+    nova.allocations['m'] = ['rp2']
+    led.look_up('ctx', {'rp2': ('h2', 'h2')}, 9)
+    assert flight(led, 9) == [(('h1',), 5), (('h2',), 2)]
+    del nova.allocations['m']
+    led.look_up('ctx', {}, 9)
+    assert flight(led, 9) == [(('h1',), 5)]
+    # claimed, as the next instance of its request is filtered, and
+    # dropped before another request looked
+    led.expect('n1', Holding(2), 5)
+    led.passed('n1', [('h2', 'h2')])
+    led.expect('n2', Holding(2), 5)
+    led.passed('n2', [])               # fails: the request's claims go
+    led.look_up('ctx', {}, 9)
+    assert flight(led, 9) == [(('h1',), 5)]
+    # no claim within UNCLAIMED_TTL of its pass: it failed after the filter
+    monkeypatch.setattr(ledger_mod, 'UNCLAIMED_TTL', -1.0)
+    led.look_up('ctx', {}, 9)
+    assert flight(led, 9) == []
 
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        if len(slept) == 3:          # the earlier request claims meanwhile
-            nova.allocations['a'] = ['rp1']
-    monkeypatch.setattr(ledger_mod.time, 'sleep', sleep)
-    led.settle('ctx', {'rp1': ('h1', 'h1')}, {'b'}, before)
-    assert len(slept) == 3 and held(led, 'h1') == {'a': [5]}
-    # the earlier request does not wait for the later one
-    slept.clear()
-    led.passed('b', ['hs1'])
-    led.settle('ctx', {'rp1': ('h1', 'h1')}, {'a'}, 1)
-    assert slept == []
 
-
-def test_a_request_that_will_not_be_claimed_is_not_waited_for(
-        nova: FakeNova, monkeypatch: pytest.MonkeyPatch) -> None:
-    slept: list[float] = []
-    monkeypatch.setattr(ledger_mod.time, 'sleep', slept.append)
+def test_a_deleted_instance_in_flight_stops_counting(nova: FakeNova) -> None:
     led = Ledger(nova, holding)
-    first, second = type('S', (), {})(), type('S', (), {})()
-    led.expect('a', Holding(5), first)
-    led.passed('a', [])              # no host passed: it fails
-    led.expect('c', Holding(5), second)
-    led.passed('c', ['hs1'])
-    nova.counts['hs1'] = 1           # a host it passed was consumed
-    third = type('S', (), {})()
-    led.expect('d', Holding(5), third)
-    led.passed('d', ['hs2'])
-    led.drop('d')                    # a question, not a placement
-    last = led.expect('e', Holding(5), type('S', (), {})())
-    led.settle('ctx', {}, {'e'}, last)
-    assert slept == []
-    # and nothing is allocated to them: they hold nothing, and are gone
-    assert led.on_host(('h1', 'h1')) == {}
-    nova.allocations['c'] = ['rp1']
-    led.settle('ctx', {'rp1': ('h1', 'h1')}, {'e'}, last)
-    assert led.on_host(('h1', 'h1')) == {}
+    led.expect('a', Holding(5), 1)
+    led.passed('a', [('h1', 'h1')])
+    nova.allocations['a'] = ['rp1']
+    nova.instances['a'] = inst('a', None, 5, 120, deleted=True)
+    led.refresh('ctx', 'cell1')
+    led.look_up('ctx', {'rp1': ('h1', 'h1')}, 2)
+    assert flight(led, 2) == []
+
+
+def test_a_failed_look_up_applies_nothing(nova: FakeNova) -> None:
+    led = Ledger(nova, holding)
+    led.expect('a', Holding(5), 1)
+    led.passed('a', [('h1', 'h1'), ('h2', 'h2')])
+    nova.allocations['a'] = ['rp2']
+
+    def failing(context: Any, uuid: str) -> list:
+        raise RuntimeError('placement unreachable')
+    nova.allocation_providers = failing           # type: ignore
+    with pytest.raises(RuntimeError):
+        led.look_up('ctx', {'rp2': ('h2', 'h2')}, 2)
+    assert flight(led, 2) == [(('h1', 'h2'), 5)]

@@ -212,6 +212,19 @@ class _TwoSchedulers(libvirt_base.LibvirtRDTTestCase):
         (other,) = by_name.values()
         return other, refused, why
 
+    def one_landed_on_h1(self, done: list[dict]) -> tuple[dict, dict]:
+        """One racing instance is ACTIVE on h1, the other in ERROR: (the
+        one that landed, the other).
+        """
+        self.assertEqual(['ACTIVE', 'ERROR'],
+                         sorted(s['status'] for s in done),
+                         [(s['status'], s['OS-EXT-SRV-ATTR:host'])
+                          for s in done])
+        (won,) = [s for s in done if s['status'] == 'ACTIVE']
+        (lost,) = [s for s in done if s['status'] == 'ERROR']
+        self.assertEqual('h1', won['OS-EXT-SRV-ATTR:host'])
+        return won, lost
+
     def counts_everywhere(self, step: str, **free: int) -> None:
         """:meth:`counts` through each scheduler's filters."""
         for service in self.schedulers:
@@ -231,13 +244,7 @@ class PlacementTwoSchedulersTest(_TwoSchedulers):
         first = self.boot(self.flavor(4), 'h1')     # 5 left on h1
         done = self.race(5)
         self.assertEqual([['h1'], ['h1']], self.sorted_hosts())
-        self.assertEqual(['ACTIVE', 'ERROR'],
-                         sorted(s['status'] for s in done),
-                         [(s['status'], s['OS-EXT-SRV-ATTR:host'])
-                          for s in done])
-        (won,) = [s for s in done if s['status'] == 'ACTIVE']
-        (lost,) = [s for s in done if s['status'] == 'ERROR']
-        self.assertEqual('h1', won['OS-EXT-SRV-ATTR:host'])
+        won, lost = self.one_landed_on_h1(done)
         self.assertIn('No valid host', lost['fault']['message'])
         self.assertEqual({}, self._get_allocations_by_server_uuid(lost['id']))
         self.assertEqual({0: 5, 1: 5}, self.planned('h1', won))
@@ -283,15 +290,10 @@ class FilterTwoSchedulersTest(_TwoSchedulers):
         first = self.boot(self.flavor(4), 'h1')     # 5 left on h1
         done = self.race(5)
         self.assertEqual([['h1'], ['h1']], self.sorted_hosts())
-        self.assertEqual(['ACTIVE', 'ERROR'],
-                         sorted(s['status'] for s in done),
-                         [(s['status'], s['OS-EXT-SRV-ATTR:host'])
-                          for s in done])
-        won, lost, why = self.refused_one(done)
-        self.assertIn('needs 5 ways', why)
-        self.assertEqual('ACTIVE', won['status'])
-        self.assertEqual('h1', won['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual('ERROR', lost['status'])
+        self.assertEqual(list(self.one_landed_on_h1(done)),
+                         list(self.refused_one(done)[:2]))
+        self.assertIn('needs 5 ways', self.refused_one(done)[2])
+        won, lost = self.one_landed_on_h1(done)
         # conductor's build_instances: a reschedule with no alternate left
         self.assertIn('Exceeded maximum number of retries. Exhausted all '
                       'hosts available for retrying build failures',

@@ -180,10 +180,11 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         numa_l3 = aggregates.host_numa_l3(tuple(r[-1] for r in raw),
                                           rdt_pass.numa_l3)
         instances = adapter.host_instances(host_state)
-        if not self._load_stubs(instances):
-            return 'the flavors of its instances could not be loaded'
         host_usage = usage.of_host(adapter, self.ledger, host_state,
-                                   instances, numa_l3, self._holding_of)
+                                   instances, numa_l3, self._holding_of,
+                                   self._read_stubs)
+        if host_usage is None:
+            return 'the flavors of its instances could not be loaded'
         host = adapter.host_key(host_state)
         request = rdt_pass.request
         assert request is not None
@@ -196,7 +197,7 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
                 usage.holdings_on, adapter, self.ledger, host, instances,
                 holding_of=self._holding_of),
             [held for hosts, held in in_flight
-             if hosts is None or host in hosts])
+             if hosts is None or host in hosts] if in_flight else ())
         domains, nodes = aggregates.domains_and_nodes(
             numa_l3, adapter.host_domains(host_state), host_usage)
         if request.ways and rdt_pass.cells:
@@ -209,19 +210,12 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
                 numa_l3))
         return capacity.check(cap, host_usage, request, domains)
 
-    def _load_stubs(self, instances: dict) -> bool:
-        """Let the ledger read the host's bare instance stubs it has not
-        read (one query); False when that failed (warned about once a
-        minute): counting them as holding nothing could over-commit the
-        host.
+    def _read_stubs(self, context: Any, uuids: list[str]) -> bool:
+        """Let the ledger read a host's bare instance stubs (one query);
+        False when that failed (warned about once a minute).
         """
-        stubs = [(inst.uuid, context) for inst in instances.values()
-                 if not self.ledger.tracks(inst.uuid) and
-                 (context := adapter.stub_context(inst)) is not None]
-        return not stubs or self._try(
-            'the flavors of a host\'s instances could not be loaded',
-            self.ledger.load, stubs[0][1],
-            [uuid for uuid, _ in stubs]) is None
+        return self._try('the flavors of a host\'s instances could not be '
+                         'loaded', self.ledger.load, context, uuids) is None
 
 
 def _new_pass(spec_obj: Any) -> passes.Pass:

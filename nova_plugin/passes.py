@@ -90,7 +90,7 @@ class Pass:
 
     def host_usage(self, usage: capacity.Usage, host: Any,
                    own: Callable[[str], Iterable[capacity.Holding]],
-                   in_flight: Iterable[capacity.Holding] = ()
+                   in_flight: Sequence[capacity.Holding] = ()
                    ) -> capacity.Usage:
         """``usage`` of the host's instances, as this request sees it.
 
@@ -102,14 +102,13 @@ class Pass:
         changed.
         """
         held = [h for uuid in self.uuids for h in own(uuid)]
-        added: Sequence[capacity.Holding] = [*self.placed.get(host, ()),
-                                             *in_flight]
-        if not held and not added:
+        placed: Sequence[capacity.Holding] = self.placed.get(host, ())
+        if not held and not placed and not in_flight:
             return usage
         usage = usage.copy()
         for holding in held:
             usage.add(holding, -1)
-        for holding in added:
+        for holding in (*placed, *in_flight):
             usage.add(holding)
         return usage
 

@@ -10,7 +10,8 @@ where it places them, not where the scheduler's view
 :mod:`nova_plugin.ledger`); the others as the view has them.  Bare
 instance stubs (computes that do not report their instances, see
 ``[filter_scheduler] track_instance_changes``) are the ledger's to read
-(:meth:`~nova_plugin.ledger.Ledger.load`) before their host is summed.
+(:meth:`~nova_plugin.ledger.Ledger.load`) before their host is summed,
+once.
 
 Functions of what they are given: Nova's objects are read through the
 adapter (:mod:`nova_plugin.adapter`; unit tests give a fake), what the
@@ -19,7 +20,7 @@ database says through the ledger.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from nova_plugin.ledger import HoldingOf
 from ovs_rdt.core import capacity
@@ -36,11 +37,16 @@ _UNSET = object()
 
 def of_host(nova: Any, ledger: Any, host_state: Any,
             instances: Mapping[str, Any], numa_l3: topology.NumaL3 | None,
-            holding_of: HoldingOf) -> capacity.Usage:
+            holding_of: HoldingOf,
+            read_stubs: Callable[[Any, list[str]], bool]
+            ) -> capacity.Usage | None:
     """Sum of the host's instances, cached while they are the same objects.
 
     ``instances``: the host's view (uuid -> Instance); the ledger's
-    instances count where it places them.  Holdings name NUMA cells;
+    instances count where it places them.  Bare stubs the ledger has not
+    read are given to ``read_stubs(context, uuids)`` first (it lets the
+    ledger read them); None when that failed: counting them as holding
+    nothing could over-commit the host.  Holdings name NUMA cells;
     ``numa_l3`` maps them to L3 domains (None: node id == L3 id),
     compared by identity: the cached sum is recounted when the host's
     map is another object (:func:`nova_plugin.aggregates.host_numa_l3`
@@ -52,6 +58,12 @@ def of_host(nova: Any, ledger: Any, host_state: Any,
     if cached is not None and nova.same_instances(cached[0], current) \
             and cached[1].numa_l3 is numa_l3 and cached[2] == version:
         return cached[1]
+    stubs = [(inst.uuid, context) for inst in current
+             if not ledger.tracks(inst.uuid) and
+             (context := nova.stub_context(inst)) is not None]
+    if stubs and not read_stubs(stubs[0][1], [uuid for uuid, _ in stubs]):
+        return None
+    version = ledger.version      # what is summed is at least as new
     usage = capacity.Usage(numa_l3)
     for held in ledger.on_host(nova.host_key(host_state)).values():
         for holding in held:

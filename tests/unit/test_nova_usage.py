@@ -59,6 +59,10 @@ class FakeAdapter:
     def host_key(host: Host) -> tuple[str, str]:
         return host.host, host.nodename
 
+    @staticmethod
+    def stub_context(inst: Inst) -> Any:
+        return inst._context if inst.flavor is None else None
+
     def instance_loaded(self, inst: Inst) -> tuple | None:
         if inst.flavor is None:
             return None
@@ -103,9 +107,34 @@ def holding_of(nova: FakeAdapter, way_kib: int | None = None) -> Any:
 
 
 def of_host(nova: FakeAdapter, host: Host, led: Any = None,
-            numa_l3: Any = None) -> Any:
+            numa_l3: Any = None, read_stubs: Any = None) -> Any:
     return instance_usage.of_host(nova, led or FakeLedger(), host,
-                                  host.instances, numa_l3, holding_of(nova))
+                                  host.instances, numa_l3, holding_of(nova),
+                                  read_stubs or (lambda context, uuids: True))
+
+
+def test_stubs_are_given_to_the_ledger_first(nova: FakeAdapter) -> None:
+    """Bare stubs the ledger has not read: read (once per host and
+    instance set), then counted where the ledger has them; a failed read
+    fails the host (None).
+    """
+    led = FakeLedger()
+    host = Host('a', Inst('1', context='cell'), Inst('2', ways(2)),
+                Inst('3'))      # no context: this request's own, skipped
+    asked = []
+
+    def read(context: Any, uuids: list[str]) -> bool:
+        asked.append((context, uuids))
+        led.placed[('a', 'node-a')] = {'1': [Holding(4)]}
+        led.version += 1
+        return True
+    assert of_host(nova, host, led, read_stubs=read).used_ways(0) == 6
+    assert asked == [('cell', ['1'])]
+    assert of_host(nova, host, led, read_stubs=read).used_ways(0) == 6
+    assert len(asked) == 1
+    other = Host('b', Inst('9', context='cell'))
+    assert of_host(nova, other, led,
+                   read_stubs=lambda context, uuids: False) is None
 
 
 def test_instances_are_summed_per_domain(nova: FakeAdapter) -> None:

@@ -55,8 +55,22 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         self._read_failed = throttle.Throttle()
 
     def filter_all(self, filter_obj_list: Iterable, spec_obj: Any) -> list:
-        hosts = list(filter_obj_list)
-        rdt_pass = self._start(spec_obj, self.take_index())
+        return self._filter(list(filter_obj_list), spec_obj,
+                            self.take_index(), True)
+
+    def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
+        """Whether the host has the cache the request needs; never raises.
+
+        Not a scheduling pass: the instance is not counted as in flight.
+        """
+        return bool(self._filter([host_state], spec_obj, None, False))
+
+    def _filter(self, hosts: list, spec_obj: Any, index: int | None,
+                schedule: bool) -> list:
+        """The hosts that pass; ``schedule``: the request's instance is in
+        flight for the other requests from now on (:meth:`Ledger.expect`).
+        """
+        rdt_pass = self._start(spec_obj, index)
         if rdt_pass is None:
             return []
         if rdt_pass.request is None and rdt_pass.error is None:
@@ -64,21 +78,21 @@ class RDTCacheFilter(adapter.IndexedHostFilter):
         context = adapter.request_context(spec_obj)
         asked = rdt_pass.request
         uuid = adapter.request_instance_uuid(spec_obj) \
-            if context is not None and asked is not None else None
-        if uuid and asked is not None:
-            self.ledger.expect(uuid, asked, rdt_pass.seq)
-        unread = self._read(hosts, context, rdt_pass) \
-            if context is not None else {}
-        in_flight = self.ledger.in_flight(rdt_pass.seq)
-        passed = [h for h in hosts if self._passes_host(
-            h, spec_obj, rdt_pass, unread, in_flight)]
-        if uuid:
-            self.ledger.passed(uuid, map(adapter.host_key, passed))
+            if schedule and context is not None and asked is not None \
+            else None
+        order = self.ledger.expect(uuid, asked, rdt_pass.seq) \
+            if uuid and asked is not None else None
+        passed: list = []
+        try:
+            unread = self._read(hosts, context, rdt_pass) \
+                if context is not None else {}
+            in_flight = self.ledger.in_flight(rdt_pass.seq, order)
+            passed = [h for h in hosts if self._passes_host(
+                h, spec_obj, rdt_pass, unread, in_flight)]
+        finally:
+            if uuid:
+                self.ledger.passed(uuid, map(adapter.host_key, passed))
         return passed
-
-    def host_passes(self, host_state: Any, spec_obj: Any) -> bool:
-        """Whether the host has the cache the request needs; never raises."""
-        return bool(self.filter_all([host_state], spec_obj))
 
     def _holding_of(self, uuid: str, flavor: Any,
                     cells: frozenset[int] | None) -> capacity.Holding | None:

@@ -24,33 +24,33 @@ or errs around moves (Nova 34, ``nova/compute/manager.py``):
 
 A :class:`Ledger` reads what changed in each cell database since it last
 looked (instances and migrations, ``changes-since``, through Nova's
-objects, once per request and cell) and places every instance it has read
-where Nova's resource tracker counts it: on its host with its flavor,
-plus, during a move not yet confirmed or reverted, the other side (the
-old flavor on the source, the new one on the destination; both on a host
-resized in place).  It also reads the instances a host's view has only as
-bare stubs (:meth:`Ledger.load`).  Instances it has not read keep what
-the view says.  No lock is held while it reads: two requests reading at
-once do not wait for each other; each read is applied under the lock
-once it is done, and an instance's state is never replaced by one a
-read that began earlier returned.
+objects, per instance filtered and cell) and places every instance it has
+read where Nova's resource tracker counts it: on its host with its
+flavor, plus, during a move not yet confirmed or reverted, the other side
+(the old flavor on the source, the new one on the destination; both on a
+host resized in place).  It also reads the instances a host's view has
+only as bare stubs (:meth:`Ledger.load`).  Instances it has not read keep
+what the view says.  No lock is held while it reads: two requests reading
+at once do not wait for each other; each read is applied under the lock
+once it is done, and never replaces an instance's state with an older one.
 
 Between the filter and the compute's claim the database does not know
 where an instance goes.  An instance being scheduled is *in flight*
 (:meth:`Ledger.expect`) and counts, for every other request, on the hosts
-where it may still land: where Placement has it (the scheduler claims it
-on the chosen host right after the filters and weighers; a claim
-Placement no longer has was dropped); before that, on the hosts the
-filter passed it on (for UNCLAIMED_TTL seconds: a claim that does not
-come failed); while it is still being filtered, on every host, for the
-requests that began after it (two requests filtered at once never both
-fail for each other).  It stops counting once the database has it where
-it was claimed, or deleted.  No request waits for another: the
-price is a host refused for the second or so an earlier request's claim
-takes, where the two would both have fitted on different hosts.  What is
-left: requests in flight in other scheduler processes (none sees the
-other's); Placement's resources (``resources:CUSTOM_RDT_*``), or the
-node's hook and Nova's reschedule, settle those (``doc/nova.md``).
+where it may still land: those it passed where Placement has it (the
+scheduler claims it on the chosen host right after the filters and
+weighers; a claim Placement no longer has was dropped); before that, on
+the hosts the filter passed it on (for UNCLAIMED_TTL seconds: a claim
+that does not come failed); while it is still being filtered, on every
+host, for the instances of other requests expected after it (of two
+filtered at once, the later one counts the other: never both, never
+neither).  It stops counting once the database has it where it was
+claimed, or deleted.  No request waits for another: the price is a host
+refused for the second or so an earlier request's claim takes, where the
+two would both have fitted on different hosts.  What is left: requests in
+flight in other scheduler processes (none sees the other's); Placement's
+resources (``resources:CUSTOM_RDT_*``), or the node's hook and Nova's
+reschedule, settle those (``doc/nova.md``).
 
 Nova-free: the cell databases and Placement are read through the adapter
 it is given (:mod:`nova_plugin.adapter`), as plain :class:`InstanceState`
@@ -186,26 +186,33 @@ def holdings(inst: Known, mig: MigrationState | None
 class _InFlight:
     """An instance being scheduled, until the database has it."""
 
-    __slots__ = ('holding', 'seq', 'since', 'created', 'hosts', 'seen',
-                 'claimed')
+    __slots__ = ('holding', 'seq', 'order', 'since', 'created', 'passed',
+                 'hosts', 'seen', 'claimed')
 
-    def __init__(self, holding: capacity.Holding, seq: int,
+    def __init__(self, holding: capacity.Holding, seq: int, order: int,
                  created: Any) -> None:
         self.holding = holding
         self.seq = seq
         """Its request's number (a later request has a higher one)."""
+        self.order = order
+        """When it was expected, among all instances (a later one has a
+        higher number).
+        """
         self.since = time.monotonic()
         self.created = created
         """When (the database's clock, UTC)."""
+        self.passed: tuple[HostKey, ...] = ()
+        """The hosts the filter passed it on."""
         self.hosts: tuple[HostKey, ...] | None = None
         """Where it may land: None (every host) while it is filtered, then
-        the hosts the filter passed, then where Placement has it.
+        the hosts passed, then those of them where Placement has it.
         """
         self.seen = self.since
-        """When the filter passed it, or Placement last had it."""
+        """When the filter passed it."""
         self.claimed = False
-        """Whether it was claimed in Placement (seen there, or the next
-        instance of its request is being filtered).
+        """Whether it was claimed (Placement had it on a host it passed,
+        or the next instance of its request is being filtered: Nova claims
+        each instance of a request before it filters for the next).
         """
 
 
@@ -234,6 +241,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._started = nova.utcnow()
         self._reads = itertools.count(1)
+        self._order = itertools.count(1)
         self._cells: dict[Any, _Cell] = {}
         self._instances: dict[str, Known] = {}
         self._migrations: dict[str, tuple[int, MigrationState]] = {}
@@ -257,48 +265,71 @@ class Ledger:
         """
         return dict(self._on_host.get(host, {}))
 
-    def in_flight(self, seq: int
+    def view(self, host: HostKey, uuids: Iterable[str]
+             ) -> tuple[int, Mapping[str, Sequence[capacity.Holding]],
+                        set[str]]:
+        """At once: the version, uuid -> what that instance holds on
+        ``host`` as the database has it, and which of ``uuids`` (the
+        host's view) the ledger does not place.
+        """
+        with self._lock:
+            return (self.version, dict(self._on_host.get(host, {})),
+                    {u for u in uuids if u not in self._instances})
+
+    def in_flight(self, seq: int, order: int | None = None
                   ) -> list[tuple[tuple[HostKey, ...] | None,
                                   capacity.Holding]]:
         """What the instances other requests schedule may hold, and where
-        (None: on every host), as request ``seq`` counts them.
+        (None: on every host), as request ``seq`` counts them when its
+        instance being filtered was expected as number ``order``
+        (:meth:`expect`; None: none): one still being filtered counts if
+        it was expected before.  So of two instances filtered at once,
+        the one expected later counts the other: never both, never
+        neither.
         """
         with self._lock:
             return [(exp.hosts, exp.holding)
                     for exp in self._in_flight.values()
-                    if exp.seq != seq and
-                    (exp.hosts is not None or exp.seq < seq)]
+                    if exp.seq != seq and (exp.hosts is not None or
+                                           order is None or
+                                           exp.order < order)]
 
     # -- instances being scheduled ---------------------------------------------
-    def expect(self, uuid: str, holding: capacity.Holding, seq: int) -> None:
+    def expect(self, uuid: str, holding: capacity.Holding, seq: int) -> int:
         """Request ``seq`` is scheduling instance ``uuid``, which asks for
-        ``holding`` (on NUMA cells not known yet: every domain).
+        ``holding`` (on NUMA cells not known yet: every domain).  Returns
+        the instance's number (:meth:`in_flight`).
 
-        Its instances scheduled before were claimed: Nova claims each
-        instance of a request before it filters for the next.
+        The instances of the request filtered before were claimed (Nova
+        claims each before it filters for the next; filtered again for
+        its alternates, the last one was too).
         """
         with self._lock:
-            exp = self._in_flight.get(uuid)
-            if exp is None or exp.seq != seq:
-                self._in_flight[uuid] = _InFlight(
-                    holding._replace(domains=None), seq, self._nova.utcnow())
             for other in self._in_flight.values():
                 if other.seq == seq and other.hosts is not None:
                     other.claimed = True
+            exp = self._in_flight.get(uuid)
+            if exp is None or exp.seq != seq:
+                exp = self._in_flight[uuid] = _InFlight(
+                    holding._replace(domains=None), seq, next(self._order),
+                    self._nova.utcnow())
+            return exp.order
 
     def passed(self, uuid: str, hosts: Iterable[HostKey]) -> None:
-        """The filter passed ``hosts`` for instance ``uuid`` (none: its
-        request fails, it is forgotten).
+        """The filter passed ``hosts`` for instance ``uuid``; none: it
+        fails, and is forgotten.  An instance already claimed (filtered
+        again for its request's alternates) stays where it is.
         """
         hosts = tuple(hosts)
         with self._lock:
             exp = self._in_flight.get(uuid)
-            if exp is None:
+            if exp is None or exp.claimed:
                 return
             if not hosts:
                 del self._in_flight[uuid]
             else:
-                exp.hosts, exp.seen = hosts, time.monotonic()
+                exp.passed = exp.hosts = hosts
+                exp.seen = time.monotonic()
 
     def drop(self, uuid: str) -> None:
         """Forget instance ``uuid``: it will not be claimed (a question
@@ -311,35 +342,40 @@ class Ledger:
                 seq: int) -> None:
         """Ask Placement where the instances other requests passed are
         claimed (``providers``: resource provider uuid -> host, of the
-        hosts seen).  An instance is forgotten once the database has it
-        where it was claimed, or deleted; when Placement had it and no
-        longer has (its request failed later, or its compute sent it back
-        to be rescheduled); when Placement has not had it UNCLAIMED_TTL
-        seconds after it passed; after IN_FLIGHT_TTL.
-        Raises what the Placement client raises (nothing is applied).
+        hosts seen): the hosts passed that Placement has them on (an
+        evacuated instance keeps its source's allocation, not a host it
+        passed).  An instance is forgotten once the database has it where
+        it was claimed, or deleted; when it was claimed and Placement has
+        it on none of the hosts it passed (its request failed later, or
+        its compute sent it back to be rescheduled); when it is not
+        claimed UNCLAIMED_TTL seconds after it passed (its request failed
+        after the filter); after IN_FLIGHT_TTL.  Raises what the
+        Placement client raises (nothing is applied).
         """
         now = time.monotonic()
         with self._lock:
             self._providers.update(providers)
             for uuid, exp in list(self._in_flight.items()):
                 if now - exp.since > IN_FLIGHT_TTL or \
-                        exp.hosts is not None and \
+                        exp.hosts is not None and not exp.claimed and \
                         now - exp.seen > UNCLAIMED_TTL or \
                         self._claimed_since(uuid, exp):
                     del self._in_flight[uuid]
-            todo = [(uuid, exp) for uuid, exp in self._in_flight.items()
+            todo = [(uuid, exp, exp.claimed)
+                    for uuid, exp in self._in_flight.items()
                     if exp.seq != seq and exp.hosts is not None]
-        found = [(uuid, exp, self._nova.allocation_providers(context, uuid))
-                 for uuid, exp in todo]
+        found = [(uuid, exp, claimed,
+                  self._nova.allocation_providers(context, uuid))
+                 for uuid, exp, claimed in todo]
         with self._lock:
-            for uuid, exp, rps in found:
+            for uuid, exp, claimed, rps in found:
                 if self._in_flight.get(uuid) is not exp:
                     continue
-                if rps:
-                    exp.hosts = tuple(sorted(self._providers[rp] for rp in rps
-                                             if rp in self._providers))
-                    exp.seen, exp.claimed = now, True
-                elif exp.claimed:       # and dropped
+                there = {self._providers.get(rp) for rp in rps}
+                hosts = tuple(h for h in exp.passed if h in there)
+                if hosts:
+                    exp.hosts, exp.claimed = hosts, True
+                elif claimed:           # and dropped
                     del self._in_flight[uuid]
 
     def _claimed_since(self, uuid: str, exp: _InFlight) -> bool:
@@ -430,19 +466,22 @@ class Ledger:
                migrations: Iterable[MigrationState]) -> None:
         """Take what read number ``read`` returned (the lock is held):
         the newest migration of each instance, each instance's state;
-        never over what a later read returned.
+        never over a newer one (:func:`_newer`).
         """
         changed = set()
         for mig in migrations:
             old = self._migrations.get(mig.instance_uuid)
-            if old is not None and (old[1].id, old[0]) > (mig.id, read):
+            if old is not None and _newer((old[1].id, old[1].changed),
+                                          old[0], (mig.id, mig.changed),
+                                          read):
                 continue
             if old is None or old[1] != mig:
                 changed.add(mig.instance_uuid)
             self._migrations[mig.instance_uuid] = (read, mig)
         for st in states:
             old_inst = self._instances.get(st.uuid)
-            if old_inst is not None and old_inst.read > read:
+            if old_inst is not None and _newer(
+                    old_inst.changed, old_inst.read, st.changed, read):
                 continue
             if old_inst is None or (old_inst.changed, old_inst.deleted,
                                     old_inst.host) != \
@@ -488,3 +527,16 @@ class Ledger:
             self._instances.pop(uuid, None)
             self._migrations.pop(uuid, None)
             self._placed.pop(uuid, None)
+
+
+def _newer(have: Any, have_read: int, got: Any, got_read: int) -> bool:
+    """Whether the state the ledger has (changed ``have``, from read
+    number ``have_read``) is newer than one read again: by when it
+    changed (the database's clock), else by which read began later.
+    """
+    try:
+        if have != got:
+            return have > got
+    except TypeError:       # a stub's state has no time
+        pass
+    return have_read > got_read

@@ -63,13 +63,14 @@ def of_host(nova: Any, ledger: Any, host_state: Any,
              (context := nova.stub_context(inst)) is not None]
     if stubs and not read_stubs(stubs[0][1], [uuid for uuid, _ in stubs]):
         return None
-    version = ledger.version      # what is summed is at least as new
+    version, placed, untracked = ledger.view(
+        nova.host_key(host_state), [inst.uuid for inst in current])
     usage = capacity.Usage(numa_l3)
-    for held in ledger.on_host(nova.host_key(host_state)).values():
+    for held in placed.values():
         for holding in held:
             usage.add(holding)
     for inst in current:
-        if not ledger.tracks(inst.uuid):
+        if inst.uuid in untracked:
             holding = instance_holding(nova, inst, holding_of)
             if holding is not None:
                 usage.add(holding)

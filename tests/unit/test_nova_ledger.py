@@ -293,6 +293,20 @@ def test_two_reads_at_once_do_not_wait_for_each_other(
     assert held(led, 'h2') == {'a': [4]} and held(led, 'h1') == {}
 
 
+def test_a_state_read_earlier_never_replaces_a_newer_one(
+        nova: FakeNova) -> None:
+    """By when it changed, whichever read began first: a read that began
+    later may have queried first.
+    """
+    led = Ledger(nova, holding)
+    nova.instances['x'] = inst('x', 'h1', 4, 150)
+    led.refresh('ctx', 'cell1')
+    with led._lock:
+        led._apply(3, [inst('x', 'h2', 4, 160)], ())
+        led._apply(4, [inst('x', 'h1', 4, 150)], ())
+    assert held(led, 'h2') == {'x': [4]} and held(led, 'h1') == {}
+
+
 # -- bare stubs of a host's view --------------------------------------------------
 def test_stubs_are_read_once_and_a_purged_one_holds_nothing(
         nova: FakeNova) -> None:
@@ -305,38 +319,60 @@ def test_stubs_are_read_once_and_a_purged_one_holds_nothing(
 
 
 # -- instances in flight: where they may still land ------------------------------
-def flight(led: Ledger, seq: int) -> list[tuple[Any, int]]:
-    return sorted(((None if hosts is None else tuple(h for h, _ in hosts)),
-                   held.ways) for hosts, held in led.in_flight(seq))
+H1, H2 = ('h1', 'h1'), ('h2', 'h2')
+RPS = {'rp1': H1, 'rp2': H2}
+
+
+def flight(led: Ledger, seq: int, order: int | None = None
+           ) -> list[tuple[Any, int]]:
+    return sorted((((None if hosts is None else tuple(h for h, _ in hosts)),
+                    held.ways) for hosts, held in led.in_flight(seq, order)),
+                  key=repr)
 
 
 def test_an_instance_in_flight_narrows_to_where_it_may_land(
         nova: FakeNova) -> None:
-    """Being filtered: every host, for later requests only; passed: the
-    hosts the filter passed; claimed: where Placement has it; placed by
-    the database: the ledger's count, no longer in flight.
+    """Being filtered: every host, for instances expected after it;
+    passed: the hosts the filter passed; claimed: those of them where
+    Placement has it; placed by the database: the ledger's count, no
+    longer in flight.
     """
     led = Ledger(nova, holding)
-    providers = {'rp1': ('h1', 'h1'), 'rp2': ('h2', 'h2')}
-    led.expect('a', Holding(5, frozenset({0})), 1)
-    assert flight(led, 2) == [(None, 5)]      # later: every host
-    assert flight(led, 1) == []               # its own request: not
-    led.expect('b', Holding(3), 2)
-    assert flight(led, 1) == []               # earlier: not while filtered
-    led.passed('a', [('h1', 'h1'), ('h2', 'h2')])
-    led.passed('b', [('h2', 'h2')])
-    assert flight(led, 1) == [(('h2',), 3)]
+    a = led.expect('a', Holding(5, frozenset({0})), 1)
+    b = led.expect('b', Holding(3), 2)
+    assert a < b
+    assert flight(led, 2, b) == [(None, 5)]      # expected later: counts a
+    assert flight(led, 1, a) == []               # earlier: not b, nor itself
+    led.passed('a', [H1, H2])
+    led.passed('b', [H2])
+    assert flight(led, 1, a) == [(('h2',), 3)]
     assert flight(led, 3) == [(('h1', 'h2'), 5), (('h2',), 3)]
     nova.allocations['a'] = ['rp1']
-    led.look_up('ctx', providers, 3)
+    led.look_up('ctx', RPS, 3)
     # on every domain: its NUMA cells are not known yet
-    assert led.in_flight(3)[0] == ((('h1', 'h1'),), Holding(5))
+    assert led.in_flight(3)[0] == (((H1),), Holding(5))
     # the compute claimed it: the database has it, it is no longer in flight
     nova.instances['a'] = inst('a', 'h1', 5, 101, cells=frozenset({0}))
     led.refresh('ctx', 'cell1')
-    led.look_up('ctx', providers, 3)
+    led.look_up('ctx', RPS, 3)
     assert held(led, 'h1') == {'a': [5]}
     assert flight(led, 3) == [(('h2',), 3)]
+
+
+def test_interleaved_requests_the_later_instance_counts_the_other(
+        nova: FakeNova) -> None:
+    """Multi-create A claimed a0; boot B is expected; A's a1 is expected
+    after B: a1 counts B, being filtered, on every host (request numbers
+    alone would let each miss the other).
+    """
+    led = Ledger(nova, holding)
+    led.expect('a0', Holding(4), 1)
+    led.passed('a0', [H1])
+    b = led.expect('b', Holding(4), 2)
+    assert flight(led, 2, b) == [(('h1',), 4)]
+    a1 = led.expect('a1', Holding(4), 1)
+    assert flight(led, 1, a1) == [(None, 4)]
+    assert flight(led, 2, b) == [(('h1',), 4)]     # a1: expected after b
 
 
 def test_an_instance_that_is_not_claimed_stops_counting(
@@ -345,19 +381,19 @@ def test_an_instance_that_is_not_claimed_stops_counting(
     led.expect('a', Holding(5), 1)
     led.passed('a', [])                  # no host passed: its request fails
     led.expect('d', Holding(5), 2)
-    led.passed('d', [('h1', 'h1')])
+    led.passed('d', [H1])
     led.drop('d')                        # a question, not a placement
     assert flight(led, 9) == []
     led.expect('c', Holding(5), 3)
-    led.passed('c', [('h1', 'h1')])
+    led.passed('c', [H1])
     led.look_up('ctx', {}, 9)
     assert flight(led, 9) == [(('h1',), 5)]
     # claimed, then the claim is gone (a later instance of its multi-create
     # failed, and Nova dropped the claims of the request)
     led.expect('m', Holding(2), 4)
-    led.passed('m', [('h1', 'h1'), ('h2', 'h2')])
+    led.passed('m', [H1, H2])
     nova.allocations['m'] = ['rp2']
-    led.look_up('ctx', {'rp2': ('h2', 'h2')}, 9)
+    led.look_up('ctx', RPS, 9)
     assert flight(led, 9) == [(('h1',), 5), (('h2',), 2)]
     del nova.allocations['m']
     led.look_up('ctx', {}, 9)
@@ -365,7 +401,7 @@ def test_an_instance_that_is_not_claimed_stops_counting(
     # claimed, as the next instance of its request is filtered, and
     # dropped before another request looked
     led.expect('n1', Holding(2), 5)
-    led.passed('n1', [('h2', 'h2')])
+    led.passed('n1', [H2])
     led.expect('n2', Holding(2), 5)
     led.passed('n2', [])               # fails: the request's claims go
     led.look_up('ctx', {}, 9)
@@ -376,26 +412,95 @@ def test_an_instance_that_is_not_claimed_stops_counting(
     assert flight(led, 9) == []
 
 
+def test_a_claimed_instance_counts_however_long_its_compute_takes(
+        nova: FakeNova, monkeypatch: pytest.MonkeyPatch) -> None:
+    led = Ledger(nova, holding)
+    led.expect('a', Holding(4), 1)
+    led.passed('a', [H1])
+    nova.allocations['a'] = ['rp1']
+    led.look_up('ctx', RPS, 2)
+    monkeypatch.setattr(ledger_mod, 'UNCLAIMED_TTL', -1.0)
+    led.look_up('ctx', RPS, 3)
+    assert flight(led, 3) == [(('h1',), 4)]
+    monkeypatch.setattr(ledger_mod, 'IN_FLIGHT_TTL', -1.0)
+    led.look_up('ctx', RPS, 3)
+    assert flight(led, 3) == []
+
+
+def test_filtered_again_for_alternates_a_claimed_instance_stays(
+        nova: FakeNova) -> None:
+    """Nova filters a multi-create's last instance again for its
+    alternates (same uuid, same request): what it passes then, or that it
+    passes nothing, does not move or drop its claim.
+    """
+    led = Ledger(nova, holding)
+    led.expect('a0', Holding(4), 1)
+    led.passed('a0', [H1, H2])
+    led.expect('a1', Holding(4), 1)
+    led.passed('a1', [H2])
+    nova.allocations.update(a0=['rp1'], a1=['rp2'])
+    led.expect('a1', Holding(4), 1)
+    led.passed('a1', [])
+    led.look_up('ctx', RPS, 2)
+    assert flight(led, 2) == [(('h1',), 4), (('h2',), 4)]
+
+
+def test_a_claim_made_during_a_look_up_is_not_taken_for_a_dropped_one(
+        nova: FakeNova) -> None:
+    led = Ledger(nova, holding)
+    led.expect('a0', Holding(4), 1)
+    led.passed('a0', [H1, H2])
+    real = nova.allocation_providers
+
+    def racing(context: Any, uuid: str) -> list[str]:
+        found = real(context, uuid)          # not claimed yet
+        nova.allocations['a0'] = ['rp1']     # Nova claims a0 ...
+        led.expect('a1', Holding(4), 1)      # ... and filters a1
+        return found
+    nova.allocation_providers = racing               # type: ignore
+    led.look_up('ctx', RPS, 2)
+    nova.allocation_providers = real                 # type: ignore
+    assert (('h1', 'h2'), 4) in flight(led, 2)
+    led.look_up('ctx', RPS, 2)
+    assert (('h1',), 4) in flight(led, 2)
+
+
+def test_an_evacuated_instance_counts_where_it_passed(
+        nova: FakeNova) -> None:
+    """An evacuation keeps the source's allocation: before the scheduler
+    claims the destination, Placement has it on no host it passed.
+    """
+    led = Ledger(nova, holding)
+    nova.allocations['e'] = ['rp1']
+    led.expect('e', Holding(4), 1)
+    led.passed('e', [H2])
+    led.look_up('ctx', RPS, 2)
+    assert flight(led, 2) == [(('h2',), 4)]
+    nova.allocations['e'] = ['rp1', 'rp2']     # claimed on the destination
+    led.look_up('ctx', RPS, 2)
+    assert flight(led, 2) == [(('h2',), 4)]
+
+
 def test_a_deleted_instance_in_flight_stops_counting(nova: FakeNova) -> None:
     led = Ledger(nova, holding)
     led.expect('a', Holding(5), 1)
-    led.passed('a', [('h1', 'h1')])
+    led.passed('a', [H1])
     nova.allocations['a'] = ['rp1']
     nova.instances['a'] = inst('a', None, 5, 120, deleted=True)
     led.refresh('ctx', 'cell1')
-    led.look_up('ctx', {'rp1': ('h1', 'h1')}, 2)
+    led.look_up('ctx', RPS, 2)
     assert flight(led, 2) == []
 
 
 def test_a_failed_look_up_applies_nothing(nova: FakeNova) -> None:
     led = Ledger(nova, holding)
     led.expect('a', Holding(5), 1)
-    led.passed('a', [('h1', 'h1'), ('h2', 'h2')])
+    led.passed('a', [H1, H2])
     nova.allocations['a'] = ['rp2']
 
     def failing(context: Any, uuid: str) -> list:
         raise RuntimeError('placement unreachable')
     nova.allocation_providers = failing           # type: ignore
     with pytest.raises(RuntimeError):
-        led.look_up('ctx', {'rp2': ('h2', 'h2')}, 2)
+        led.look_up('ctx', RPS, 2)
     assert flight(led, 2) == [(('h1', 'h2'), 5)]

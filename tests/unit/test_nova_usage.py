@@ -91,6 +91,10 @@ class FakeLedger:
     def tracks(self, uuid: str) -> bool:
         return any(uuid in held for held in self.placed.values())
 
+    def view(self, host: tuple, uuids: Any) -> tuple:
+        return (self.version, self.on_host(host),
+                {u for u in uuids if not self.tracks(u)})
+
 
 @pytest.fixture
 def nova() -> FakeAdapter:

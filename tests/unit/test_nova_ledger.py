@@ -316,6 +316,8 @@ def test_stubs_are_read_once_and_a_purged_one_holds_nothing(
     assert nova.loads == [['a', 'purged']]
     assert held(led, 'h1') == {'a': [4]}
     assert led.tracks('a') and led.tracks('purged')
+    # a stub listed on h3 that the database has on h1 counts on h1 only
+    assert held(led, 'h3') == {}
 
 
 # -- instances in flight: where they may still land ------------------------------

@@ -22,6 +22,8 @@ from oslo_utils import timeutils
 from nova.compute import vm_states
 import nova.conf
 from nova import context as nova_context
+from nova.db.main import api as main_db
+from nova.db.main import models as main_models
 from nova import objects
 from nova.objects import base as obj_base
 from nova.scheduler.client import report
@@ -362,22 +364,36 @@ def cell_context(context: Any, cell_uuid: str) -> Any:
     return cctxt
 
 
+@main_db.pick_context_manager_reader
+def _changed_rows(cctxt: Any, since: Any) -> list:
+    model = main_models.Instance
+    return cctxt.session.query(
+        model.uuid, model.updated_at, model.created_at, model.deleted,
+    ).filter(model.updated_at >= since).all()
+
+
 def changed_instances(cctxt: Any, since: Any) -> list[tuple[str, Any]]:
     """``(uuid, (changed, deleted))`` of the instances updated since
     ``since``, deleted ones included: :func:`instance_state`'s ``changed``
-    and ``deleted`` without loading the instances' flavors.
+    and ``deleted`` without loading the instances.
 
-    ``objects.InstanceList.get_by_filters(cctxt, {'changes-since':
-    since}, expected_attrs=[])``: ``instances.updated_at >= since``
-    (indexed; without a ``deleted`` filter, deleted rows too), the
-    instances table alone (no join).  Deleting an instance does not
-    change ``updated_at`` (``soft_delete``), but the compute saves it as
-    ``deleted`` just before (``ComputeManager._delete_instance``).
+    The query ``InstanceList.get_by_filters(cctxt, {'changes-since':
+    since})`` makes (``instances.updated_at >= since``, indexed; without a
+    ``deleted`` filter, deleted rows too), of four columns, through
+    ``nova.db.main.api.pick_context_manager_reader`` (the context's cell
+    database).  Not through the objects, measurably too slow here: the
+    scheduler runs this for every instance it filters, and each read
+    reaches OVERLAP seconds back, so it returns every instance changed in
+    the last 10 s or more (about 100 while a cloud boots 10 a second).
+    Built as ``Instance`` objects (even with ``expected_attrs=[]``) those
+    rows cost 0.13 ms each: 13 ms for 100 rows, 39 ms for 300, against
+    0.7 and 1.0 ms for the four columns (SQLite, Nova 34).  Deleting an instance does not change ``updated_at``
+    (``soft_delete``), but the compute saves it as ``deleted`` just
+    before (``ComputeManager._delete_instance``).
     """
-    return [(inst.uuid, (_naive(inst.updated_at or inst.created_at),
-                         bool(inst.deleted)))
-            for inst in objects.InstanceList.get_by_filters(
-                cctxt, {'changes-since': since}, expected_attrs=[])]
+    since = timeutils.normalize_time(since)
+    return [(uuid, (_naive(updated or created), bool(deleted)))
+            for uuid, updated, created, deleted in _changed_rows(cctxt, since)]
 
 
 def instances_by_uuid(cctxt: Any, uuids: Iterable[str]) -> list:

@@ -387,9 +387,10 @@ def changed_instances(cctxt: Any, since: Any) -> list[tuple[str, Any]]:
     the last 10 s or more (about 100 while a cloud boots 10 a second).
     Built as ``Instance`` objects (even with ``expected_attrs=[]``) those
     rows cost 0.13 ms each: 13 ms for 100 rows, 39 ms for 300, against
-    0.7 and 1.0 ms for the four columns (SQLite, Nova 34).  Deleting an instance does not change ``updated_at``
-    (``soft_delete``), but the compute saves it as ``deleted`` just
-    before (``ComputeManager._delete_instance``).
+    0.7 and 1.0 ms for the four columns (SQLite, Nova 34).  Deleting an
+    instance does not change ``updated_at`` (``soft_delete``), but the
+    compute saves it as ``deleted`` just before
+    (``ComputeManager._delete_instance``).
     """
     since = timeutils.normalize_time(since)
     return [(uuid, (_naive(updated or created), bool(deleted)))

@@ -224,9 +224,9 @@ def run(filtered: bool, hosts: int, boots: int, per_host: int,
         def kind_flavor(self, kind: str, vcpus: int = 1) -> str:
             if not filtered:
                 return self.flavor(vcpus=vcpus)
-            return {'w1': functools.partial(self.flavor, 1),
-                    'pool': functools.partial(self.flavor, pool='hp'),
-                    'none': self.flavor}[kind](path='filter', vcpus=vcpus)
+            ways, pool = {'w1': (1, None), 'pool': (None, 'hp'),
+                          'none': (None, None)}[kind]
+            return self.flavor(ways, pool=pool, path='filter', vcpus=vcpus)
 
         def create(self, name: str, flavor: str, count: int,
                    host: str | None = None) -> dict:

@@ -153,15 +153,6 @@ def numa_fit(host_state: Any, spec_obj: Any) -> frozenset[int] | None:
         else None
 
 
-def request_num_instances(spec_obj: Any) -> int:
-    """``RequestSpec.num_instances``: instances of a multi-create request
-    (for a move, what the instance was created with: at least 1).
-    """
-    if spec_obj.obj_attr_is_set('num_instances'):
-        return max(1, spec_obj.num_instances or 1)
-    return 1
-
-
 def request_context(spec_obj: Any) -> Any | None:
     """The RequestContext a RequestSpec came with (``_context``).
 

@@ -362,14 +362,6 @@ def test_request_context() -> None:
         objects.RequestSpec.obj_from_primitive(prims, ctxt)) is ctxt
 
 
-def test_request_num_instances() -> None:
-    assert adapter.request_num_instances(spec()) == 1
-    many = spec()
-    many.num_instances = 3
-    assert adapter.request_num_instances(many) == 3
-    assert adapter.request_num_instances(objects.RequestSpec()) == 1
-
-
 def test_host_cell() -> None:
     assert adapter.host_cell(host_state()) == CELL
 

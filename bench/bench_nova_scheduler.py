@@ -228,16 +228,6 @@ def run(filtered: bool, hosts: int, boots: int, per_host: int,
                           'none': (None, None)}[kind]
             return self.flavor(ways, pool=pool, path='filter', vcpus=vcpus)
 
-        def create(self, name: str, flavor: str, count: int,
-                   host: str | None = None) -> dict:
-            body: dict[str, Any] = {'name': name, 'imageRef': self.image,
-                                    'flavorRef': flavor, 'networks': 'none'}
-            if host is not None:
-                body['host'] = host
-            if count > 1:
-                body['min_count'] = body['max_count'] = count
-            return self.admin_api.post_server({'server': body})
-
         def servers(self) -> list[dict]:
             return self.admin_api.get_servers()
 
@@ -277,8 +267,8 @@ def run(filtered: bool, hosts: int, boots: int, per_host: int,
                 for host in names:
                     for kind, count in mix(per_host):
                         if count:
-                            self.create('pre-%s-%s' % (host, kind),
-                                        self.kind_flavor(kind), count, host)
+                            self.post(self.kind_flavor(kind), host, count,
+                                      'pre-%s-%s' % (host, kind))
                     gc.freeze()
             out['fill'] = time.perf_counter() - started
             servers = self.servers()
@@ -332,7 +322,7 @@ def run(filtered: bool, hosts: int, boots: int, per_host: int,
                     self.confirm(server)
                 state['phase'] = 'boot'
                 started = time.perf_counter()
-                server = self.wait(self.create('boot-%04d' % i, flavor, 1),
+                server = self.wait(self.post(flavor, name='boot-%04d' % i),
                                    ('ACTIVE', 'ERROR'))
                 out['walls'].append(time.perf_counter() - started)
                 self.assertEqual('ACTIVE', server['status'],

@@ -198,8 +198,8 @@ class RDTMixin:
             time.sleep(0.02 if self.CAST_AS_CALL else 0.1)
 
     def post(self, flavor: str, host: str | None = None,
-             min_count: int | None = None) -> dict:
-        body: dict[str, Any] = {'name': 'vm', 'imageRef': self.image,
+             min_count: int | None = None, name: str = 'vm') -> dict:
+        body: dict[str, Any] = {'name': name, 'imageRef': self.image,
                                 'flavorRef': flavor, 'networks': 'none'}
         if host is not None:
             body['host'] = host

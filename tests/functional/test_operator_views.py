@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Iterator
@@ -249,3 +250,23 @@ def test_check_domain_says_what_the_hook_would_do(node: Node) -> None:
     assert res.returncode == 1
     assert 'cannot read /nonexistent.xml' in res.stderr
 
+
+def test_top_sets_occupancy_against_the_ways_a_group_has(node: Node) -> None:
+    """``top``: a timestamp per refresh, MiB/s, and each group's LLC
+    occupancy against the bytes its ways give it (3 ways of 2560 KiB).
+    """
+    guest = node.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    node.tb.start(guest)
+    res = node.cli('top', '--once', '--interval', '0.3')
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d', lines[0]), lines
+    head = lines[1].split()
+    assert head[:7] == ['GROUP', 'L3', 'LLC[KiB]', 'OF[KiB]', 'OCC%',
+                        'MBL[MiB/s]', 'MBT[MiB/s]']
+    rows = [dict(zip(head, ln.split())) for ln in lines
+            if ln.startswith(guest.group)]
+    assert [r['L3'] for r in rows] == ['0', '1']
+    for row in rows:
+        assert row['OF[KiB]'] == '7680'
+        assert row['OCC%'] == '%.0f' % (float(row['LLC[KiB]']) / 7680 * 100)

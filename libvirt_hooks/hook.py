@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
     from libvirt_hooks.domain import Domain
+    from ovs_rdt.core.plan import Plan
     from ovs_rdt.guest import GuestCache
     from ovs_rdt.inputs.request import CacheRequest
 
@@ -124,7 +125,8 @@ class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
-                 name: str, op: str, subop: str) -> None:
+                 name: str, op: str, subop: str,
+                 settings: Any = None) -> None:
         from ovs_rdt.exceptions import show
 
         #: What the wrapper names (``--config-file``, ``--config-dir``).
@@ -133,7 +135,8 @@ class Hook:
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
-        self._settings: Any = None
+        #: The configuration, if given (else read from the files named).
+        self._settings: Any = settings
         self._guests: GuestCache | None = None
         #: The parsed domain, once it parsed.
         self.dom: Domain | None = None
@@ -241,11 +244,21 @@ class Hook:
             self.log('info', 'removed group %s' % group)
         return 0
 
-    def check(self, dom: Domain) -> int:
+    def preview(self, dom: Domain) -> tuple[CacheRequest | None,
+                                            Plan | None]:
+        """What ``prepare`` would do, nothing written: the request (None:
+        the VM asks for nothing) and the plan (None: no change); raises
+        what ``prepare`` would refuse the VM with.
+        """
         spec = self.resolve(dom)
         if spec is None:
+            return None, None
+        return spec, self.guests.check(dom, spec)
+
+    def check(self, dom: Domain) -> int:
+        spec, plan = self.preview(dom)
+        if spec is None:
             return 0
-        plan = self.guests.check(dom, spec)
         self.log('info', 'capacity check passed for %s%s' % (
             spec.describe(), '' if plan is None else ' (free ways after: %s)'
             % ', '.join('domain %d: %d' % i for i in sorted(plan.free.items()))))

@@ -500,8 +500,7 @@ class CacheManager:
             LOG.info('%s', move)
 
     def _do(self, step: Step) -> None:
-        LOG.debug('resctrl %s %s %s', step.op, step.group or '/',
-                  step.value.strip().replace('\n', ' '))
+        LOG.debug('resctrl %s', step)
         rc = self.resctrl
         if step.op == 'mkdir':
             rc.mkdir(step.group)

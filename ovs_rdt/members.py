@@ -110,3 +110,37 @@ def summary(member: dict) -> str:
         return ', '.join(parts)
     return '%s (pid %d, %d threads)' % (member['name'], member['pid'],
                                         len(member['tids']))
+
+
+def _count(number: int, thing: str) -> str:
+    return '%d %s%s' % (number, thing, '' if number == 1 else 's')
+
+
+def prose(members: list[dict]) -> str:
+    """The members in words, for an operator deciding on a change
+    (``apply --dry-run``): ``running VM vm1 (2 vCPU threads, 3 other QEMU
+    threads), OvS PMD threads of cores 0,1, 4 other ovs-vswitchd threads,
+    sleep (pid 12, 1 thread)``; '' when there are none.
+    """
+    out = []
+    for member in members:
+        if member['kind'] == 'vm':
+            vcpus = len(member['vcpu_tids'])
+            other = len(member['tids']) - vcpus
+            out.append('running VM %s (%s%s)' % (
+                member['name'], _count(vcpus, 'vCPU thread'),
+                ', %s' % _count(other, 'other QEMU thread') if other else ''))
+    cores = pmd_cores(members)
+    if cores:
+        out.append('OvS PMD threads of core%s %s'
+                   % ('' if len(cores) == 1 else 's', pmd_label(cores)))
+    for member in members:
+        if member['kind'] == 'ovs-vswitchd':
+            other = len(member['tids']) - len(member['pmds'])
+            if other:
+                out.append(_count(other, 'other ovs-vswitchd thread'))
+        elif member['kind'] != 'vm':
+            out.append('%s (pid %d, %s)' % (member['name'], member['pid'],
+                                            _count(len(member['tids']),
+                                                   'thread')))
+    return ', '.join(out)

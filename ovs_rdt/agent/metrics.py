@@ -17,14 +17,14 @@ from typing import Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.core import Metric
+from prometheus_client.core import InfoMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.conf import parse_listen
 from ovs_rdt.core.mbm import Epochs
-from ovs_rdt.core.model import vm_uuid
+from ovs_rdt.core.model import pool_group, vm_uuid
 from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt import members, procfs, sampling
 from ovs_rdt.resctrl import Resctrl
@@ -36,6 +36,9 @@ LOG = logging.getLogger(__name__)
 SCRAPE_LOCK_TIMEOUT = 5.0
 GROUP_LABELS = ('group', 'domain') + members.LABELS
 TASK_LABELS = ('group',) + members.LABELS
+#: ``ovs_rdt_pool_vm_info``: one series per VM in a pool.
+POOL_VM_LABELS = ('group', 'vm', 'uuid')
+POOL_PREFIX = pool_group('')
 #: Counters families -> (metric name without _total, help, label names).
 EVENT_FAMILIES = (
     ('policy_decisions', 'ovs_rdt_policy_decisions',
@@ -86,6 +89,23 @@ class Labeller:
             out[grp.name] = {'vm': self._vm(grp, uuid, names) if uuid else '',
                              'uuid': uuid, 'pmd': pmds.get(grp.name, '')}
         self._vms = {n: v for n, v in self._vms.items() if n in out}
+        return out
+
+    def pool_vms(self, groups: list[sampling.GroupSample]
+                 ) -> list[tuple[str, str, str]]:
+        """(group, VM name, uuid) of every VM with threads in a pool's
+        group now: named by libvirt, else from its QEMU's command line.
+        """
+        names = self.vm_names()
+        out = []
+        for grp in groups:
+            if not grp.name.startswith(POOL_PREFIX):
+                continue
+            for member in members.describe(grp.tasks, self.proc,
+                                           vm_names=names):
+                if member['kind'] == 'vm':
+                    out.append((grp.name, member['name'],
+                                member['uuid'].lower()))
         return out
 
     def _vm(self, grp: sampling.GroupSample, uuid: str,
@@ -144,6 +164,8 @@ class ResctrlCollector:
             self._add_events(families)
             families['libvirt'].add_metric(
                 [], 0 if self.labeller.vm_names() is None else 1)
+            for member in sorted(set(self.labeller.pool_vms(groups))):
+                families['pool_vm'].add_metric(list(member), {})
         return iter(families.values())
 
     def _failed(self, exc: BaseException) -> None:
@@ -174,6 +196,9 @@ class ResctrlCollector:
             labels=TASK_LABELS)
         for family, name, help_, labels in EVENT_FAMILIES:
             out[family] = CounterMetricFamily(name, help_, labels=labels)
+        out['pool_vm'] = InfoMetricFamily(
+            'ovs_rdt_pool_vm', 'A VM with threads in a pool\'s group (value '
+            '1, one series per VM and pool).', labels=POOL_VM_LABELS)
         out['libvirt'] = GaugeMetricFamily(
             'ovs_rdt_libvirt_connected', '1 while the agent\'s read-only '
             'connection to [libvirt] uri is up (the vm labels are libvirt\'s '

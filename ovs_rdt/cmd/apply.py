@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from ovs_rdt.cmd.common import manager_from
+from ovs_rdt.cmd.changes import describe
+from ovs_rdt.cmd.common import group_members, manager_from, vm_names
 from ovs_rdt.conf import Settings
 from ovs_rdt.core import plan as plan_text
 
@@ -13,18 +14,28 @@ LOG = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--dry-run', action='store_true',
-                        help='print the writes without making them')
+                        help='print the writes without making them, each '
+                             'with what it does to whom (the VMs and '
+                             'threads of a group it removes or moves)')
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     manager = manager_from(settings)
     if args.dry_run:
         plan = manager.preview(prune=True)
-        for move in plan.moves:
-            print('# %s' % move)
-        for step in plan.steps:
-            print('%s %s %s' % (step.op, step.group or '/',
-                                step.value.strip().replace('\n', ' ')))
+        root = manager.resctrl.root
+        if not plan.steps:
+            print('Dry run: nothing to change: %s holds what the '
+                  'configuration asks' % root)
+            return 0
+        names, source = vm_names(settings)
+        _groups, members = group_members(manager.resctrl, names)
+        print('Dry run: %d write%s would make %s what the configuration '
+              'asks (nothing is written now):'
+              % (len(plan.steps), '' if len(plan.steps) == 1 else 's', root))
+        for line in describe(plan, members, settings.pools):
+            print(line)
+        print(source)
         return 0
     plan = manager.apply()
     for move in plan.moves:

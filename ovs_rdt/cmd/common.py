@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from ovs_rdt.conf import Settings
+from ovs_rdt.core.model import Group
 from ovs_rdt.manager import CacheManager
+from ovs_rdt import members
 from ovs_rdt.resctrl import Resctrl
 
 
@@ -26,3 +28,15 @@ def resctrl_from(settings: Settings) -> Resctrl:
 
 def manager_from(settings: Settings) -> CacheManager:
     return CacheManager.from_settings(settings)
+
+
+def group_members(rc: Resctrl, names: dict[str, str] | None
+                  ) -> tuple[list[Group], dict[str, list[dict]]]:
+    """Every group with its tasks (read under ``LOCK_SH``), and each one's
+    members but the default group's (:func:`ovs_rdt.members.describe`,
+    ``names``: uuid -> domain name from libvirt).
+    """
+    with rc.lock(exclusive=False):
+        groups = rc.groups(with_tasks=True)
+    return groups, {g.name: members.describe(g.tasks, vm_names=names)
+                    for g in groups if not g.is_root}

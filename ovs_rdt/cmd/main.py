@@ -29,6 +29,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                 'hold it and the lines to paste'),
     'emulate': ('ovs_rdt.emulator.cli',
                 'mount an emulated resctrl filesystem (FUSE)'),
+    'check-domain': ('ovs_rdt.cmd.check_domain',
+                     'what the libvirt hook would do with a domain XML on '
+                     'this node, without doing it'),
     'install-hook': ('ovs_rdt.cmd.install_hook',
                      'install the libvirt hook wrapper'),
     'provider-config': ('ovs_rdt.cmd.provider_config',

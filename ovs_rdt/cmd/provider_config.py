@@ -68,11 +68,11 @@ def reserved_ways(platform: Platform, groups: list[Group],
 
     The CBM length minus the most ways the node allocator
     (:func:`ovs_rdt.core.allocator.plan`) would give one more VM group there,
-    with every group that is not a VM's where it is: the ways other tools'
-    groups hold or share with ours (:mod:`ovs_rdt.core.foreign`), our pools
-    and PMD group where their mask does
-    not overlap the default group's (elsewhere they hold no ways and follow
-    it), the default group's minimum (``system_min_ways`` or the
+    with every group that is not a VM's where it is (:func:`room`): the
+    ways other tools' groups hold or share with ours
+    (:mod:`ovs_rdt.core.foreign`), our pools and PMD group where their
+    mask does not overlap the default group's (elsewhere they hold no ways
+    and follow it), the default group's minimum (``system_min_ways`` or the
     ``system_cbm`` mask), and what the allocator refuses VMs: the ways the
     hardware shares with I/O (``shareable_bits``) unless the default group
     can keep its minimum there, ways split off from the free run, fewer
@@ -83,40 +83,57 @@ def reserved_ways(platform: Platform, groups: list[Group],
     when they left holes, the node may place more than this says, never
     less.
     """
+    return {dom: platform.cbm_len - ways for dom, ways in room(
+        platform, [g for g in groups if not g.name.startswith(_VM_PREFIX)],
+        system_min_ways, system_cbm).items()}
+
+
+def room(platform: Platform, groups: list[Group], system_min_ways: int,
+         system_cbm: dict[int, CBM] | None = None,
+         isolated: bool = True) -> dict[int, int]:
+    """The most ways the node allocator would give one more group on each
+    domain, an ``isolated`` one or not (a pool with ``isolated = false``
+    may have the ways the hardware shares with I/O): every group where it
+    is, but VMs' groups, which the allocator may move to make a run.
+    """
     width = platform.cbm_len
-    state = [g for g in groups if not g.name.startswith(_VM_PREFIX)]
+    state = list(groups)
     root = next((g for g in state if g.is_root), None)
     if root is None:
         root = Group(ROOT, {d: CBM.full(width) for d in platform.domains})
         state.insert(0, root)
-    # where they are now: fixed, as the allocator keeps them
-    requests = [Request(g.name, cbm=held_masks(g, root), exclusive=False)
-                for g in state if g.owned]
+    # where they are now: fixed, as the allocator keeps them; VMs' groups
+    # hold their count of ways (the allocator moves them if it must)
+    held = {g.name: held_masks(g, root) for g in state if g.owned}
+    requests = [Request(name, ways={d: m.count for d, m in masks.items()})
+                if name.startswith(_VM_PREFIX) else
+                Request(name, cbm=masks, exclusive=False)
+                for name, masks in held.items()]
     out = {}
     for dom in platform.domains:
         area = layout.Domain(platform, dom, state, [], system_min_ways,
                              (system_cbm or {}).get(dom))
         ours = CBM.empty(width)
-        for req in requests:
-            ours |= req.cbm.get(dom) or ours
+        for masks in held.values():
+            ours |= masks.get(dom) or ours
         system = area.system_cbm or CBM.empty(width)
-        ways = layout.free_ways(area, area.fixed | ours | system,
-                                layout.system_reserve(area, ours))
-        # the count is an upper bound: ask the allocator, from there down
+        taken = area.fixed | ours | system
+        reserve = layout.system_reserve(area, ours)
+        # an upper bound: ask the allocator, from there down
+        ways = layout.free_ways(area, taken, reserve) if isolated else \
+            max(0, (~taken).count - reserve)
         while ways >= platform.min_cbm_bits and not _fits(
                 platform, state, requests, dom, ways, system_min_ways,
-                system_cbm):
+                system_cbm, isolated):
             ways -= 1
-        if ways < platform.min_cbm_bits:
-            ways = 0
-        out[dom] = width - ways
+        out[dom] = ways if ways >= platform.min_cbm_bits else 0
     return out
 
 
 def _fits(platform: Platform, groups: list[Group], requests: list[Request],
           domain: int, ways: int, system_min_ways: int,
-          system_cbm: dict[int, CBM] | None) -> bool:
-    probe = Request(_PROBE, ways={domain: ways})
+          system_cbm: dict[int, CBM] | None, isolated: bool = True) -> bool:
+    probe = Request(_PROBE, ways={domain: ways}, exclusive=isolated)
     try:
         allocator.plan(platform, groups, requests + [probe], system_min_ways,
                        system_cbm)
@@ -183,6 +200,16 @@ def to_yaml(doc: dict, comment: str = '') -> str:
                                  default_flow_style=False)
 
 
+def layout_groups(plan: Any, resctrl: Any) -> list[Group]:
+    """The groups of the layout ``plan`` makes (``ovs-rdt apply``'s), with
+    the groups of other tools as they are in ``resctrl``.
+    """
+    with resctrl.lock(exclusive=False):
+        foreign = [g for g in resctrl.groups()
+                   if not g.is_root and not g.owned]
+    return [Group(grp, masks) for grp, masks in plan.l3.items()] + foreign
+
+
 # -- the subcommand ----------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -216,11 +243,8 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     manager = manager_from(settings)
     resctrl = manager.resctrl
     platform = resctrl.platform()
-    plan = manager.preview(prune=True)  # the layout "apply" makes
-    with resctrl.lock(exclusive=False):
-        foreign = [g for g in resctrl.groups()
-                   if not g.is_root and not g.owned]
-    groups = [Group(grp, masks) for grp, masks in plan.l3.items()] + foreign
+    groups = layout_groups(manager.preview(prune=True),
+                           resctrl)  # the layout "apply" makes
     system_cbm = manager.system_masks(platform)
     min_ways = settings.allocation.system_min_ways
     inv = inventory(platform, groups, min_ways, system_cbm)

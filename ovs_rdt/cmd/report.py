@@ -226,6 +226,48 @@ def render(report: dict, colour: bool = False) -> str:
                 name_w, '(unused ways)', '', cbm_w, '', dom['unused_ways'],
                 dom['unused_ways'] * dom['way_kib'],
                 ' '.join(' o' if c == 'o' else ' .' for c in dom['unused_map'])))
+        if dom.get('free'):
+            lines.append('  ' + free_text(dom['free'], width))
+    if report.get('closids_free') is not None:
+        lines.append('')
+        lines.append('CLOSIDs left: %d of %d (a VM with ways of its own, a '
+                     'new pool or the PMD group takes one)'
+                     % (report['closids_free'], plat['num_closids']))
+    return '\n'.join(lines)
+
+
+def free_text(free: dict, width: int) -> str:
+    """``free: 5 ways for VMs (11 - 4 reserved - 2 held by VMs), ...``: what
+    is left on one domain (:func:`ovs_rdt.cmd.status.left`).
+    """
+    pools = '%d for a new or larger pool' % free['pool_ways']
+    if free['shared_pool_ways'] != free['pool_ways']:
+        pools += ' (%d if not isolated)' % free['shared_pool_ways']
+    return ('free: %d ways for VMs (%d - %d reserved for the default group, '
+            'pools, OvS and other tools - %d held by VMs), %s'
+            % (free['vm_ways'], width, free['reserved_ways'],
+               free['vm_held_ways'], pools))
+
+
+def render_configuration(conf: dict, root: str) -> str:
+    """Whether ``root`` holds what the configuration asks, and if not, why
+    (:func:`ovs_rdt.cmd.status.configuration`).
+    """
+    if conf['state'] == 'invalid':
+        return ('Configuration: cannot be applied: %s\n  resctrl holds the '
+                'layout shown above (the last one applied); until this is '
+                'fixed, the hook refuses VMs that need a write (ways of their '
+                'own, a pool without its group yet) with this error'
+                % conf['error'])
+    writes = conf['writes']
+    if not writes:
+        return 'Configuration: applied (%s holds what it asks)' % root
+    lines = ['Configuration: not applied: %d write%s would make %s what it '
+             'asks ("ovs-rdt apply" makes them):'
+             % (len(writes), '' if len(writes) == 1 else 's', root)]
+    for write in writes:
+        lines.append('  ' + write['write'])
+        lines.extend('      ' + text for text in write['effects'])
     return '\n'.join(lines)
 
 

@@ -114,6 +114,12 @@ class Step:
     def __repr__(self) -> str:
         return 'Step(%r, %r, %r)' % tuple(self)
 
+    def __str__(self) -> str:
+        """``schemata / L3:0=7f0;1=7f0``: the write on one line (the
+        manager's log, ``apply --dry-run``).
+        """
+        return ' '.join([self.op, self.group or '/'] + self.value.split())
+
 
 class Move:
     """A group that existed and moves on one domain: it loses ways it had

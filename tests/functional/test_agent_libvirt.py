@@ -309,6 +309,31 @@ def test_status_top_and_metrics_name_vms_as_libvirt_does(node: Node) -> None:
         'socket=/nonexistent/sock: ' in text
 
 
+def test_pool_metrics_name_the_vms_in_the_pool(node: Node) -> None:
+    """One ``ovs_rdt_pool_vm_info{group, vm, uuid} 1`` series per VM in a
+    pool, by libvirt's name, gone when it stops; promtool finds the
+    exposition clean.
+    """
+    port = free_port()
+    node.configure(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port)
+    node.start_agent()
+    guests = [node.tb.define(rdt('<rdt:pool name="hp"/>')) for _ in 'ab']
+    for guest in guests:
+        node.tb.start(guest)
+    scrape = wait_for(lambda: Scrape(port), what='metrics', step=0.1)
+    info = 'ovs_rdt_pool_vm_info'
+    assert sorted((lab['group'], lab['vm'], lab['uuid'], value)
+                  for lab, value in scrape.samples(info)) == sorted(
+        ('ovsrdt-pool-hp', g.name, g.uuid, 1.0) for g in guests)
+    check = subprocess.run(['promtool', 'check', 'metrics'],
+                           input=scrape.text, capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    node.tb.destroy(guests[0])
+    assert [lab['vm'] for lab, _ in Scrape(port).samples(info)] == \
+        [guests[1].name]
+
+
 def cycle(node: Node, guests: list[tuple[Guest, str | None]]
           ) -> list[float]:
     """Start each guest (its vCPUs in the group given), destroy it (no

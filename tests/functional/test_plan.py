@@ -187,8 +187,9 @@ def test_apply_dry_run_names_each_move(emulated_resctrl, configure):
     dry = cli(config, 'apply', '--dry-run')
     assert dry.returncode == 0, dry.stderr
     lines = dry.stdout.splitlines()
-    assert lines[:2] == [
-        '# moves ovsrdt-pool-c on cache domain %d from 40 to 100 to make '
+    at = lines.index('schemata ovsrdt-pool-c L3:0=100;1=100')
+    assert lines[at + 2:at + 4] == [
+        '    moves ovsrdt-pool-c on cache domain %d from 40 to 100 to make '
         'room for ovsrdt-pool-d' % d for d in (0, 1)], dry.stdout
     assert l3(emu, 'ovsrdt-pool-c')[0] == 0x040          # nothing written
     done = cli(config, 'apply')
@@ -200,7 +201,9 @@ def test_apply_dry_run_names_each_move(emulated_resctrl, configure):
     assert l3(emu, 'ovsrdt-pool-c')[0] == 0x100
     assert l3(emu, 'ovsrdt-pool-d')[0] == 0x0f0
     assert l3(emu)[0] == 0x00f
-    assert cli(config, 'apply', '--dry-run').stdout == ''
+    assert cli(config, 'apply', '--dry-run').stdout == (
+        'Dry run: nothing to change: %s holds what the configuration asks\n'
+        % emu.root)
 
 
 def test_system_minimum_and_error_leaves_nothing(emulated_resctrl, manager):

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from typing import Any
 import urllib.error
 import urllib.request
@@ -18,6 +19,7 @@ import pytest
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.metrics import Endpoint, Labeller, ResctrlCollector
 from ovs_rdt.conf import Settings
+from ovs_rdt import procfs
 from ovs_rdt.resctrl import Resctrl
 from tests.unit.fakes import make_tree
 
@@ -253,3 +255,39 @@ def test_endpoint_serves_moves_and_stops(tree):
         other.stop()
     finally:
         ep.stop()
+
+
+def test_pool_members_as_one_info_series_per_vm(tree):
+    """A pool's VMs: ``ovs_rdt_pool_vm_info{group, vm, uuid} 1``, one
+    series per VM in the pool (libvirt's name), gone once it leaves; the
+    pool's own series keep their labels (no VM label on them).
+    """
+    root, libvirt = tree
+    coll = collector(tree)
+    info = 'ovs_rdt_pool_vm_info'      # (a gauge in the 0.0.4 text format)
+    assert scrape(coll).get(info, {}) == {}
+    qemu = subprocess.Popen(
+        ['qemu-system-x86_64', '-c', 'import time; time.sleep(30)',
+         '-name', 'guest=vm1-proc,debug-threads=on', '-uuid', UUID.upper()],
+        executable=sys.executable)
+    try:
+        deadline = time.monotonic() + 10   # (its command line, once exec'd)
+        while procfs.qemu_guest(qemu.pid) is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        put(root, HP + '/tasks', '%d\n%d\n' % (os.getpid(), qemu.pid))
+        got = scrape(coll)
+        libvirt['names'] = None
+        away = scrape(coll)
+    finally:
+        qemu.kill()
+        qemu.wait()
+    assert got[info] == {(info, ('group', HP), ('uuid', UUID),
+                          ('vm', 'vm1')): ('gauge', 1.0)}
+    # Without libvirt: the name on its QEMU's command line.
+    assert list(away[info]) == [(info, ('group', HP), ('uuid', UUID),
+                                 ('vm', 'vm1-proc'))]
+    occ = 'ovs_rdt_llc_occupancy_bytes'
+    assert value(got, occ, occ, group=HP, domain='0') == ('gauge', 2048.0)
+    put(root, HP + '/tasks', '%d\n' % os.getpid())
+    assert scrape(coll).get(info, {}) == {}

@@ -1,0 +1,272 @@
+"""What an operator reads before and after a change, against a real
+libvirtd with KVM guests, the hook and the mounted resctrl emulator
+(xeon-gold-6230: 2 cache domains of 11 ways, 16 CLOSIDs):
+``apply --dry-run`` (each write and whom it touches), ``status`` (what is
+left, whether the configuration is applied, its exit status) and
+``check-domain`` (what the hook would do with a domain XML).
+
+Every test starts from pool ``noisy`` (2 ways) applied, the default group
+keeping 2 ways: 7 ways per domain are left for VMs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Iterator
+
+import pytest
+
+from ovs_rdt.core.model import ROOT
+from ovs_rdt.resctrl import Resctrl
+from tests.functional.fixtures.emulator import below_testbed
+from tests.functional.fixtures.emulator import EmulatorFixture
+from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed
+from tests.functional.fixtures.ovs import REPO
+
+PROFILE = 'xeon-gold-6230'
+NOISY = 'ovsrdt-pool-noisy'
+
+
+def rdt(body: str) -> str:
+    return '<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">%s</rdt:rdt>' % body
+
+
+class Node:
+    """The testbed and the emulator; the CLI on the hook's config file."""
+
+    def __init__(self, tb: LibvirtTestbed, emu: EmulatorFixture) -> None:
+        self.tb = tb
+        self.emu = emu
+        self.rc = Resctrl(emu.root, emu.sysfs)
+
+    def configure(self, pools: dict[str, int] | None = None,
+                  **kwargs: object) -> None:
+        self.tb.configure(self.emu.root, self.emu.sysfs, pools=pools,
+                          uri=self.tb.libvirtd.ro_uri, **kwargs)
+
+    def cli(self, *args: str, stdin: str | None = None
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                               '--config-file', self.tb.config, *args],
+                              capture_output=True, text=True, timeout=120,
+                              input=stdin, cwd=REPO,
+                              env=dict(os.environ, PYTHONPATH=REPO))
+
+    def state(self) -> dict[str, tuple[dict, list[int]]]:
+        """Every group's masks and tasks: what a look must not change."""
+        return {g.name: ({d: str(m) for d, m in g.l3.items()},
+                         sorted(g.tasks))
+                for g in self.rc.groups(with_tasks=True)}
+
+    def dumpxml(self, guest: Guest) -> str:
+        return self.tb.virsh('dumpxml', guest.name).stdout
+
+
+@pytest.fixture(scope='module')
+def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
+    with below_testbed(libvirt_testbed, PROFILE) as emu:
+        yield emu
+
+
+@pytest.fixture
+def node(libvirt_testbed: LibvirtTestbed,
+         emulator: EmulatorFixture) -> Iterator[Node]:
+    node = Node(libvirt_testbed, emulator)
+    node.configure()
+    applied = node.cli('apply')
+    assert applied.returncode == 0, applied.stderr
+    try:
+        yield node
+    finally:
+        libvirt_testbed.remove_guests()
+    assert not [g for g in node.rc.group_names()
+                if g.startswith('ovsrdt-vm-')]
+
+
+def test_dry_run_and_status_name_the_vm_a_removed_pool_holds(
+        node: Node) -> None:
+    """Issue 39 items 3, 4 and 9: pool noisy dropped from ``pools`` while a
+    VM runs in it.  The dry run says, under ``rmdir``, which VM (libvirt's
+    name) and threads go to the default group; ``status`` says the same
+    and exits 3 until ``apply``; an empty plan says so.
+    """
+    guest = node.tb.define(rdt('<rdt:pool name="noisy"/>'), vcpus=2)
+    node.tb.start(guest)
+    vcpus = node.tb.vcpu_tids(guest)
+    assert vcpus <= set(node.rc.tasks(NOISY))
+    others = len(set(node.rc.tasks(NOISY)) - vcpus)
+    dry = node.cli('apply', '--dry-run')
+    assert dry.returncode == 0 and dry.stdout.splitlines()[0] == \
+        'Dry run: nothing to change: %s holds what the configuration asks' \
+        % node.emu.root, dry.stdout
+
+    node.configure(pools={})
+    before = node.state()
+    dry = node.cli('apply', '--dry-run')
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert lines[0].startswith('Dry run: 2 writes would make %s what the '
+                               'configuration asks' % node.emu.root), lines
+    said = ('removes pool noisy (not in [allocation] pools): it holds '
+            'running VM %s (2 vCPU threads, %d other QEMU threads); the '
+            'kernel moves them to the default group' % (guest.name, others))
+    assert lines[lines.index('rmdir %s' % NOISY) + 1] == '    ' + said
+    assert lines[-1] == 'VM names: from libvirt at %s' \
+        % node.tb.libvirtd.ro_uri
+    assert node.state() == before                       # nothing written
+
+    status = node.cli('status')
+    assert status.returncode == 3, status.stderr
+    assert ('Configuration: not applied: 2 writes would make %s what it '
+            'asks ("ovs-rdt apply" makes them):' % node.emu.root) \
+        in status.stdout
+    assert '      ' + said in status.stdout.splitlines()
+    js = node.cli('status', '--json')
+    assert js.returncode == 3
+    conf = json.loads(js.stdout)['configuration']
+    assert conf['state'] == 'differs'
+    assert {'write': 'rmdir %s' % NOISY, 'effects': [said]} in conf['writes']
+    assert node.state() == before
+
+    assert node.cli('apply').returncode == 0
+    assert vcpus <= set(node.rc.tasks(ROOT))
+    assert node.cli('status').returncode == 0
+    assert 'nothing to change' in node.cli('apply', '--dry-run').stdout
+
+
+def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
+        node: Node) -> None:
+    """The ways left for VMs by provider-config's reserve, for a pool, the
+    CLOSIDs left; ``l3_ways = 12`` on an 11-way cache: the planner's
+    reason, exit 4, the same in JSON.
+    """
+    guest = node.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    node.tb.start(guest)
+    res = node.cli('status')
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count(
+        '  free: 4 ways for VMs (11 - 4 reserved for the default group, '
+        'pools, OvS and other tools - 3 held by VMs), 4 for a new or larger '
+        'pool') == 2, res.stdout
+    assert 'CLOSIDs left: 13 of 16' in res.stdout
+    assert res.stdout.rstrip().endswith(
+        'Configuration: applied (%s holds what it asks)' % node.emu.root)
+    plan = json.loads(node.cli('status', '--json').stdout)
+    assert plan['configuration'] == {'state': 'applied', 'error': None,
+                                     'writes': []}
+    assert [d['free'] for d in plan['domains']] == [
+        {'vm_ways': 4, 'reserved_ways': 4, 'vm_held_ways': 3,
+         'pool_ways': 4, 'shared_pool_ways': 4}] * 2
+    assert plan['closids_free'] == 13
+    # The reserve is provider-config's (the Nova filter's rdt_system_ways).
+    header = node.cli('provider-config').stdout
+    assert 'reserved per domain: 0=4 1=4.' in header
+    # And it holds: a VM of 4 ways starts, one of 5 would not.
+    assert node.cli('check-domain', '-', stdin=node.dumpxml(
+        node.tb.define(rdt('<rdt:l3 ways="4"/>')))).returncode == 0
+    assert node.cli('check-domain', '-', stdin=node.dumpxml(
+        node.tb.define(rdt('<rdt:l3 ways="5"/>')))).returncode == 3
+
+    node.configure(pools={'noisy': 12})
+    before = node.state()
+    res = node.cli('status')
+    assert res.returncode == 4, res.stdout + res.stderr
+    why = '[pool:noisy] l3_ways = 12 is more than the 11 ways of this platform'
+    assert 'Configuration: cannot be applied: %s' % why in res.stdout
+    js = node.cli('status', '--json')
+    assert js.returncode == 4
+    assert json.loads(js.stdout)['configuration'] == {
+        'state': 'invalid', 'error': why, 'writes': []}
+    assert 'exit status:' in node.cli('status', '--help').stdout
+    assert node.state() == before
+
+
+def test_check_domain_says_what_the_hook_would_do(node: Node) -> None:
+    """``virsh dumpxml NAME | ovs-rdt check-domain -``: the group and masks
+    the hook then gives the VM, its refusals word for word, nothing
+    written.
+    """
+    before = node.state()
+    guest = node.tb.define(rdt('<rdt:l3 ways="3"/>'), vcpus=2)
+    res = node.cli('check-domain', '-', stdin=node.dumpxml(guest))
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == ("domain '%s' (uuid %s) asks for 3 L3 ways (from the "
+                        "<rdt:rdt> annotation)" % (guest.name, guest.uuid))
+    assert lines[1] == (
+        'the hook would create %s and put its 2 vCPU threads and its other '
+        'QEMU threads ([libvirt] include_emulator_threads = true) in it'
+        % guest.group)
+    said = {int(ln.split()[2].rstrip(':')): ln.split()[3] for ln in lines
+            if ln.startswith('  cache domain ')}
+    assert node.state() == before
+    node.tb.start(guest)
+    group = {g.name: g for g in node.rc.groups()}[guest.group]
+    assert {d: str(m) for d, m in group.l3.items()} == said
+    # The same, from a file, for the running VM: its group exists.
+    path = os.path.join(node.tb.workdir, 'check-domain.xml')
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write(node.dumpxml(guest))
+    assert 'the hook would resize %s' % guest.group in node.cli(
+        'check-domain', path).stdout
+
+    # Refusals: the hook's own message, word for word.
+    for body in ('<rdt:l3 ways="9"/>', '<rdt:l3 way="3"/>',
+                 '<rdt:pool name="nope"/>'):
+        other = node.tb.define(rdt(body))
+        before = node.state()
+        res = node.cli('check-domain', '-', stdin=node.dumpxml(other))
+        assert res.returncode == 3, res.stdout + res.stderr
+        prefix = "domain '%s': the hook would refuse to start it: " \
+            % other.name
+        assert res.stdout.startswith(prefix), res.stdout
+        why = res.stdout[len(prefix):].strip()
+        assert node.state() == before
+        started = node.tb.start(other, check=False)
+        assert started.returncode != 0
+        assert started.stderr.rstrip().endswith(
+            "ovs-rdt: refusing to start domain '%s': %s"
+            % (other.name, why)), (started.stderr, why)
+
+    # With [libvirt] on_failure = warn the hook starts it unmanaged.
+    node.configure(on_failure='warn')
+    res = node.cli('check-domain', '-', stdin=node.dumpxml(other))
+    assert res.returncode == 3
+    assert ("domain '%s': the hook would start it without a cache "
+            "allocation, its threads in the default group ([libvirt] "
+            "on_failure = warn): " % other.name) in res.stdout
+
+    # A VM that asks for nothing; a bad file.
+    plain = node.tb.define()
+    res = node.cli('check-domain', '-', stdin=node.dumpxml(plain))
+    assert res.returncode == 0
+    assert res.stdout.startswith("domain '%s' asks ovs-rdt for nothing"
+                                 % plain.name)
+    assert 'its threads run in the default group' in res.stdout
+    res = node.cli('check-domain', '/nonexistent.xml')
+    assert res.returncode == 1
+    assert 'cannot read /nonexistent.xml' in res.stderr
+
+
+def test_top_sets_occupancy_against_the_ways_a_group_has(node: Node) -> None:
+    """``top``: a timestamp per refresh, MiB/s, and each group's LLC
+    occupancy against the bytes its ways give it (3 ways of 2560 KiB).
+    """
+    guest = node.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    node.tb.start(guest)
+    res = node.cli('top', '--once', '--interval', '0.3')
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert re.fullmatch(r'\d{4}-\d\d-\d\d \d\d:\d\d:\d\d', lines[0]), lines
+    head = lines[1].split()
+    assert head[:7] == ['GROUP', 'L3', 'LLC[KiB]', 'OF[KiB]', 'OCC%',
+                        'MBL[MiB/s]', 'MBT[MiB/s]']
+    rows = [dict(zip(head, ln.split())) for ln in lines
+            if ln.startswith(guest.group)]
+    assert [r['L3'] for r in rows] == ['0', '1']
+    for row in rows:
+        assert row['OF[KiB]'] == '7680'
+        assert row['OCC%'] == '%.0f' % (float(row['LLC[KiB]']) / 7680 * 100)

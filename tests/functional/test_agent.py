@@ -288,6 +288,57 @@ def test_sighup_rereads_config(ovs, emulated_resctrl, rdt_agent) -> None:
     wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-pool-noisy')
 
 
+UNLISTED = ('[pool:noisy] is ignored: noisy is not in [allocation] pools '
+            '(hp), so there is no group ovsrdt-pool-noisy (one left from '
+            'before is removed, its tasks moved to the default group); add '
+            'noisy to pools to use the pool, or remove or comment out the '
+            'section')
+
+
+def test_unlisted_pool_section_warned_at_start_and_sighup(
+        ovs, emulated_resctrl, rdt_agent) -> None:
+    """A [pool:X] section that ``pools =`` does not list: ignored (a pool
+    kept disabled on purpose), with a warning in the log at start and at
+    every SIGHUP.  Before: without a word.
+    """
+    rc, agent = setup(ovs, emulated_resctrl, rdt_agent,
+                      extra='[pool:noisy]\nl3_ways = 2\n')
+    text = 'config file %s: %s' % (agent.config_file, UNLISTED)
+
+    def warnings() -> int:
+        lines = [ln for ln in agent.log().splitlines() if text in ln]
+        assert all(' WARNING ' in ln for ln in lines), lines
+        return len(lines)
+    assert warnings() == 1, agent.log()[-3000:]
+    assert not exists(rc, 'ovsrdt-pool-noisy')
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: warnings() == 2, what='warned again')
+    with open(agent.config_file) as fh:
+        config = fh.read()
+    with open(agent.config_file, 'w') as fh:
+        fh.write(config.replace('pools = hp', 'pools = hp,noisy'))
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: exists(rc, 'ovsrdt-pool-noisy'), what='pool noisy')
+    assert warnings() == 2
+
+
+def test_cli_warns_of_an_unlisted_pool(emulated_resctrl, tmp_path) -> None:
+    config = tmp_path / 'ovs-rdt.conf'
+    config.write_text('[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n'
+                      '[allocation]\npools = hp\n[pool:hp]\nl3_ways = 3\n'
+                      '[pool:noisy]\nl3_ways = 2\n'
+                      % (emulated_resctrl.root, emulated_resctrl.sysfs))
+    rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
+    for command in ('apply', 'status'):
+        res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                              '--config-file', str(config), command],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stderr == 'ovs-rdt %s: warning: config file %s: %s\n' % (
+            command, config, UNLISTED)
+    assert exists(rc, HP) and not exists(rc, 'ovsrdt-pool-noisy')
+
+
 FAKE_QEMU = 'import time; time.sleep(60)'
 
 

@@ -14,7 +14,9 @@ new process at every event.)  Only the few things the hook needs are kept:
 * ``<vcpu cpuset placement>N</vcpu>`` and ``<cputune><vcpupin vcpu cpuset>``,
 * our annotation ``<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1">`` in
   ``<metadata>``, with ``<rdt:l3 ways>``, ``<rdt:pool name>``, ``<rdt:mb
-  percent>``,
+  percent>``; an element in any other ``urn:ovs-rdt...`` namespace (a typo:
+  ``urn:ovs-rdt:libvirt``, ``urn:ovs-rdt:libvirt:2``) is refused, never
+  taken for someone else's metadata,
 * Nova's ``<nova:flavor name>`` and its ``<nova:extraSpecs>``.
 
 Every fault raises :class:`AnnotationError` (or, for a value,
@@ -35,6 +37,8 @@ if TYPE_CHECKING:  # typing is not imported at run time (start-up cost)
     from ovs_rdt.inputs.request import CacheRequest
 
 RDT_NS = 'urn:ovs-rdt:libvirt:1'
+#: Every namespace starting so (any case) is meant to be ours: only RDT_NS is.
+RDT_NS_FAMILY = 'urn:ovs-rdt'
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
 # Older Nova releases wrote this one; only the flavor name is read from it.
 NOVA_NS_OLD = 'http://openstack.org/xmlns/libvirt/nova/1.0'
@@ -249,6 +253,8 @@ class _Parser:
         if len(stack) < 3 or stack[1] != 'metadata':
             return
         # Below <metadata>.
+        if not tag.startswith(_RDT):
+            check_namespace(qname, tag.rpartition(_SEP)[0])
         if tag.startswith(_RDT) or self.in_rdt:
             self._rdt_element(tag, {self._resolve(k, scope, False): v
                                     for k, v in attrs.items()}, depth)
@@ -377,6 +383,20 @@ class _Parser:
             self.in_flavor = 0
         stack.pop()
         self.scopes.pop()
+
+
+def check_namespace(qname: str, uri: str) -> None:
+    """Refuse the element ``qname`` if its namespace ``uri`` looks like
+    ours but is not :data:`RDT_NS` (the one rule for a mistyped namespace).
+    """
+    if uri[:len(RDT_NS_FAMILY)].lower() != RDT_NS_FAMILY or uri == RDT_NS:
+        return
+    prefix = qname.rpartition(':')[0]
+    raise AnnotationError(
+        '<%s> is in the namespace "%s", which ovs-rdt does not know: its '
+        'annotation\'s namespace is "%s" (%s="%s")'
+        % (show(qname), show(uri, 80), RDT_NS,
+           'xmlns:' + show(prefix) if prefix else 'xmlns', RDT_NS))
 
 
 def _local(tag: str) -> str:

@@ -281,7 +281,11 @@ class Hook:
         except Exception as exc:  # noqa: BLE001 - best effort, logged
             self.log('error', 'could not remove the VM\'s group: %s' % exc)
 
-    def fail(self, strict: bool, dom_name: str, message: str) -> int:
+    def fail(self, strict: bool, dom_name: str, fix: str,
+             message: str) -> int:
+        """Fail the event: ``fix`` (what to do, :func:`remedy`) leads the
+        one line libvirt shows, after its long ``PATH=...`` prefix.
+        """
         from ovs_rdt.exceptions import show
 
         policy = 'refuse'
@@ -289,26 +293,57 @@ class Hook:
             policy = self.settings.libvirt.on_failure   # (and the log file)
         except Exception:  # noqa: BLE001 - a broken config means refuse
             pass
+        text = '%s: %s' % (fix, message)
         if not strict:
-            self.log('error', message)
+            self.log('error', text)
             return 0
-        what = {'prepare': 'refusing to start',
-                'started': 'stopping',
-                'migrate': 'refusing the incoming migration of',
-                'restore': 'refusing to restore'}.get(self.op, self.op)
         if policy == 'warn':
             self.log('warning', 'starting it without a cache allocation '
-                     '([libvirt] on_failure = warn): %s' % message)
+                     '([libvirt] on_failure = warn): %s' % text)
             if self.op == 'started':
                 self.unreserve()
             sys.stderr.write('ovs-rdt: warning: domain \'%s\' runs without a '
-                             'cache allocation: %s\n' % (show(dom_name),
-                                                         message))
+                             'cache allocation: %s\n' % (show(dom_name), text))
             return 0
-        self.log('error', message)
+        self.log('error', text)
         sys.stderr.write('ovs-rdt: %s domain \'%s\': %s\n'
-                         % (what, show(dom_name), message))
+                         % (REFUSING.get(self.op, self.op), show(dom_name),
+                            text))
         return 1
+
+
+#: How the refusal line names what a failed strict event does to the VM
+#: (the wrapper's fallback words it the same: libvirt_hooks/wrapper.sh).
+REFUSING = {'prepare': 'refusing to start',
+            'started': 'stopping',
+            'migrate': 'refusing the incoming migration of',
+            'restore': 'refusing to restore'}
+
+
+def remedy(exc: BaseException, dom: Domain | None) -> str:
+    """What to fix for ``exc``, ``dom`` the parsed domain (None: the XML
+    did not parse): the words that lead a refusal line.
+    """
+    from ovs_rdt import exceptions as e
+    from ovs_rdt.exceptions import quote
+
+    if isinstance(exc, e.InvalidValue):
+        if dom is not None and dom.annotation is None and dom.extra_specs \
+                and any(k.startswith('rdt:') for k in dom.extra_specs):
+            return 'fix the rdt: extra specs of flavor %s' % quote(
+                dom.flavor_name or '?')
+        return 'fix the domain XML'
+    if isinstance(exc, e.ConfigError):
+        return 'fix the ovs-rdt configuration'
+    if isinstance(exc, e.OutOfClosids):
+        return 'free a CLOSID on this host (stop a VM), or use a pool'
+    if isinstance(exc, e.AllocationError):
+        return 'free cache ways on this host (stop a VM), or ask for fewer'
+    if isinstance(exc, (e.ResctrlUnavailable, e.ResctrlError)):
+        return 'check resctrl on this host'
+    if isinstance(exc, e.RDTError):
+        return 'check libvirt and resctrl on this host'
+    return 'report this bug'
 
 
 def log_record(log: Log, record: Any) -> None:
@@ -407,16 +442,16 @@ def run(argv: list[str], data: bytes | None,
 def _handle(hook: Hook, method: str, strict: bool, name: str,
             data: bytes | None) -> int:
     from libvirt_hooks import domain
-    from ovs_rdt.exceptions import RDTError
+    from ovs_rdt.exceptions import AnnotationError, RDTError
 
     try:
         if data is None:
-            raise RDTError('the domain XML on standard input is larger than '
-                           '%d MiB' % (MAX_STDIN >> 20))
+            raise AnnotationError('the domain XML on standard input is larger '
+                                  'than %d MiB' % (MAX_STDIN >> 20))
         dom = hook.dom = domain.parse(data)
         return int(getattr(hook, method)(dom))
     except RDTError as exc:
-        return hook.fail(strict, name, str(exc))
+        return hook.fail(strict, name, remedy(exc, hook.dom), str(exc))
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         import traceback
         try:
@@ -426,8 +461,9 @@ def _handle(hook: Hook, method: str, strict: bool, name: str,
         hook.log('error', 'internal error: %s' % ''.join(
             traceback.format_exception(type(exc), exc, exc.__traceback__)
         ).replace('\n', ' | '))
-        return hook.fail(strict, name, 'internal error: %s: %s (details in '
-                         'the ovs-rdt log)' % (type(exc).__name__, exc))
+        return hook.fail(strict, name, remedy(exc, hook.dom),
+                         'internal error: %s: %s (details in the ovs-rdt log)'
+                         % (type(exc).__name__, exc))
 
 
 def main(argv: list[str] | None = None) -> int:

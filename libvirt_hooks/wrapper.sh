@@ -61,15 +61,22 @@ fi
 # ovs-rdt, and let every other event through.  Logged either way.
 why=${OVS_RDT_HOOK_FAILED:-$python or the ovs-rdt packages in $packages\
  are missing}
-msg="domain '$1' $2 $3: the ovs-rdt hook cannot run ($why); reinstall\
- ovs-rdt and re-run \"ovs-rdt install-hook\", or remove $0"
-logger -t ovs-rdt-hook -p daemon.warning -- "$msg" 2>/dev/null
+fix="reinstall ovs-rdt and re-run \"ovs-rdt install-hook\", or remove $0"
+logger -t ovs-rdt-hook -p daemon.warning -- \
+    "domain '$1' $2 $3: $fix: the ovs-rdt hook cannot run ($why)" 2>/dev/null
+# The refusal line as the hook words it (hook.REFUSING), what to fix first.
+# Any urn:ovs-rdt namespace counts: a mistyped one is refused by the hook.
 case "$2" in
-prepare|started|migrate|restore)
-    case "$(head -c 4194304)" in
-    *urn:ovs-rdt:libvirt:1*|*'"rdt:'*)
-        printf 'ovs-rdt: refusing %s\n' "$msg" >&2
-        exit 1 ;;
-    esac ;;
+prepare) what='refusing to start' ;;
+started) what='stopping' ;;
+migrate) what='refusing the incoming migration of' ;;
+restore) what='refusing to restore' ;;
+*) exit 0 ;;
+esac
+case "$(head -c 4194304)" in
+*urn:ovs-rdt*|*'"rdt:'*)
+    printf "ovs-rdt: %s domain '%s': %s: the ovs-rdt hook cannot run (%s)\n" \
+        "$what" "$1" "$fix" "$why" >&2
+    exit 1 ;;
 esac
 exit 0

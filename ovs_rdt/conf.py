@@ -14,7 +14,7 @@ import os
 
 from ovs_rdt.exceptions import ConfigError, InvalidValue, refuse
 from ovs_rdt.inputs.request import MB_EVENTS
-from ovs_rdt import MAX_WAYS
+from ovs_rdt import GROUP_PREFIX, MAX_WAYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~10 ms at every VM start
@@ -232,18 +232,23 @@ class Settings:
     ``settings.resctrl.root``, ``settings.allocation.pools``,
     ``settings.pools['hp'].l3_ways`` and so on; ``settings.flavors`` maps a
     flavor name to its extra-spec dict ([flavors] section).
+    ``settings.warnings``: what the files hold that is not an error but is
+    probably not meant (each surface shows them: the agent's log, the
+    CLI's standard error).
     """
 
     def __init__(self, sections: dict[str, dict[str, Any]],
                  pools: dict[str, dict[str, Any]],
                  flavors: dict[str, str] | None = None,
-                 config_file: str | None = None) -> None:
+                 config_file: str | None = None,
+                 warnings: list[str] | None = None) -> None:
         for name, values in sections.items():
             setattr(self, 'default' if name == 'DEFAULT' else name,
                     Section(values))
         self.pools = {name: Section(v) for name, v in pools.items()}
         self.flavors = dict(flavors or {})
         self.config_file = config_file
+        self.warnings = list(warnings or [])
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError('no section %r in the configuration' % name)
@@ -335,8 +340,11 @@ def parse_listen(text: str, where: str = '[metrics] listen') -> tuple[str, int]:
 
 def from_lookup(get: Any, has_section: Any,
                 flavors: dict[str, str] | None = None,
-                config_file: str | None = None) -> Settings:
-    """Build Settings from ``get(section, name) -> raw str | None``."""
+                config_file: str | None = None,
+                origins: dict[str, str] | None = None) -> Settings:
+    """Build Settings from ``get(section, name) -> raw str | None``;
+    ``origins``: every section read -> the file it is in.
+    """
     sections: dict[str, dict[str, Any]] = {}
     for sec, opts in SPEC.items():
         if sec == 'pool':
@@ -356,7 +364,27 @@ def from_lookup(get: Any, has_section: Any,
                               '[%s] section' % (pool, grp))
         pools[pool] = {n: convert(grp, n, t, get(grp, n), d, x)
                        for n, t, d, _h, x in SPEC['pool']}
-    return Settings(sections, pools, flavors, config_file)
+    return Settings(sections, pools, flavors, config_file,
+                    unlisted_pools(origins or {}, list(pools)))
+
+
+def unlisted_pools(origins: dict[str, str], pools: list[str]) -> list[str]:
+    """A warning for each ``[pool:NAME]`` section that ``[allocation]
+    pools`` does not list: it is ignored (not an error: a pool may be kept
+    there disabled on purpose), and "ovs-rdt apply" removes its group.
+    """
+    out = []
+    for section, path in origins.items():
+        name = section[len(POOL_GROUP_PREFIX):]
+        if section.startswith(POOL_GROUP_PREFIX) and name not in pools:
+            out.append('config file %s: [%s] is ignored: %s is not in '
+                       '[allocation] pools (%s), so there is no group '
+                       '%s%s (one left from before is removed, its tasks '
+                       'moved to the default group); add %s to pools to use '
+                       'the pool, or remove or comment out the section'
+                       % (path, section, name, ', '.join(pools) or 'empty',
+                          GROUP_PREFIX + 'pool-', name, name))
+    return out
 
 
 def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
@@ -482,6 +510,7 @@ def load_files(paths: list[str]) -> Settings:
     repeated ``--config-file``.
     """
     sections: dict[str, dict[str, str]] = {}
+    origins: dict[str, str] = {}
     for path in paths:
         try:
             with open(path, encoding='utf-8') as fh:
@@ -491,6 +520,7 @@ def load_files(paths: list[str]) -> Settings:
         check_names(parsed, path)
         for name, values in parsed.items():
             sections.setdefault(name, {}).update(values)
+            origins.setdefault(name, path)
 
     def get(section: str, name: str) -> str | None:
         raw = sections.get(section, {}).get(name)
@@ -500,4 +530,4 @@ def load_files(paths: list[str]) -> Settings:
 
     return from_lookup(get, sections.__contains__,
                        dict(sections.get('flavors', {})),
-                       paths[-1] if paths else None)
+                       paths[-1] if paths else None, origins)

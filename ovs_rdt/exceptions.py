@@ -116,3 +116,10 @@ def refuse(field: str, value: str, why: str,
            error: type[RDTError] = InvalidValue) -> RDTError:
     """The error for ``value`` of ``field``: ``FIELD: 'VALUE' why``."""
     return error('%s: %s %s' % (field, quote(value), why))
+
+
+def count(number: int, noun: str) -> str:
+    """``1 way``, ``3 ways``: a number and its noun, agreeing (every
+    message that counts something builds it with this).
+    """
+    return '%d %s%s' % (number, noun, '' if number == 1 else 's')

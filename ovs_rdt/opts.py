@@ -21,9 +21,16 @@ from ovs_rdt import conf
 from ovs_rdt.exceptions import RDTError
 
 POOL_SAMPLE_GROUP = 'pool:NAME'
+#: What the sample says of it (its header is commented out there:
+#: tools/gen_sample_config.py).
+POOL_SAMPLE_HELP = ('One section per pool named in [allocation] pools, '
+                    'e.g. [pool:hp] for pools = hp: copy this one without the '
+                    '"#" of its header, NAME being the pool\'s name. A '
+                    '[pool:NAME] section that pools does not list is ignored, '
+                    'with a warning.')
 
 
-def list_opts() -> list[tuple[str, list[Any]]]:
+def list_opts() -> list[tuple[Any, list[Any]]]:
     """Every option as oslo.config options, for oslo-config-generator."""
     from oslo_config import cfg
 
@@ -44,7 +51,8 @@ def list_opts() -> list[tuple[str, list[Any]]]:
                               choices=extra['choices'])
         return cfg.StrOpt(name, default=default, help=help_)
 
-    return [(POOL_SAMPLE_GROUP if section == 'pool' else section,
+    return [(cfg.OptGroup(POOL_SAMPLE_GROUP, help=POOL_SAMPLE_HELP)
+             if section == 'pool' else section,
              [opt(*spec) for spec in specs])
             for section, specs in conf.SPEC.items()]
 

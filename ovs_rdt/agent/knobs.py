@@ -14,7 +14,7 @@ from typing import Collection, Mapping
 
 from ovs_rdt.core.model import PMD_GROUP, ROOT, pool_group
 from ovs_rdt.exceptions import InvalidValue
-from ovs_rdt.exceptions import refuse
+from ovs_rdt.exceptions import count, refuse
 from ovs_rdt.inputs import cpulists, names, request
 
 KEY_WAYS = 'rdt-pmd-l3-ways'
@@ -23,8 +23,12 @@ KEY_VSWITCHD = 'rdt-vswitchd'
 KEY_MB = 'rdt-pmd-mb-percent'
 KEY_MB_MBPS = 'rdt-pmd-mb-mbps'
 KEY_CPU_MASK = 'pmd-cpu-mask'
-#: Every other_config key the agent reads.
-KEYS = (KEY_WAYS, KEY_POOL, KEY_VSWITCHD, KEY_MB, KEY_MB_MBPS, KEY_CPU_MASK)
+#: Our keys start so; any other key with this prefix is a typo, refused.
+PREFIX = 'rdt-'
+#: Our keys.
+RDT_KEYS = (KEY_WAYS, KEY_POOL, KEY_VSWITCHD, KEY_MB, KEY_MB_MBPS)
+#: Every other_config key the agent reads (and any other ``rdt-*``).
+KEYS = RDT_KEYS + (KEY_CPU_MASK,)
 #: The keys of the request, and its fields.
 REQUEST_KEYS = {KEY_WAYS: request.L3_WAYS, KEY_POOL: request.POOL,
                 KEY_MB: request.MB_PERCENT, KEY_MB_MBPS: request.MB_MBPS}
@@ -54,8 +58,8 @@ class Placement:
     def describe(self) -> str:
         """For operators: ``PMD threads -> ovsrdt-ovs-pmd (4 ways), ...``."""
         if self.ways is not None:
-            pmd = '%s (%d ways%s%s)' % (
-                PMD_GROUP, self.ways,
+            pmd = '%s (%s%s%s)' % (
+                PMD_GROUP, count(self.ways, 'way'),
                 ', MB %d%%' % self.mb_percent if self.mb_percent else '',
                 ', MB %d MiB/s' % self.mb_mbps if self.mb_mbps else '')
         else:
@@ -101,8 +105,11 @@ class Placement:
 
 
 def relevant(other_config: Mapping[str, str]) -> dict[str, str]:
-    """Only the keys the agent reads (to tell whether anything changed)."""
-    return {k: other_config[k] for k in KEYS if k in other_config}
+    """Only the keys the agent reads (to tell whether anything changed):
+    :data:`KEYS` and every other ``rdt-*`` key (refused by :func:`parse`).
+    """
+    return {k: v for k, v in other_config.items()
+            if k in KEYS or k.startswith(PREFIX)}
 
 
 def parse(other_config: Mapping[str, str], pools: Collection[str],
@@ -115,8 +122,12 @@ def parse(other_config: Mapping[str, str], pools: Collection[str],
     platform's L3 (None: unchecked), ``mb_min`` the platform's minimum
     memory bandwidth in percent (None: it has no MBA), ``mb_field`` the
     kind of cap it takes (``mb_percent`` or ``mb_mbps``, ``mb_kind`` why:
-    :func:`ovs_rdt.inputs.request.check_mb`).
+    :func:`ovs_rdt.inputs.request.check_mb`).  An ``rdt-*`` key that is
+    not one of ours is refused: a typo must not read as "no keys set".
     """
+    for key in sorted(other_config):
+        if key.startswith(PREFIX) and key not in RDT_KEYS:
+            raise request.unknown_key(FIELD % key, RDT_KEYS)
     raw = {field: other_config[key] for key, field in REQUEST_KEYS.items()
            if key in other_config}
     req = request.parse(raw, {field: FIELD % key

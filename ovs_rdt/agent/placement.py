@@ -31,7 +31,7 @@ from ovs_rdt.agent.pmd import Scan
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import plan
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Platform, Request, pool_group
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import RDTError, count
 from ovs_rdt.inputs import request
 from ovs_rdt.members import pmd_label
 
@@ -199,8 +199,8 @@ class PmdPlacer:
         text = str(exc)
         if new:
             self.rejected.fail(text, '%s%s', text,
-                               '; keeping the previous placement %r'
-                               % (self.good,) if self.good else '')
+                               '; keeping the previous placement: %s'
+                               % self.good.describe() if self.good else '')
         else:
             self.keeping.fail(text)
         self._placed_scan = self._applied = None
@@ -290,8 +290,8 @@ class PmdPlacer:
         if not force and allocation == self._allocation:
             return False
         assert want.ways is not None
-        LOG.info('allocating %s: %d ways on cache domains %s for PMD cores '
-                 '%s', PMD_GROUP, want.ways,
+        LOG.info('allocating %s: %s on cache domains %s for PMD cores '
+                 '%s', PMD_GROUP, count(want.ways, 'way'),
                  ','.join(map(str, cache_domains)), _cpus(cores))
         try:
             self.manager.allocate(Request(
@@ -317,7 +317,8 @@ class PmdPlacer:
                   if d in self._allocation.cache_domains}
         counts = {m.count for m in l3.values()}
         masks = plan.domain_text(l3)
-        ways = ' (%d ways)' % counts.pop() if len(counts) == 1 else ''
+        ways = ' (%s)' % count(counts.pop(), 'way') if len(counts) == 1 \
+            else ''
         return '%s L3 %s%s' % (group, masks, ways)
 
     def pmd_groups(self) -> dict[str, str]:
@@ -335,8 +336,8 @@ class PmdPlacer:
             text = 'PMD threads -> %s; %s' % (self._where(want.pmd_group),
                                               scan.why)
         else:
-            text = 'PMD cores %s (%d threads) in %s' % (
-                _cpus(scan.cores), len(scan.pmds),
+            text = 'PMD cores %s (%s) in %s' % (
+                _cpus(scan.cores), count(len(scan.pmds), 'thread'),
                 self._where(want.pmd_group))
         if want.active:
             other = ('the same group' if want.other_group == want.pmd_group

@@ -135,6 +135,7 @@ class Agent:
         except RDTError as exc:
             LOG.error('keeping the previous configuration: %s', exc)
             return
+        log_warnings(settings)
         self.settings = settings
         self.manager = build(settings)
         self.placer.manager = self.manager
@@ -306,6 +307,12 @@ def check_web_config(settings: Any) -> None:
         load(settings.metrics.web_config_file)
 
 
+def log_warnings(settings: Any) -> None:
+    """The configuration's warnings (:attr:`ovs_rdt.conf.Settings.warnings`)."""
+    for text in settings.warnings:
+        LOG.warning('%s', text)
+
+
 def log_own_groups(manager: Any) -> list[str]:
     """The ``ovsrdt-`` groups there are, logged (when pools are applied)."""
     from ovs_rdt import GROUP_PREFIX
@@ -349,6 +356,7 @@ def _run(settings: Any, argv: list[str] | None) -> int:
     except RDTError as exc:
         print('%s: %s' % (PROG, exc), file=sys.stderr)
         return 2
+    log_warnings(settings)
     try:
         return Agent(settings, argv).run()
     except (RDTError, OSError) as exc:

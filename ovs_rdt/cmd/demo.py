@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from ovs_rdt.cmd import say
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.opts import whole_number
@@ -210,12 +211,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     problems = missing_prerequisites(args.tcg)
     if problems:
         for line in problems:
-            print('ovs-rdt demo: %s' % line, file=sys.stderr)
+            say('demo', line)
         return 2
     if os.path.exists(os.path.join(args.workdir, 'state.json')):
-        print('ovs-rdt demo: a demo is already set up in %s; end it with '
-              '"%s demo --teardown"' % (args.workdir, command_path()),
-              file=sys.stderr)
+        say('demo', 'a demo is already set up in %s; end it with "%s demo '
+            '--teardown"' % (args.workdir, command_path()))
         return 2
     box = Sandbox(args.workdir)
     box.save()

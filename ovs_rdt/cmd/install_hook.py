@@ -19,6 +19,7 @@ import shlex
 import sys
 from typing import Any, Sequence
 
+from ovs_rdt.cmd import say
 from ovs_rdt.exceptions import ConfigError
 
 DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
@@ -178,10 +179,10 @@ def run(settings: Any, args: argparse.Namespace) -> int:
                   'longer runs it)' % path)
             running = managed_guests(settings)
             if running:
-                print('warning: %d guest(s) still run in ovs-rdt groups (%s); '
-                      'when they stop, their ovsrdt-vm- groups and ways stay '
-                      'until ovs-rdt-agent\'s reconciliation removes them'
-                      % (len(running), ', '.join(running)), file=sys.stderr)
+                say('install-hook', '%d guest(s) still run in ovs-rdt groups '
+                    '(%s); when they stop, their ovsrdt-vm- groups and ways '
+                    'stay until ovs-rdt-agent\'s reconciliation removes them'
+                    % (len(running), ', '.join(running)), 'warning')
         else:
             print('%s was not installed' % path)
         return 0
@@ -192,8 +193,8 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     files, dirs = config_args(args)
     if not files and not dirs and not os.path.exists(
             conf.DEFAULT_CONFIG_FILE):
-        print('warning: %s does not exist; the hook uses the defaults until '
-              'it does' % conf.DEFAULT_CONFIG_FILE, file=sys.stderr)
+        say('install-hook', '%s does not exist; the hook uses the defaults '
+            'until it does' % conf.DEFAULT_CONFIG_FILE, 'warning')
     conf.load_files(conf.config_paths(files, dirs))  # as the hook will
     install(path, files, dirs)
     print('installed %s (config %s, python %s)'

@@ -92,6 +92,7 @@ def _add_parsers(subparsers: argparse._SubParsersAction,
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ovs_rdt.cmd import say
     from ovs_rdt.exceptions import RDTError, describe
     from ovs_rdt import opts
 
@@ -108,36 +109,36 @@ def main(argv: list[str] | None = None) -> int:
         settings, args = opts.load(argv, 'ovs-rdt', add_cli,
                                    description=DESCRIPTION)
     except RDTError as exc:
-        print('ovs-rdt: error: %s' % exc, file=sys.stderr)
+        say(chosen(argv), str(exc))
         return 2
     opts.setup_logging(settings)
     name = args.command
     if getattr(args, 'unavailable', None):
-        print('ovs-rdt %s: not available: %s' % (name, args.unavailable),
-              file=sys.stderr)
+        say(name, 'not available: %s' % args.unavailable)
         return 2
+    if name != 'emulate':         # (which reads no configuration)
+        for warning in settings.warnings:
+            say(name, warning, 'warning')
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:
         if name == 'emulate':
             return int(module.run(args) or 0)
         return int(module.run(settings, args) or 0)
     except RDTError as exc:
-        print('ovs-rdt %s: error: %s' % (name, exc), file=sys.stderr)
+        say(name, str(exc))
         return 1
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        print('ovs-rdt %s: error: %s' % (name, describe(exc)),
-              file=sys.stderr)
+        say(name, describe(exc))
         return 1
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: one line for the operator, the
         # traceback in the log at debug level
         logging.getLogger(__name__).debug('internal error', exc_info=True)
-        print('ovs-rdt %s: internal error: %s: %s (run with --debug for the '
-              'traceback, and please report it)' % (name, type(exc).__name__,
-                                                    exc), file=sys.stderr)
+        say(name, 'internal error: %s: %s (run with --debug for the '
+            'traceback, and please report it)' % (type(exc).__name__, exc))
         return 1
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 
 from ovs_rdt.cmd.common import resctrl_from
+from ovs_rdt.cmd import say
 from ovs_rdt.conf import Settings
 from ovs_rdt.core import model, sizing
 from ovs_rdt.exceptions import RDTError
@@ -82,14 +83,13 @@ def chosen(rc: Resctrl, labels: list[str]) -> list[str] | None:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     if args.seconds < 0 or args.interval <= 0:
-        print('ovs-rdt profile: --seconds must be >= 0 and --interval > 0',
-              file=sys.stderr)
+        say('profile', '--seconds must be >= 0 and --interval > 0')
         return 2
     rc = resctrl_from(settings)
     platform = rc.platform()
     if 'llc_occupancy' not in platform.mon_features:
-        print('ovs-rdt profile: this platform has no LLC occupancy '
-              'monitoring (info/L3_MON/mon_features)', file=sys.stderr)
+        say('profile', 'this platform has no LLC occupancy monitoring '
+            '(info/L3_MON/mon_features)')
         return 1
     names = chosen(rc, args.group)
     sampler = Sampler(rc, names)

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from ovs_rdt import atomicfile
+from ovs_rdt.cmd import say
 from ovs_rdt.core import allocator, layout, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
@@ -262,12 +263,12 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         comment += ('\nNova filter: aggregate metadata %s=%s (NUMA node:L3 '
                     'cache domains).' % (NUMA_L3_KEY, numa_l3_text(numa_l3)))
         if not topology.is_identity(numa_l3):
-            sys.stderr.write(
-                'ovs-rdt provider-config: NUMA node N is not L3 cache domain '
-                'N on this host: set aggregate metadata %s=%s on an '
-                'aggregate holding it (or [ovs_rdt] %s in nova.conf), else '
-                'the Nova filter takes node N for L3 domain N\n'
-                % (NUMA_L3_KEY, numa_l3_text(numa_l3), NUMA_L3_KEY))
+            say('provider-config', 'NUMA node N is not L3 cache domain N on '
+                'this host: set aggregate metadata %s=%s on an aggregate '
+                'holding it (or [ovs_rdt] %s in nova.conf), else the Nova '
+                'filter takes node N for L3 domain N'
+                % (NUMA_L3_KEY, numa_l3_text(numa_l3), NUMA_L3_KEY),
+                'warning')
     text = to_yaml(document(inv, traits_of(platform), uuid, name), comment)
     if args.output in (None, '-'):
         sys.stdout.write(text)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
-from ovs_rdt.exceptions import InvalidMask
+from ovs_rdt.exceptions import InvalidMask, count
 
 #: Modes whose ways no other group may share (the kernel refuses overlaps).
 UNSHAREABLE = (MODE_EXCLUSIVE, 'pseudo-locked')
@@ -50,13 +50,14 @@ def validate_mask(platform: Platform, mask: CBM, field: str) -> None:
                           'support sparse masks)' % (field, mask))
     if lowest_run(mask.value) < platform.min_cbm_bits:
         if mask.is_contiguous():
-            raise InvalidMask('%s %s has %d ways, fewer than the platform '
-                              'minimum %d' % (field, mask, mask.count,
+            raise InvalidMask('%s %s has %s, fewer than the platform '
+                              'minimum %d' % (field, mask,
+                                              count(mask.count, 'way'),
                                               platform.min_cbm_bits))
-        raise InvalidMask('%s %s starts with a run of %d ways, fewer than the '
+        raise InvalidMask('%s %s starts with a run of %s, fewer than the '
                           'platform minimum %d (the kernel checks the lowest '
                           'run of a sparse mask)'
-                          % (field, mask, lowest_run(mask.value),
+                          % (field, mask, count(lowest_run(mask.value), 'way'),
                              platform.min_cbm_bits))
 
 

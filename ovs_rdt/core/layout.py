@@ -43,6 +43,7 @@ from ovs_rdt.core.model import ROOT, Group, Platform, Request, held
 from ovs_rdt.core.model import held_masks
 from ovs_rdt.core.ways import ways_left
 from ovs_rdt.exceptions import AllocationError, InsufficientWays, InvalidMask
+from ovs_rdt.exceptions import count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -346,9 +347,10 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
     plat = dom.platform
     ways = req.ways[dom.index]
     if ways < plat.min_cbm_bits:
-        raise InvalidMask('%s asks for %d ways on domain %d, fewer than '
+        raise InvalidMask('%s asks for %s on domain %d, fewer than '
                           'the platform minimum %d'
-                          % (req.name, ways, dom.index, plat.min_cbm_bits))
+                          % (req.name, count(ways, 'way'), dom.index,
+                             plat.min_cbm_bits))
     allowed = (~taken - dom.hw_shared if req.exclusive else ~taken) - \
         shared_away(dom, req.name)
     free = max(0, min(allowed.count, (~taken - dom.io_ways).count - reserve
@@ -383,9 +385,9 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
     system = dom.system_cbm or CBM.empty(dom.width)
     io = (~taken & dom.hw_shared).count if req.exclusive else 0
     return InsufficientWays(
-        '%s needs %d %sways on cache domain %d, but only %d of %d are '
+        '%s needs %s on cache domain %d, but only %d of %d are '
         'free (%d held by other groups, %d kept for the system%s)%s'
-        % (req.name, ways, 'contiguous ' if free >= ways else '',
+        % (req.name, count(ways, 'contiguous way' if free >= ways else 'way'),
            dom.index, free, dom.width, (taken - system).count,
            system.count if dom.system_cbm is not None else reserve,
            ', %d shared with I/O (%s)' % (io, dom.hw_source) if io else '',

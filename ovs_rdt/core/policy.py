@@ -41,7 +41,7 @@ import math
 from typing import Any, NamedTuple
 
 from ovs_rdt.core.ways import ways_for_bytes
-from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.exceptions import ConfigError, count
 
 #: Occupancy at or above this share of the allocation: "pinned" (the
 #: footprint may not fit).
@@ -398,8 +398,9 @@ class Policy:
         if target >= sample.hp_ways:
             return self._mb_only(domain, sample, lift) if lift else None
         return self._ways(domain, sample, target, 'shrink', 'fits',
-                          'footprint at most %s (%d readings) fits %d ways'
-                          % (_mib(need), level.count, target), lift)
+                          'footprint at most %s (%s) fits %s'
+                          % (_mib(need), count(level.count, 'reading'),
+                             count(target, 'way')), lift)
 
     @staticmethod
     def _follow_demand(memory: DomainMemory, sample: Sample) -> DemandLevel:
@@ -445,8 +446,9 @@ class Policy:
         # changes.
         memory.grown = missing
         memory.floor = 0 if missing else target
-        detail = 'occupancy %s of %d ways pinned; %s' % (
-            _mib(sample.hp_occupancy), hp_ways, how) if pinned else how
+        detail = 'occupancy %s of %s pinned; %s' % (
+            _mib(sample.hp_occupancy), count(hp_ways, 'way'), how) \
+            if pinned else how
         return self._ways(domain, sample, target, 'grow',
                           'drops' if sample.drops else 'pinned', detail)
 

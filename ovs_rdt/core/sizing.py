@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ovs_rdt.core.ways import ways_for_bytes
 from ovs_rdt.core.model import PMD_GROUP, ROOT, label_of, pool_group, vm_uuid
+from ovs_rdt.exceptions import count
 
 POOL_PREFIX = pool_group('')
 #: A peak within this share of the group's current allocation filled it:
@@ -56,8 +57,8 @@ def paste(group: str, ways: int) -> list[str]:
     if vm_uuid(group):
         return ['<rdt:l3 ways="%d"/>    (domain XML, in <rdt:rdt>)' % ways,
                 'rdt:l3_ways=%d    (or the flavor extra spec)' % ways]
-    return ['# %s is not an ovs-rdt group: %d ways would hold it'
-            % (group, ways)]
+    return ['# %s is not an ovs-rdt group: %s would hold it'
+            % (group, count(ways, 'way'))]
 
 
 def _domains(peaks: dict[int, int], way_bytes: dict[int, int],
@@ -131,8 +132,8 @@ def render(report: dict) -> str:
         for dom in item['domains']:
             note = ''
             if dom.get('filled'):
-                note = '  (filled its %d ways: may need more)' \
-                    % dom['current_ways']
+                note = '  (filled its %s: may need more)' \
+                    % count(dom['current_ways'], 'way')
             lines.append(('  %-*s %6d %11.1f %5d  %s%s' % (
                 width, name, dom['domain'], dom['peak_kib'], dom['ways'],
                 who, note)).rstrip())

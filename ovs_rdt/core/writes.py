@@ -24,7 +24,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import Kernel, is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group, held
 from ovs_rdt.core.model import Platform
-from ovs_rdt.exceptions import AllocationError
+from ovs_rdt.exceptions import AllocationError, count
 from ovs_rdt.core.plan import EVENT, MKDIR, MODE, RMDIR, Plan, Step
 from ovs_rdt import GROUP_PREFIX
 
@@ -86,8 +86,9 @@ class _Writes:
             if domain is not None:
                 raise _refused(Step(MKDIR, name),
                                'No space on L3:%d (its initial mask would '
-                               'have fewer than min_cbm_bits = %d ways)'
-                               % (domain, self.platform.min_cbm_bits))
+                               'have fewer than min_cbm_bits = %s)'
+                               % (domain, count(self.platform.min_cbm_bits,
+                                                'way')))
         self.sim.mkdir(name)
         self.steps.append(Step(MKDIR, name))
 

@@ -9,8 +9,9 @@ from ovs_rdt.emulator import cli
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    cli.PROG = 'python3 -m ovs_rdt.emulator'
     parser = argparse.ArgumentParser(
-        prog='python3 -m ovs_rdt.emulator',
+        prog=cli.PROG,
         description='Mount a kernel-faithful emulated resctrl filesystem (FUSE).')
     cli.add_arguments(parser)
     return cli.run(parser.parse_args(argv))

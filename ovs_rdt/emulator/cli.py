@@ -25,6 +25,15 @@ from ovs_rdt.emulator.schemas import Mount, parse_mount_options
 LOG = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
+#: How error lines name the program (``python3 -m ovs_rdt.emulator`` too).
+PROG = 'ovs-rdt emulate'
+
+
+def _error(text: str) -> None:
+    """``PROG: error: TEXT``, the form of every ovs-rdt CLI error line
+    (:func:`ovs_rdt.cmd.say`; the emulator imports nothing of the rest).
+    """
+    print('%s: error: %s' % (PROG, text), file=sys.stderr)
 
 
 class EmulatorError(Exception):
@@ -259,10 +268,10 @@ def _await_child(rfd: int, pid: int, mountpoint: str) -> int:
     if message == 'ok':
         return 0
     if not message:
-        message = ('error: the emulator did not become ready within %ds'
+        message = ('the emulator did not become ready within %ds'
                    % READY_TIMEOUT if time.monotonic() >= deadline
-                   else 'error: the emulator exited before %s was mounted' % mountpoint)
-    print(message.splitlines()[0], file=sys.stderr)
+                   else 'the emulator exited before %s was mounted' % mountpoint)
+    _error(message.splitlines()[0])
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
@@ -293,7 +302,7 @@ def _daemon_main(opts: Options, wfd: int) -> int:
     except Exception as exc:        # reported to the waiting parent as one line
         if not state['ready']:
             detail = _first_line(errlog.name) or str(exc) or type(exc).__name__
-            os.write(wfd, ('error: cannot mount %s: %s\n'
+            os.write(wfd, ('cannot mount %s: %s\n'
                            % (opts.mountpoint, detail)).encode())
         LOG.exception('Emulator failed')
         return 1
@@ -331,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
                 raise EmulatorError('cannot write the sysfs tree in %s: %s'
                                     % (opts.sysfs_dir, exc.strerror)) from None
     except EmulatorError as exc:
-        print('error: %s' % exc, file=sys.stderr)
+        _error(str(exc))
         return 1
     _setup_logging(opts)
     if opts.daemon:
@@ -342,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
         _serve(opts)
     except Exception as exc:
         LOG.debug('Mount failed', exc_info=True)
-        print('error: cannot mount %s: %s' % (opts.mountpoint, exc), file=sys.stderr)
+        _error('cannot mount %s: %s' % (opts.mountpoint, exc))
         return 1
     finally:
         if opts.pid_file and os.path.exists(opts.pid_file):

@@ -27,13 +27,13 @@ with ``mba_MBps`` and on AMD (:func:`check_host`, :func:`check_mb`).
 from __future__ import annotations
 
 from ovs_rdt.core.ways import ways_holding
-from ovs_rdt.exceptions import InvalidValue, refuse
+from ovs_rdt.exceptions import InvalidValue, count, refuse
 from ovs_rdt.inputs import integers, names
 from ovs_rdt import MAX_WAYS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
-    from typing import Collection, Mapping
+    from typing import Collection, Iterable, Mapping
 
 L3_WAYS = 'l3_ways'
 L3_KIB = 'l3_kib'
@@ -91,7 +91,7 @@ class CacheRequest:
         elif self.l3_kib is not None:
             what = '%d KiB of L3' % self.l3_kib
         else:
-            what = '%d L3 ways' % (self.l3_ways or 0)
+            what = count(self.l3_ways or 0, 'L3 way')
         if self.mb_percent is not None:
             what += ', memory bandwidth %d%%' % self.mb_percent
         if self.mb_mbps is not None:
@@ -175,9 +175,13 @@ def check_combination(req: CacheRequest) -> None:
                                'applies to a dedicated CLOS' % (mb, l3))
 
 
-def _unknown_key(label: str) -> InvalidValue:
+def unknown_key(label: str, known: Iterable[str] = EXTRA_SPECS
+                ) -> InvalidValue:
+    """The error for a key of ours that is not one of the ``known`` ones
+    (a typo must never read as "not set"): flavor extra specs, OvS knobs.
+    """
     return InvalidValue('%s: unknown ovs-rdt key (known: %s)'
-                        % (label, ', '.join(EXTRA_SPECS)))
+                        % (label, ', '.join(known)))
 
 
 def from_extra_specs(specs: Mapping[str, str] | None, prefix: str = '',
@@ -197,7 +201,7 @@ def from_extra_specs(specs: Mapping[str, str] | None, prefix: str = '',
         field = EXTRA_SPECS.get(key)
         if field is None:
             if strict:
-                raise _unknown_key(prefix + key)
+                raise unknown_key(prefix + key)
             continue
         raw[field] = specs[key]
     return parse(raw, {field: prefix + key
@@ -208,7 +212,7 @@ def check_extra_spec(key: str, value: str) -> None:
     """One ``rdt:`` extra spec on its own (Nova's API checks key by key)."""
     field = EXTRA_SPECS.get(key)
     if field is None:
-        raise _unknown_key(key)
+        raise unknown_key(key)
     RULES[field](value, key)
 
 

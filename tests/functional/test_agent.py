@@ -84,7 +84,7 @@ def test_l3_ways_mask_change_and_removal(ovs, emulated_resctrl,
     ovs.other_config(rdt_pmd_l3_ways='4', rdt_vswitchd='default')
     wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
     assert isolated_ways(rc, PMD_GROUP, 0) == 4
-    text = wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-ovs-pmd',
+    text = wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-ovs-pmd',
                        '(4 ways)')
     assert 'other ovs-vswitchd threads in the default group' in text
     # Default rdt-vswitchd=pmd: every thread of ovs-vswitchd joins.
@@ -120,7 +120,7 @@ def test_pool_and_back(ovs, emulated_resctrl, rdt_agent) -> None:
     ovs.other_config(rdt_pmd_l3_ways=None, rdt_pmd_pool='hp')
     wait_members(rc, HP, lambda: ovs.threads())
     wait_for(lambda: not exists(rc, PMD_GROUP), what='PMD group removed')
-    wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-pool-hp',
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-pool-hp',
                 '(3 ways)')
     # vswitchd's other threads into the default group, PMDs stay.
     ovs.other_config(rdt_vswitchd='default')
@@ -171,6 +171,47 @@ def test_bad_values_keep_last_good_state(ovs, emulated_resctrl,
     assert _agent.proc.returncode is None
 
 
+KNOWN_KEYS = ('rdt-pmd-l3-ways, rdt-pmd-pool, rdt-vswitchd, '
+              'rdt-pmd-mb-percent, rdt-pmd-mb-mbps')
+
+
+def test_mistyped_key_is_an_error_and_moves_nothing(ovs, emulated_resctrl,
+                                                    rdt_agent) -> None:
+    """``rdt-pmd-pools=hp`` (one letter too many) with ``rdt-vswitchd=pmd``.
+
+    Before: ``ok: no rdt-* keys set; ...`` and the PMD threads were moved
+    out of pool hp.  Now an error naming the key and the known ones, and
+    the threads stay where the last good keys put them, as for a bad value.
+    """
+    rc, agent = setup(ovs, emulated_resctrl, rdt_agent)
+    ovs.other_config(rdt_pmd_pool='hp', rdt_vswitchd='pmd')
+    members = wait_members(rc, HP, lambda: ovs.threads())
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-pool-hp')
+    ovs.other_config(rdt_pmd_pool=None, rdt_pmd_pools='hp')
+    text = wait_status(ovs, 'error: ', 'rdt-pmd-pools')
+    assert text == ('error: other_config:rdt-pmd-pools: unknown ovs-rdt key '
+                    '(known: %s)' % KNOWN_KEYS)
+    assert tasks(rc, HP) == members
+    # New PMD threads still follow the last good keys.
+    ovs.other_config(pmd_cpu_mask='0x3')
+    ovs.wait_pmds({0, 1})
+    wait_members(rc, HP, lambda: ovs.threads())
+    assert status(ovs) == text
+    log = agent.log()
+    assert ('keeping the previous placement: PMD threads -> ovsrdt-pool-hp, '
+            'other ovs-vswitchd threads -> ovsrdt-pool-hp') in log, log[-3000:]
+    assert 'Placement(' not in log
+    # An agent that starts with the typo there says so, and moves nothing.
+    agent.stop()
+    ovs.vsctl('remove', 'Open_vSwitch', '.', 'external_ids', 'rdt-status')
+    rdt_agent()
+    assert wait_status(ovs, 'error: ') == text
+    assert tasks(rc, HP) == set(ovs.threads())
+    ovs.other_config(rdt_pmd_pools=None)
+    wait_status(ovs, 'ok: no rdt-* keys set')
+    wait_for(lambda: not tasks(rc, HP), what='pool emptied')
+
+
 def test_vswitchd_and_ovsdb_restarts_followed(ovs, emulated_resctrl,
                                               rdt_agent) -> None:
     rc, _agent = setup(ovs, emulated_resctrl, rdt_agent)
@@ -185,7 +226,7 @@ def test_vswitchd_and_ovsdb_restarts_followed(ovs, emulated_resctrl,
     ovs.wait_pmds({0})
     wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
     assert time.monotonic() - started < 5
-    wait_status(ovs, 'ok: PMD cores 0 (1 threads)')
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread)')
     # ovsdb-server restart: the agent reconnects, follows new values.
     ovs.kill_ovsdb()
     ovs.start_ovsdb()
@@ -244,7 +285,58 @@ def test_sighup_rereads_config(ovs, emulated_resctrl, rdt_agent) -> None:
         fh.write(text + '[pool:noisy]\nl3_ways = 2\n')
     agent.signal(signal.SIGHUP)
     wait_members(rc, 'ovsrdt-pool-noisy', lambda: ovs.threads())
-    wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-pool-noisy')
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-pool-noisy')
+
+
+UNLISTED = ('[pool:noisy] is ignored: noisy is not in [allocation] pools '
+            '(hp), so there is no group ovsrdt-pool-noisy (one left from '
+            'before is removed, its tasks moved to the default group); add '
+            'noisy to pools to use the pool, or remove or comment out the '
+            'section')
+
+
+def test_unlisted_pool_section_warned_at_start_and_sighup(
+        ovs, emulated_resctrl, rdt_agent) -> None:
+    """A [pool:X] section that ``pools =`` does not list: ignored (a pool
+    kept disabled on purpose), with a warning in the log at start and at
+    every SIGHUP.  Before: without a word.
+    """
+    rc, agent = setup(ovs, emulated_resctrl, rdt_agent,
+                      extra='[pool:noisy]\nl3_ways = 2\n')
+    text = 'config file %s: %s' % (agent.config_file, UNLISTED)
+
+    def warnings() -> int:
+        lines = [ln for ln in agent.log().splitlines() if text in ln]
+        assert all(' WARNING ' in ln for ln in lines), lines
+        return len(lines)
+    assert warnings() == 1, agent.log()[-3000:]
+    assert not exists(rc, 'ovsrdt-pool-noisy')
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: warnings() == 2, what='warned again')
+    with open(agent.config_file) as fh:
+        config = fh.read()
+    with open(agent.config_file, 'w') as fh:
+        fh.write(config.replace('pools = hp', 'pools = hp,noisy'))
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: exists(rc, 'ovsrdt-pool-noisy'), what='pool noisy')
+    assert warnings() == 2
+
+
+def test_cli_warns_of_an_unlisted_pool(emulated_resctrl, tmp_path) -> None:
+    config = tmp_path / 'ovs-rdt.conf'
+    config.write_text('[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n'
+                      '[allocation]\npools = hp\n[pool:hp]\nl3_ways = 3\n'
+                      '[pool:noisy]\nl3_ways = 2\n'
+                      % (emulated_resctrl.root, emulated_resctrl.sysfs))
+    rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
+    for command in ('apply', 'status'):
+        res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                              '--config-file', str(config), command],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stderr == 'ovs-rdt %s: warning: config file %s: %s\n' % (
+            command, config, UNLISTED)
+    assert exists(rc, HP) and not exists(rc, 'ovsrdt-pool-noisy')
 
 
 FAKE_QEMU = 'import time; time.sleep(60)'

@@ -98,7 +98,7 @@ def test_new_vswitchd_threads_follow_rdt_vswitchd(ovs, emulated_resctrl,
     ovs.vsctl('remove', 'Open_vSwitch', '.', 'other_config', 'pmd-cpu-mask')
     pmds = wait_for(lambda: (lambda p: p if len(p) == 1 else None)(
         ovs.pmd_threads()), what='one PMD thread')
-    wait_status(ovs, 'ok: PMD cores %d (1 threads) in the default group'
+    wait_status(ovs, 'ok: PMD cores %d (1 thread) in the default group'
                 % next(iter(pmds.values())))
     wait_members(rc, HP, lambda: others(ovs), timeout=PROMPT)
 
@@ -168,7 +168,7 @@ def test_agent_started_before_open_vswitch(ovs, emulated_resctrl,
     ovs.start_vswitchd()
     ovs.wait_pmds({0})
     wait_members(rc, PMD_GROUP, ovs.pmd_threads, timeout=PROMPT + 2)
-    wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-ovs-pmd')
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-ovs-pmd')
     assert others(ovs) <= tasks(rc, ROOT)
     warned = [line for line in agent.log().splitlines()
               if 'is not answering yet' in line and ' DEBUG ' not in line]
@@ -206,7 +206,7 @@ def test_resources_stay_flat_under_churn(ovs, emulated_resctrl,
             ovs.start_vswitchd()
             ovs.wait_pmds({0})
             wait_members(rc, PMD_GROUP, ovs.pmd_threads, timeout=PROMPT)
-    wait_status(ovs, 'ok: PMD cores 0 (1 threads)')
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread)')
     assert usage() == first
     assert agent.stop() == 0
     log = agent.log()
@@ -224,7 +224,7 @@ def test_status_written_only_when_it_changes(ovs, emulated_resctrl,
 
     ovs.other_config(rdt_pmd_l3_ways='4')
     wait_members(rc, PMD_GROUP, ovs.threads, timeout=PROMPT)
-    text = wait_status(ovs, 'ok: PMD cores 0 (1 threads)')
+    text = wait_status(ovs, 'ok: PMD cores 0 (1 thread)')
     time.sleep(0.5)
     before = writes()
     # Forced re-scans every second, an unrelated key, ovs-vswitchd's own

@@ -774,7 +774,8 @@ def test_daemon_reports_errors_in_one_line(tmp_path: 'os.PathLike[str]') -> None
                            os.path.join(tmp_path, 'missing')],
                           capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode != 0
-    assert proc.stderr.startswith('error: mountpoint ') and proc.stderr.count('\n') == 1
+    assert proc.stderr.startswith('python3 -m ovs_rdt.emulator: error: mountpoint ')
+    assert proc.stderr.count('\n') == 1
     assert 'Traceback' not in proc.stderr
 
 

@@ -144,7 +144,7 @@ def test_release_frees_the_vm_when_nothing_else_fits(node: Node) -> None:
     assert node.ours() == before          # nothing else moved
     log = node.tb.hook_log()
     assert 'removing %s alone, every other group as it is: ' \
-        'ovsrdt-pool-noisy needs 1 ways' % guest.group in log, log[-2000:]
+        'ovsrdt-pool-noisy needs 1 way on' % guest.group in log, log[-2000:]
 
 
 # -- the real pqos ----------------------------------------------------------------

@@ -242,8 +242,9 @@ def test_over_asking_guest_fails_to_start(env: Env) -> None:
     free = env.free()
     guest = env.tb.define(rdt('<rdt:l3 ways="17"/>'))
     err = start_fails(env, guest)
-    assert ("ovs-rdt: refusing to start domain '%s': %s needs 17 ways on "
-            "cache domain 0, but only 16 of 20 are free"
+    assert ("ovs-rdt: refusing to start domain '%s': free cache ways on this "
+            'host (stop a VM), or ask for fewer: %s needs 17 ways on cache '
+            'domain 0, but only 16 of 20 are free'
             % (guest.name, guest.group)) in err
     guest = env.tb.define(rdt('<rdt:l3 ways="21"/>'))
     err = start_fails(env, guest)
@@ -273,20 +274,41 @@ def test_bad_annotation_has_its_own_message(env: Env, body: str,
                                             message: str) -> None:
     guest = env.tb.define(rdt(body))
     err = start_fails(env, guest)
-    line = "ovs-rdt: refusing to start domain '%s': %s" % (guest.name,
-                                                           message)
+    line = "ovs-rdt: refusing to start domain '%s': fix the domain XML: %s" % (
+        guest.name, message)
     assert line in err
     assert 'Traceback' not in err
     others = [m for _b, m in BAD if m != message]
     assert not any(m in err for m in others)
 
 
+@pytest.mark.parametrize('namespace', ['urn:ovs-rdt:libvirt',
+                                       'urn:ovs-rdt:libvirt:2'])
+def test_mistyped_namespace_is_refused(env: Env, namespace: str) -> None:
+    """A typo in the annotation's namespace: before, libvirt kept it as
+    someone else's metadata and the VM ran in the default group, without
+    a word.
+    """
+    before = {g.name: g.l3 for g in env.rc.groups()}
+    guest = env.tb.define('<rdt:rdt xmlns:rdt="%s"><rdt:l3 ways="3"/>'
+                          '</rdt:rdt>' % namespace)
+    err = start_fails(env, guest)
+    assert ("ovs-rdt: refusing to start domain '%s': fix the domain XML: "
+            '<rdt:rdt> is in the namespace "%s", which ovs-rdt does not '
+            'know: its annotation\'s namespace is "urn:ovs-rdt:libvirt:1" '
+            '(xmlns:rdt="urn:ovs-rdt:libvirt:1")'
+            % (guest.name, namespace)) in err, err
+    assert 'Traceback' not in err
+    # Nothing is left: no group, no mask changed.
+    assert {g.name: g.l3 for g in env.rc.groups()} == before
+
+
 def test_failure_at_started_stops_the_guest(env: Env) -> None:
     env.configure(qemu_run_dir='/nonexistent')
     guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
     err = start_fails(env, guest)
-    assert ("ovs-rdt: stopping domain '%s': no running QEMU for the domain"
-            % guest.name) in err
+    assert ("ovs-rdt: stopping domain '%s': check libvirt and resctrl on this "
+            'host: no running QEMU for the domain' % guest.name) in err
     assert 'release end: removed group %s' % guest.group in env.tb.hook_log()
 
 
@@ -454,8 +476,9 @@ def test_moved_config_refuses_starts_never_running_guests(
         assert env.tb.pid(annotated) == pid
         refused = env.tb.define(rdt('<rdt:l3 ways="1"/>'))
         err = start_fails(env, refused)
-        assert ("ovs-rdt: refusing to start domain '%s': config file %s does "
-                "not exist" % (refused.name, env.tb.config)) in err, err
+        assert ("ovs-rdt: refusing to start domain '%s': fix the ovs-rdt "
+                'configuration: config file %s does not exist'
+                % (refused.name, env.tb.config)) in err, err
         plain = env.tb.define()
         env.tb.start(plain)            # asks for nothing: not blocked
         os.rename(moved, env.tb.config)
@@ -506,9 +529,13 @@ def test_stale_wrapper_never_kills_or_blocks_guests(env: Env) -> None:
         refused = env.tb.define(rdt('<rdt:l3 ways="1"/>'))
         err = start_fails(env, refused)
         # libvirt runs every script of qemu.d and reports the last failure.
-        assert ("ovs-rdt: refusing domain '%s' prepare begin: the ovs-rdt "
-                "hook cannot run (/nonexistent/venv/bin/python3 or the ovs-rdt "
-                "packages in " % refused.name) in err, err
+        # What to fix first; the path as libvirtd sees it.
+        assert ("ovs-rdt: refusing to start domain '%s': reinstall ovs-rdt and "
+                're-run "ovs-rdt install-hook", or remove /' % refused.name
+                ) in err, err
+        assert ('/qemu.d/%s-nopython: the ovs-rdt hook cannot run '
+                '(/nonexistent/venv/bin/python3 or the ovs-rdt packages in '
+                % os.path.basename(env.tb.hook)) in err, err
         env.tb.destroy(annotated)          # stopped/release: no matter
         assert annotated.group not in env.groups()
     finally:

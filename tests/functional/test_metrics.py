@@ -100,7 +100,7 @@ def test_scrape_a_running_agent(ovs: OvsTestbed, emulated_resctrl: Any,
     agent = rdt_agent(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port)
     ovs.other_config(rdt_pmd_l3_ways='3', rdt_vswitchd='default')
     wait_members(rc, PMD_GROUP, lambda: ovs.pmd_threads())
-    wait_status(ovs, 'ok: PMD cores 0 (1 threads) in ovsrdt-ovs-pmd')
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-ovs-pmd')
     first = wait_for(lambda: Scrape(port), what='the metrics endpoint',
                      timeout=10, step=0.1)
     time.sleep(1.0)

@@ -256,8 +256,9 @@ def test_full_destination_refuses_then_takes_it_unmanaged_with_warn(
     b.start(hog)
     guest = a.define(rdt('<rdt:l3 ways="3"/>'))
     a.start(guest)
-    refused(pair, guest, a, '%s needs 3 ways on cache domain 0, but only 2 '
-            'of 20 are free' % guest.group)
+    refused(pair, guest, a, 'free cache ways on this host (stop a VM), or '
+            'ask for fewer: %s needs 3 ways on cache domain 0, but only 2 of '
+            '20 are free' % guest.group)
     running_in(a, guest, guest.group, {0: 3, 1: 3})
 
     b.configure(on_failure='warn')
@@ -269,7 +270,8 @@ def test_full_destination_refuses_then_takes_it_unmanaged_with_warn(
     assert b.snapshot() == b_before
     left(a, guest, a_empty)
     assert "migrate begin: starting it without a cache allocation " \
-        "([libvirt] on_failure = warn): %s needs 3 ways" % guest.group in \
+        "([libvirt] on_failure = warn): free cache ways on this host (stop a " \
+        "VM), or ask for fewer: %s needs 3 ways" % guest.group in \
         b.hook_log()
 
 
@@ -286,13 +288,14 @@ def test_destination_short_of_closids_or_cache_refuses(
             made = fill_closids(b)
             guest = a.define(rdt('<rdt:l3 ways="3"/>'))
             a.start(guest)
-            refused(pair, guest, a, 'out of CLOSIDs')
+            refused(pair, guest, a, 'free a CLOSID on this host (stop a VM), '
+                    'or use a pool: out of CLOSIDs')
             running_in(a, guest, guest.group, {0: 3, 1: 3})
         else:
             guest = b.define(rdt('<rdt:l3 ways="15"/>'))
             b.start(guest)
-            refused(pair, guest, b, "<rdt:l3 ways>: '15' is more than the 11 "
-                    "ways of this host's L3 cache")
+            refused(pair, guest, b, "fix the domain XML: <rdt:l3 ways>: '15' "
+                    "is more than the 11 ways of this host's L3 cache")
             running_in(b, guest, guest.group, {0: 15, 1: 15, 2: 15, 3: 15})
     finally:
         for path in made:

@@ -319,7 +319,7 @@ def test_ovs_knobs(ovs: OvsTestbed, knobs_env: tuple[Case, EmulatorFixture]
         attr, value, written = MB[case.mb]
         knobs['rdt_pmd_mb_' + attr] = str(value)
     ovs.other_config(**knobs)
-    rdt_status(ovs, 'ok: PMD cores 0 (1 threads) in %s' % PMD_GROUP)
+    rdt_status(ovs, 'ok: PMD cores 0 (1 thread) in %s' % PMD_GROUP)
     pmds = set(ovs.pmd_threads())
     assert pmds and tasks(emu.root, PMD_GROUP) == pmds
     # 3 isolated ways where the PMD core's L3 is (sysfs: cache/index3/id).

@@ -91,6 +91,14 @@ def test_placements_compare_by_value() -> None:
      'other_config:rdt-pmd-mb-percent cannot go with '
      "other_config:rdt-pmd-pool: a pool's memory bandwidth cap is its "
      '[pool:hp] mb_percent'),
+    # A mistyped key is refused, never read as "no rdt-* keys set".
+    ({'rdt-pmd-pools': 'hp', 'rdt-vswitchd': 'pmd'},
+     'other_config:rdt-pmd-pools: unknown ovs-rdt key (known: '
+     'rdt-pmd-l3-ways, rdt-pmd-pool, rdt-vswitchd, rdt-pmd-mb-percent, '
+     'rdt-pmd-mb-mbps)'),
+    ({'rdt-pmd-l3-ways': '4', 'rdt-pmd-l3-way': '4'},
+     'other_config:rdt-pmd-l3-way: unknown ovs-rdt key'),
+    ({'rdt-': 'x'}, 'other_config:rdt-: unknown ovs-rdt key'),
 ])
 def test_each_fault_has_its_message(cfg: dict, message: str) -> None:
     with pytest.raises(InvalidValue) as err:
@@ -114,9 +122,23 @@ def test_ways_unchecked_without_platform() -> None:
 
 
 def test_relevant_keeps_only_our_keys() -> None:
+    # (Every rdt-* key: a typo added or removed is a change to act on.)
     assert knobs.relevant({'pmd-cpu-mask': '3', 'rdt-pmd-pool': 'hp',
-                           'n-handler-threads': '1'}) == {
-        'pmd-cpu-mask': '3', 'rdt-pmd-pool': 'hp'}
+                           'rdt-pmd-pools': 'hp', 'n-handler-threads': '1'}
+                          ) == {'pmd-cpu-mask': '3', 'rdt-pmd-pool': 'hp',
+                                'rdt-pmd-pools': 'hp'}
+
+
+def test_same_unknown_key_message_as_a_flavors() -> None:
+    from ovs_rdt.inputs import request
+
+    with pytest.raises(InvalidValue) as flavor:
+        request.from_extra_specs({'rdt:l3ways': '3'}, 'flavor x extra spec ')
+    with pytest.raises(InvalidValue) as knob:
+        parse({'rdt-l3ways': '3'})
+    assert str(flavor.value).replace('flavor x extra spec rdt:l3ways', 'K') \
+        .split(' (known')[0] == str(knob.value).replace(
+            'other_config:rdt-l3ways', 'K').split(' (known')[0]
 
 
 @pytest.mark.parametrize('text, cores', [

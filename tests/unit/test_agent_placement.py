@@ -176,7 +176,7 @@ def test_pool_then_remove_restores(mgr: FakeManager) -> None:
     placer.sync({'rdt-pmd-pool': 'hp'}, scan({200: 0}))
     assert mgr.resctrl.members[HP] == {200, 100, 101}
     assert PMD_GROUP not in mgr.resctrl.members
-    assert placer.status.startswith('ok: PMD cores 0 (1 threads) in '
+    assert placer.status.startswith('ok: PMD cores 0 (1 thread) in '
                                     'ovsrdt-pool-hp L3 0=7;1=7 (3 ways)')
     placer.sync({}, scan({200: 0}))
     assert mgr.resctrl.members[HP] == set()
@@ -206,6 +206,13 @@ def test_leftover_group_released_on_start(mgr: FakeManager) -> None:
     ({'rdt-pmd-l3-ways': '4', 'rdt-pmd-pool': 'hp'}, 'exclude each other'),
     ({'rdt-pmd-pool': 'gold'}, 'names no pool configured'),
     ({'rdt-pmd-l3-ways': '10'}, 'only 9 are free'),
+    # A typo'd key is an error too, never "no keys set" (which moved the
+    # PMD threads back to the default group).
+    ({'rdt-pmd-l3-ways': '4', 'rdt-pmd-pools': 'hp'},
+     'other_config:rdt-pmd-pools: unknown ovs-rdt key (known: '
+     'rdt-pmd-l3-ways, rdt-pmd-pool, rdt-vswitchd, rdt-pmd-mb-percent, '
+     'rdt-pmd-mb-mbps)'),
+    ({'rdt-pmd-pools': 'hp'}, 'other_config:rdt-pmd-pools: unknown'),
 ])
 def test_bad_value_keeps_last_good_state(mgr: FakeManager, bad: dict,
                                          words: str) -> None:
@@ -222,6 +229,24 @@ def test_bad_value_keeps_last_good_state(mgr: FakeManager, bad: dict,
     # ...and a good value clears the error.
     assert placer.sync({'rdt-pmd-l3-ways': '3'}, scan({200: 0, 201: 1})
                        ).startswith('ok: ')
+
+
+def test_unknown_key_keeps_the_pool_and_logs_the_placement_plainly(
+        mgr: FakeManager, caplog: pytest.LogCaptureFixture) -> None:
+    placer = PmdPlacer(mgr)
+    assert placer.sync({'rdt-pmd-pool': 'hp'}, scan({200: 0})).startswith(
+        'ok: PMD cores 0 (1 thread) in ovsrdt-pool-hp L3 0=7;1=7 (3 ways)')
+    caplog.set_level('INFO')
+    status = placer.sync({'rdt-pmd-pools': 'hp'}, scan({200: 0}))
+    assert status.startswith('error: other_config:rdt-pmd-pools: unknown '
+                             'ovs-rdt key (known: rdt-pmd-l3-ways, ')
+    assert mgr.resctrl.members[HP] == {200, 100, 101}
+    assert 'keeping the previous placement: PMD threads -> ovsrdt-pool-hp, '\
+        'other ovs-vswitchd threads -> ovsrdt-pool-hp' in caplog.text
+    assert 'Placement(' not in caplog.text
+    # Removing the typo is a change the agent notices.
+    assert placer.sync({'rdt-pmd-pool': 'hp'}, scan({200: 0})).startswith(
+        'ok: ')
 
 
 def test_first_value_bad(mgr: FakeManager) -> None:

@@ -100,6 +100,21 @@ def test_new_request_is_blamed_not_existing_ones():
                               Request('ovsrdt-vm-b', ways={0: 2, 1: 2})], 2)
 
 
+def test_messages_count_one_way_in_the_singular():
+    # Before: "ovsrdt-vm-b needs 1 ways".
+    first = plan(gold(), [root()], [Request('ovsrdt-vm-a', ways={0: 9,
+                                                                 1: 9})], 2)
+    groups = apply_plan([root()], first)
+    with pytest.raises(InsufficientWays) as err:
+        plan(gold(), groups, [Request('ovsrdt-vm-a', ways={0: 9, 1: 9}),
+                              Request('ovsrdt-vm-b', ways={0: 1, 1: 1})], 2)
+    assert 'ovsrdt-vm-b needs 1 way on cache domain 0, but only 0 of 11 ' \
+        'are free' in str(err.value)
+    from ovs_rdt.exceptions import count
+    assert [count(n, 'way') for n in (0, 1, 2)] == ['0 ways', '1 way',
+                                                    '2 ways']
+
+
 def test_pinned_request_only_takes_ways_on_its_domain():
     result = plan(gold(), [root()], [Request('ovsrdt-vm-a', ways={0: 3})], 2)
     assert result.l3['ovsrdt-vm-a'][0] == CBM(0x700, W)

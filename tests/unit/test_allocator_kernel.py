@@ -34,7 +34,7 @@ def test_sparse_masks_need_a_long_enough_lowest_run():
     plat = gold(sparse_masks=True, min_cbm_bits=2)
     validate_mask(plat, CBM(0b110011, W), 'm')
     with pytest.raises(InvalidMask, match='m 31 starts with a run of 1 '
-                       'ways, fewer than the platform minimum 2'):
+                       'way, fewer than the platform minimum 2'):
         validate_mask(plat, CBM(0b110001, W), 'm')
     # The default group never starts with a run that is too short.
     result = plan(plat, [root(), Group('COS1', both(0x2), mode='exclusive')],

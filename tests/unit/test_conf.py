@@ -167,8 +167,8 @@ def test_config_paths_order(tmp_path, monkeypatch):
 
 
 def test_list_opts_covers_every_declared_option():
-    listed = {g: {o.name for o in group_opts} for g, group_opts in
-              opts.list_opts()}
+    listed = {getattr(g, 'name', g): {o.name for o in group_opts}
+              for g, group_opts in opts.list_opts()}
     for section, specs in conf.SPEC.items():
         group = 'pool:NAME' if section == 'pool' else section
         assert listed[group] == {s[0] for s in specs}
@@ -224,3 +224,22 @@ def test_free_form_and_unlisted_pool_sections_are_fine(tmp_path):
     path.write_text('[DEFAULT]\nuse_syslog = true\n[flavors]\nm1.any = '
                     'rdt:pool=x\n[pool:spare]\nl3_ways = 1\n')
     assert conf.load(str(path)).flavors == {'m1.any': 'rdt:pool=x'}
+
+
+def test_unlisted_pool_section_is_a_warning_not_an_error(tmp_path):
+    # Before, [pool:noisy] without noisy in pools was ignored without a word.
+    first, second = tmp_path / 'a.conf', tmp_path / 'b.conf'
+    first.write_text('[allocation]\npools = hp\n[pool:hp]\nl3_ways = 2\n')
+    second.write_text('[pool:noisy]\nl3_ways = 1\n[pool:hp]\nisolated = 1\n')
+    settings = conf.load_files([str(first), str(second)])
+    assert list(settings.pools) == ['hp']
+    assert settings.warnings == [
+        'config file %s: [pool:noisy] is ignored: noisy is not in '
+        '[allocation] pools (hp), so there is no group ovsrdt-pool-noisy '
+        '(one left from before is removed, its tasks moved to the default '
+        'group); add noisy to pools to use the pool, or remove or comment '
+        'out the section' % second]
+    first.write_text('[pool:hp]\nl3_ways = 2\n')
+    assert 'pools (empty)' in conf.load(str(first)).warnings[0]
+    first.write_text('[allocation]\npools = hp\n[pool:hp]\nl3_ways = 2\n')
+    assert conf.load(str(first)).warnings == []

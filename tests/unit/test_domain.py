@@ -401,10 +401,51 @@ def test_namespaced_attributes_resolved():
     assert 'unknown attribute "rdt:ways"' in error_of(data)
     data = xml(rdt('<rdt:l3 ways="2" q:x="1"/>'))
     assert 'unknown attribute "q:x"' in error_of(data)
-    # A namespace "URI" with a space cannot pose as ours.
+    # A namespace "URI" with a space cannot pose as ours: it is a typo.
     data = xml('<f:rdt xmlns:f="urn:ovs-rdt:libvirt:1 x"><f:l3 ways="2"/>'
                '</f:rdt>')
-    assert spec_of(data) is None
+    assert error_of(data).startswith(
+        '<f:rdt> is in the namespace "urn:ovs-rdt:libvirt:1%20x"')
+
+
+TYPO_NS = [
+    # (how it is written, the namespace found)
+    ('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt"><rdt:l3 ways="2"/></rdt:rdt>',
+     'rdt:rdt', 'urn:ovs-rdt:libvirt', 'xmlns:rdt'),
+    ('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:2"><rdt:l3 ways="2"/>'
+     '</rdt:rdt>', 'rdt:rdt', 'urn:ovs-rdt:libvirt:2', 'xmlns:rdt'),
+    ('<rdt xmlns="URN:OVS-RDT:libvirt:1"><l3 ways="2"/></rdt>', 'rdt',
+     'URN:OVS-RDT:libvirt:1', 'xmlns'),
+    ('<r:rdt xmlns:r="urn:ovs-rdt"/>', 'r:rdt', 'urn:ovs-rdt', 'xmlns:r'),
+    # Inside a good annotation, or anywhere below <metadata>.
+    (rdt('<x:l3 xmlns:x="urn:ovs-rdt:libvirt:1.0" ways="2"/>'), 'x:l3',
+     'urn:ovs-rdt:libvirt:1.0', 'xmlns:x'),
+    ('<app:x xmlns:app="urn:app"><r:pool xmlns:r="urn:ovs-rdt:pool" '
+     'name="hp"/></app:x>', 'r:pool', 'urn:ovs-rdt:pool', 'xmlns:r'),
+]
+
+
+@pytest.mark.parametrize('metadata, element, found, decl', TYPO_NS)
+def test_mistyped_namespace_is_refused(metadata, element, found, decl):
+    # Before, such an annotation was someone else's metadata: the VM
+    # started in the default group without a word.
+    data = xml(metadata)
+    with pytest.raises(AnnotationError) as info:
+        domain.parse(data)
+    assert str(info.value) == (
+        '<%s> is in the namespace "%s", which ovs-rdt does not know: its '
+        'annotation\'s namespace is "urn:ovs-rdt:libvirt:1" (%s='
+        '"urn:ovs-rdt:libvirt:1")' % (element, found, decl))
+    # The same with Nova's extra specs beside it: the annotation was meant.
+    with pytest.raises(AnnotationError):
+        domain.parse(xml(metadata + nova({'rdt:l3_ways': '2'})))
+
+
+def test_other_urn_namespaces_are_someone_elses():
+    for ns in ('urn:ovs', 'urn:ovsrdt:x', 'http://ovs-rdt.org/x',
+               'urn:other:urn:ovs-rdt:libvirt'):
+        data = xml('<a:rdt xmlns:a="%s"><a:l3 ways="2"/></a:rdt>' % ns)
+        assert spec_of(data) is None, ns
 
 
 def test_depth_libvirt_accepts_is_accepted():

@@ -241,10 +241,63 @@ def test_prepare_by_size_takes_the_ways_that_hold_it(node):
 def test_prepare_refusals(node, capsys, body, message):
     assert node.run(xml(rdt(body))) == 1
     line = one_line(capsys.readouterr())
-    assert line.startswith("ovs-rdt: refusing to start domain 'vm1': ")
+    # What to fix first (libvirt puts ~400 characters before the line).
+    fix = ('free cache ways on this host (stop a VM), or ask for fewer'
+           if 'needs' in message else 'fix the domain XML')
+    assert line.startswith("ovs-rdt: refusing to start domain 'vm1': %s: "
+                           % fix), line
     assert message in line
     assert GROUP not in node.groups()
     assert message in node.log.read_text()
+
+
+REMEDIES = [
+    # (xml, extra config, what leads the line after the domain)
+    (xml('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:2"><rdt:l3 ways="2"/>'
+         '</rdt:rdt>'), '', 'fix the domain XML: <rdt:rdt> is in the '
+     'namespace "urn:ovs-rdt:libvirt:2", which ovs-rdt does not know'),
+    (xml(nova({'rdt:l3_ways': '0'})), '', "fix the rdt: extra specs of "
+     "flavor 'm1.nfv': flavor m1.nfv extra spec rdt:l3_ways: '0' must be"),
+    (xml(nova({'rdt:l3_ways': '0'}) + rdt('<rdt:l3 ways="x"/>')), '',
+     "fix the domain XML: <rdt:l3 ways>: 'x'"),
+    (xml(nova()), '[flavors]\nm1.nfv = rdt:l3_ways\n',
+     'fix the ovs-rdt configuration: [flavors] m1.nfv = rdt:l3_ways: '),
+    (xml(rdt('<rdt:l3 ways="8"/>')), '', 'free cache ways on this host '
+     '(stop a VM), or ask for fewer: ovsrdt-vm-%s needs 8 ways' % UUID),
+]
+
+
+@pytest.mark.parametrize('data, extra, lead', REMEDIES)
+def test_refusal_leads_with_what_to_fix(node, capsys, data, extra, lead):
+    """libvirt shows the line after ~400 characters of its own (the
+    hook's whole environment): what to fix comes first.
+    """
+    node.configure(extra)
+    assert node.run(data) == 1
+    line = one_line(capsys.readouterr())
+    assert line.startswith("ovs-rdt: refusing to start domain 'vm1': "
+                           + lead), line
+    # The log has it too, after the event.
+    assert "domain 'vm1' prepare begin: " + lead in node.log.read_text()
+    assert GROUP not in node.groups()
+
+
+@pytest.mark.parametrize('op, what', sorted(hook.REFUSING.items()))
+def test_mistyped_namespace_refused_at_every_strict_event(node, capsys, op,
+                                                          what):
+    data = xml('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt"><rdt:l3 ways="2"/>'
+               '</rdt:rdt>')
+    assert node.run(data, op) == 1
+    assert one_line(capsys.readouterr()).startswith(
+        "ovs-rdt: %s domain 'vm1': fix the domain XML: <rdt:rdt> is in the "
+        'namespace "urn:ovs-rdt:libvirt"' % what)
+    assert node.run(data, 'reconnect') == 0     # never kills a running VM
+
+
+def test_wrapper_fallback_words_refusals_as_the_hook_does():
+    text = install.shipped_wrapper()
+    for op, what in hook.REFUSING.items():
+        assert "%s) what='%s' ;;" % (op, what) in text
 
 
 def test_bad_uuid_refused_when_it_is_used(node, capsys):
@@ -582,6 +635,7 @@ def test_wrapper_runs_the_hook(node, tmp_path):
                          capture_output=True, env={})
     assert res.returncode == 1 and res.stdout == b''
     assert res.stderr.decode() == ("ovs-rdt: refusing to start domain 'vm1': "
+                                   'fix the domain XML: '
                                    "<rdt:l3 ways>: '0' must be from 1 to 64"
                                    '\n')
 

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from libvirt_hooks.hook import REFUSING
 from ovs_rdt.cmd import install_hook as install
 from tests.unit.test_domain import nova, rdt, xml
 
@@ -28,6 +29,9 @@ PLAIN = xml()
 ANNOTATED = xml(rdt('<rdt:l3 ways="3"/>'))
 ZERO = xml(rdt('<rdt:l3 ways="0"/>'))
 NOVA_SPEC = xml(nova({'rdt:l3_ways': '2'}))
+#: A mistyped namespace: the hook refuses it, so the fallback must too.
+TYPO_NS = xml('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt"><rdt:l3 ways="3"/>'
+              '</rdt:rdt>')
 
 
 def wrapper(tmp_path, config='', **kwargs):
@@ -68,6 +72,7 @@ def test_wrapper_is_the_shipped_file_with_its_settings(tmp_path):
     res = run(path, ZERO)
     assert res.returncode == 1 and res.stdout == b''
     assert res.stderr.decode() == ("ovs-rdt: refusing to start domain 'vm1': "
+                                   'fix the domain XML: '
                                    "<rdt:l3 ways>: '0' must be from 1 to 64"
                                    '\n')
 
@@ -132,6 +137,7 @@ FAIL_SAFE = [
     (PLAIN, 'started', 'begin', 0),
     (ANNOTATED, 'prepare', 'begin', 1),
     (NOVA_SPEC, 'prepare', 'begin', 1),
+    (TYPO_NS, 'prepare', 'begin', 1),
     (ANNOTATED, 'started', 'begin', 1),
     (ANNOTATED, 'migrate', 'begin', 1),
     (ANNOTATED, 'restore', 'begin', 1),
@@ -142,7 +148,7 @@ FAIL_SAFE = [
     (b'', 'prepare', 'begin', 0),
 ]
 IDS = ['plain-prepare', 'plain-started', 'l3-prepare', 'nova-prepare',
-       'l3-started', 'l3-migrate', 'l3-restore', 'l3-start', 'l3-reconnect',
+       'typo-ns-prepare', 'l3-started', 'l3-migrate', 'l3-restore', 'l3-start', 'l3-reconnect',
        'l3-stopped', 'l3-release', 'empty']
 
 
@@ -189,11 +195,11 @@ def test_fails_safe_when_gone(tmp_path, what, data, op, subop, status):
     if status:
         line = res.stderr.decode()
         assert line.count('\n') == 1 and line.endswith('\n')
-        assert line.startswith("ovs-rdt: refusing domain 'vm '1'' %s %s: "
-                               'the ovs-rdt hook cannot run (' % (op, subop)
-                               ), line
-        assert line.rstrip().endswith(
-            're-run "ovs-rdt install-hook", or remove %s' % path)
+        # As the hook words it, what to fix first.
+        assert line.startswith(
+            "ovs-rdt: %s domain 'vm '1'': reinstall ovs-rdt and re-run "
+            '"ovs-rdt install-hook", or remove %s: the ovs-rdt hook cannot '
+            'run (' % (REFUSING[op], path)), line
         assert {'broken': "(ModuleNotFoundError: No module named "
                           "'ovs_rdt.exceptions')",
                 'old hook': '(cannot import it: ImportError: cannot import '
@@ -311,7 +317,8 @@ def test_a_missing_config_is_refused_not_defaulted(tmp_path, missing, data,
         what = {'prepare': 'refusing to start',
                 'migrate': 'refusing the incoming migration of'}[op]
         assert res.stderr.decode() == (
-            "ovs-rdt: %s domain 'vm1': config %s %s does not exist\n"
+            "ovs-rdt: %s domain 'vm1': fix the ovs-rdt configuration: config "
+            '%s %s does not exist\n'
             % (what, missing if missing == 'file' else 'directory', gone))
     else:
         assert res.stderr == b''

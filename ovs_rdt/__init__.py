@@ -5,6 +5,10 @@ GROUP_PREFIX = 'ovsrdt-'
 #: Prefix of a VM's dedicated group (``ovsrdt-vm-<uuid>``), here so that the
 #: libvirt hook names one without importing the model.
 VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
+#: Prefix of the temporary groups of ``ovs-rdt selftest``: never planned,
+#: written or removed by anything else of ovs-rdt (they count as another
+#: tool's groups while they last).
+SELFTEST_GROUP_PREFIX = GROUP_PREFIX + 'selftest-'
 #: The most L3 cache ways there are per domain, so the most anything may ask
 #: for: a capacity bitmask has at most 64 bits.
 MAX_WAYS = 64

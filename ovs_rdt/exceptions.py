@@ -56,6 +56,10 @@ class ResctrlUnavailable(RDTError):
     """resctrl is not mounted at the configured root, or lacks L3 CAT."""
 
 
+class ProbeUnavailable(RDTError):
+    """``ovs-rdt selftest``'s memory probe cannot be built or run here."""
+
+
 class NotOwnedError(RDTError):
     """An operation would touch a resctrl group ovs-rdt does not own."""
 

@@ -39,6 +39,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                         'cache-way inventory'),
     'demo': ('ovs_rdt.cmd.demo',
              'run the main job on an emulated platform'),
+    'selftest': ('ovs_rdt.cmd.selftest',
+                 'check that this node\'s resctrl behaves as ovs-rdt relies on '
+                 'and that its cache ways shield'),
 }
 
 

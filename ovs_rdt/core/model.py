@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import plan
-from ovs_rdt import GROUP_PREFIX, VM_GROUP_PREFIX
+from ovs_rdt import GROUP_PREFIX, SELFTEST_GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.inputs import uuids
 
 TYPE_CHECKING = False
@@ -294,8 +294,12 @@ class Group:
 
     @property
     def owned(self) -> bool:
-        """True for groups ovs-rdt created (name starts with ``ovsrdt-``)."""
-        return self.name.startswith(GROUP_PREFIX)
+        """True for groups ovs-rdt created (name starts with ``ovsrdt-``)
+        and manages: not ``ovs-rdt selftest``'s temporary ones, which the
+        plans leave alone like another tool's.
+        """
+        return (self.name.startswith(GROUP_PREFIX)
+                and not self.name.startswith(SELFTEST_GROUP_PREFIX))
 
     def __repr__(self) -> str:
         return 'Group(%r, L3:%s, %s)' % (self.name or '/',

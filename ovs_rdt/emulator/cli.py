@@ -17,6 +17,7 @@ import tempfile
 import time
 from typing import Callable, Optional
 
+from ovs_rdt.emulator.faults import DIVERGENCES
 from ovs_rdt.emulator.kparse import bitmap_list_string, bitmap_string
 from ovs_rdt.emulator.monitor import DEFAULT_FOOTPRINT, Footprints
 from ovs_rdt.emulator.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
@@ -64,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--faults', dest='emu_faults', metavar='FILE',
                         help='inject errors: "OP PATH ERRNO [COUNT]" a line, '
                              're-read when it changes (see doc/emulator.md)')
+    parser.add_argument('--diverge', dest='emu_diverge', action='append', default=[],
+                        metavar='NAME', choices=sorted(DIVERGENCES),
+                        help='differ from the kernel in one way (repeatable; to '
+                             'prove "ovs-rdt selftest" notices): %s'
+                             % ', '.join(sorted(DIVERGENCES)))
     parser.add_argument('-o', '--mount-options', dest='emu_mount_options', default='',
                         metavar='OPTS',
                         help='resctrl mount options, as for mount -t resctrl -o: '
@@ -96,6 +102,7 @@ class Options:
     pid_file: Optional[str] = None
     log_file: Optional[str] = None
     verbose: bool = False
+    diverge: frozenset[str] = frozenset()
 
 
 def _abs(path: Optional[str]) -> Optional[str]:
@@ -122,7 +129,8 @@ def options(args: argparse.Namespace) -> Options:
                    faults=_abs(getattr(args, 'emu_faults', None)),
                    default_footprint=args.emu_default_footprint,
                    pid_file=_abs(args.emu_pid_file), log_file=_abs(args.emu_log_file),
-                   verbose=args.emu_verbose)
+                   verbose=args.emu_verbose,
+                   diverge=frozenset(getattr(args, 'emu_diverge', None) or ()))
 
 
 def _check_mountpoint(path: str) -> None:
@@ -220,7 +228,10 @@ def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None
     from ovs_rdt.emulator.model import Resctrl
 
     footprints = Footprints(opts.footprints, opts.default_footprint)
-    model = Resctrl(opts.profile, footprints=footprints, mount=opts.mount)
+    model = Resctrl(opts.profile, footprints=footprints, mount=opts.mount,
+                    diverge=opts.diverge)
+    if opts.diverge:
+        LOG.warning('Diverging from the kernel: %s', ', '.join(sorted(opts.diverge)))
     fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose,
              faults=Faults(opts.faults))
 

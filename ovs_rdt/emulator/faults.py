@@ -19,6 +19,12 @@ plan this way); COUNT how many times the rule fires before it stops
 The operation fails before the model sees it, so nothing is half-done, as
 when the kernel refuses a write.  A missing or empty file: no faults; a bad
 line is logged and ignored (the daemon must keep serving).
+
+Kernel divergences (:data:`DIVERGENCES`, ``ovs-rdt emulate --diverge NAME``,
+fixed for the life of the mount) are another kind of fault: the emulator
+then behaves unlike the kernel in one way its ``info/`` files do not
+explain, as a kernel with a bug or a different version might.  They exist
+to prove that ``ovs-rdt selftest`` notices, and names the behaviour.
 """
 from __future__ import annotations
 
@@ -36,6 +42,24 @@ ERRNOS = ('EIO', 'ENOSPC', 'EBUSY', 'EINVAL', 'ENODEV', 'ENOENT', 'EAGAIN',
           'ENOMEM', 'EPERM', 'EACCES')
 #: The pseudo-errno of a rule that kills the caller.
 KILL = -1
+
+#: name -> how the emulator then differs from the kernel.
+DIVERGENCES = {
+    'sparse-masks': 'accepts a non-contiguous mask although '
+                    'info/L3/sparse_masks reads 0',
+    'status-text': "says 'Invalid mask' where the kernel says 'Mask out of "
+                   "range' in info/last_cmd_status",
+    'exclusive-overlap': "sets a group's mode to exclusive although its "
+                         'ways overlap another group',
+    'tasks-stay': 'accepts a write to a tasks file but leaves the task '
+                  'where it was',
+    'num-closids': 'reads one more CLOSID in info/*/num_closids than mkdir '
+                   'gives',
+    'mb-granularity': 'keeps an MB percentage as written instead of '
+                      'rounding it up to info/MB/bandwidth_gran',
+    'mbm-frozen': 'MBM counters (mbm_total_bytes, mbm_local_bytes) read 0 '
+                  'whatever the traffic',
+}
 
 
 class Rule:

@@ -116,10 +116,13 @@ class Resctrl:
     def __init__(self, profile: Profile, host: Optional[Host] = None,
                  footprints: Optional[Footprints] = None,
                  clock: Callable[[], float] = time.monotonic,
-                 mount: Mount = Mount()) -> None:
+                 mount: Mount = Mount(),
+                 diverge: frozenset[str] = frozenset()) -> None:
         profile.validate()
         self.profile = profile
         self.mount = mount
+        #: Kernel divergences to emulate (``faults.DIVERGENCES``).
+        self.diverge = diverge
         self.schema_list = build_schemas(profile, mount)
         self.schema_by_name = {s.name: s for s in self.schema_list}
         self.host: Host = host if host is not None else ProcHost()
@@ -314,12 +317,13 @@ class Resctrl:
         except ParseError:
             raise self._fail(errno.EINVAL, 'Non-hex character in the mask %s\n' % buf) from None
         if (prof.min_cbm_bits > 0 and val == 0) or val > prof.cbm_mask:
-            raise self._fail(errno.EINVAL, 'Mask out of range\n')
+            raise self._fail(errno.EINVAL, 'Invalid mask\n' if 'status-text' in self.diverge
+                             else 'Mask out of range\n')
         first = (val & -val).bit_length() - 1 if val else prof.cbm_len
         zero = first
         while zero < prof.cbm_len and val >> zero & 1:
             zero += 1
-        if not prof.sparse_masks and val >> zero:
+        if not prof.sparse_masks and val >> zero and 'sparse-masks' not in self.diverge:
             raise self._fail(errno.EINVAL, 'The mask %x has non-consecutive 1-bits\n' % val)
         if zero - first < prof.min_cbm_bits:
             raise self._fail(errno.EINVAL,
@@ -346,6 +350,8 @@ class Resctrl:
             raise self._fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
                              % (bw, prof.min_bandwidth, prof.mb_max))
         gran = prof.bandwidth_gran
+        if 'mb-granularity' in self.diverge:
+            return bw
         return -(-bw // gran) * gran
 
     def _cbm_overlaps(self, cbm: int, dom: int, closid: int, exclusive: bool,
@@ -404,6 +410,8 @@ class Resctrl:
             return
         if buf == SHAREABLE:
             grp.mode = SHAREABLE
+        elif buf == EXCLUSIVE and 'exclusive-overlap' in self.diverge:
+            grp.mode = EXCLUSIVE
         elif buf == EXCLUSIVE:
             for schema in self.cache_schemas():
                 for dom in self.profile.domains:
@@ -464,6 +472,8 @@ class Resctrl:
             return
         if grp.kind == MON and cur.closid != grp.closid:
             raise self._fail(errno.EINVAL, "Can't move task to different control group\n")
+        if 'tasks-stay' in self.diverge:
+            return
         self.mon.advance()
         self.tasks.move(tid, info, grp)
         self.mon.task_moved(tid, cur.rmid, grp.rmid)
@@ -700,7 +710,7 @@ class Resctrl:
                 'bit_usage': lambda: self.bit_usage_show(schema),
                 'cbm_mask': lambda: '%x\n' % prof.cbm_mask,
                 'min_cbm_bits': lambda: '%u\n' % prof.min_cbm_bits,
-                'num_closids': lambda: '%u\n' % schema.num_closid,
+                'num_closids': lambda: '%u\n' % self.shown_closids(schema),
                 'shareable_bits': lambda: '%x\n' % prof.shareable_bits,
                 'sparse_masks': lambda: '%u\n' % int(prof.sparse_masks),
             }
@@ -712,7 +722,7 @@ class Resctrl:
                 'bandwidth_gran': lambda: '%u\n' % prof.bandwidth_gran,
                 'delay_linear': lambda: '%u\n' % int(prof.delay_linear),
                 'min_bandwidth': lambda: '%u\n' % prof.min_bandwidth,
-                'num_closids': lambda: '%u\n' % schema.num_closid,
+                'num_closids': lambda: '%u\n' % self.shown_closids(schema),
             }
             if prof.thread_throttle_mode:
                 files['thread_throttle_mode'] = lambda: '%s\n' % prof.thread_throttle_mode
@@ -724,6 +734,10 @@ class Resctrl:
         }
         files.update(self.counters.info_files())
         return files
+
+    def shown_closids(self, schema: Schema) -> int:
+        """``info/RES/num_closids`` (one too many under ``num-closids``)."""
+        return schema.num_closid + ('num-closids' in self.diverge)
 
     def _info_writers(self) -> dict[str, Callable[[bytes, Caller], None]]:
         writers: dict[str, Callable[[bytes, Caller], None]] = {
@@ -792,6 +806,8 @@ class Resctrl:
     def mon_show(self, grp: Group, dom: int, event: str, node: int) -> str:
         """``rdtgroup_mondata_show()``: a count, or why there is none."""
         members = [grp] if grp.kind == MON else [grp] + list(grp.mon_groups.values())
+        if event in MBM_EVENTS and 'mbm-frozen' in self.diverge:
+            return '0\n'
         if event in MBM_EVENTS and self.counters.enabled:
             self.mon.refresh()
             value = self.counters.read(members, dom, event)

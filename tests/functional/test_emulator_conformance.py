@@ -1,243 +1,143 @@
-"""Kernel-behaviour checks of the resctrl emulator, run on every profile.
+"""Kernel-behaviour checks of the resctrl emulator, on every profile and mount
+option of the suite (``tests/platform_matrix.py``).
 
-Issue 14: every profile must pass the same kernel-behaviour tests.  Each
-test mounts one profile and takes what it needs (CBM width, domain ids,
-``min_cbm_bits``, sparse masks, CLOSIDs, MB range) from that mount's own
-``info/`` files and root ``schemata``, so nothing here is per profile.  The
-expected errnos and ``info/last_cmd_status`` texts are the kernel's
-(``fs/resctrl/rdtgroup.c``, ``fs/resctrl/ctrlmondata.c``, ``kernfs``).
+The behaviours are ``ovs-rdt selftest``'s own (``ovs_rdt/selftest/behaviours/``):
+one description of each, which the selftest runs on a real node and these
+tests run against the emulator, through the same runner (its lock, its
+clean-up, its check that no other group changed).  Each case is mounted
+twice: fresh (the default group holds every way) and in use as ovs-rdt
+leaves a node (the default group shrunk, an isolated ovs-rdt pool, a
+libvirt group, free ways), where every part of every behaviour must run.
+
+What the selftest may not do on a node (write the default group), and the
+exact file set of the emulated kernel, is checked here directly.  The
+expected errnos and ``info/last_cmd_status`` texts are the kernel's.
 """
 from __future__ import annotations
 
 import errno
 import os
-import stat
-from typing import Callable
+from typing import Callable, Iterator, NamedTuple
 
 import pytest
 
 from ovs_rdt.emulator.profiles import PROFILES
+from ovs_rdt.selftest.behaviours import BEHAVIOURS, Behaviour
+from ovs_rdt.selftest.geometry import Geometry
+from ovs_rdt.selftest.node import Node
+from ovs_rdt.selftest.runner import PASS, SKIP, run_one
 from tests.functional.fixtures.emulator import EmulatorFixture
-from tests.functional.test_emulator import rd, sleeper, status, tids, wr, write_fails
+from tests.functional.test_emulator import rd, status, wr, write_fails
+from tests.functional.test_profiles import enable_io_alloc
+from tests.platform_matrix import CAPACITY_CASES, Case
 from tests import schemata as schemata_text
 
-__all__ = ['sleeper']
-
-Factory = Callable[..., EmulatorFixture]
-Schemata = dict[str, dict[int, str]]
 GROUP_FILES = ['cpus', 'cpus_list', 'mode', 'mon_data', 'mon_groups', 'schemata',
                'size', 'tasks']
 MON_GROUP_FILES = ['cpus', 'cpus_list', 'mon_data', 'tasks']
+#: The selftest's memory load gets a demand no L3 holds (doc/emulator.md).
+FOOTPRINTS = {'comm:ovsrdt-load': 1 << 30}
+#: In use: an isolated pool of ovs-rdt's and a libvirt group.
+POOL, LIBVIRT = 'ovsrdt-pool-hp', 'qemu-1-vm1-vcpus_0'
+FREE_WAYS = 4
 
 
-@pytest.fixture(params=sorted(PROFILES))
-def emu(request: pytest.FixtureRequest, emulator_factory: Factory) -> EmulatorFixture:
-    return emulator_factory(request.param)
+class Mounted(NamedTuple):
+    case: Case
+    in_use: bool
+    emu: EmulatorFixture
+    node: Node
 
 
-def parse(text: str) -> Schemata:
-    """``schemata``/``size`` text -> {resource: {domain id: value}}."""
-    return schemata_text.lines(text)
+def case_has(case: Case, need: str) -> bool:
+    """What the profile gives (the hardware), not what the mount reads."""
+    prof = PROFILES[case.profile]
+    return {'mon': True, 'cdp': case.cdp, 'mb': prof.mba, 'snc': prof.snc_nodes > 1,
+            'io_alloc': prof.io_alloc, 'mbm_event': prof.mbm_cntrs > 0}[need]
 
 
-def line(res: str, values: dict[int, str]) -> str:
-    return '%s:%s\n' % (res, ';'.join('%d=%s' % kv for kv in values.items()))
+def use(emu: EmulatorFixture, case: Case) -> None:
+    """As ovs-rdt leaves a node: the default group on the middle ways, an
+    isolated pool on the lowest, a libvirt group with the default group's
+    ways, the top :data:`FREE_WAYS` free (io_alloc's, where enabled).
+    """
+    geo = Geometry.read(Node(emu.root))
+    ways = max(geo.min_bits, 1)
+    low = (1 << ways) - 1
+    middle = geo.full >> FREE_WAYS & ~low
+    os.mkdir(emu.path(POOL))
+    wr(emu, 'schemata', geo.l3_line({d: middle for d in geo.ids}))
+    wr(emu, POOL + '/schemata', geo.l3_line({d: low for d in geo.ids}))
+    wr(emu, POOL + '/mode', 'exclusive\n')
+    os.mkdir(emu.path(LIBVIRT))
+    wr(emu, LIBVIRT + '/schemata', geo.l3_line({d: middle for d in geo.ids}))
 
 
-class Geometry:
-    """What a mount says about itself."""
-
-    def __init__(self, emu: EmulatorFixture) -> None:
-        self.root = parse(rd(emu, 'schemata'))
-        self.info = sorted(os.listdir(emu.path('info')))
-        self.ids = sorted(self.root['L3'])
-        self.d0, self.dl = self.ids[0], self.ids[-1]
-        self.full = int(rd(emu, 'info/L3/cbm_mask'), 16)
-        self.cbm_len = self.full.bit_length()
-        self.min_bits = int(rd(emu, 'info/L3/min_cbm_bits'))
-        self.sparse = rd(emu, 'info/L3/sparse_masks') == '1\n'
-        self.num_closids = min(int(rd(emu, 'info/%s/num_closids' % r))
-                               for r in self.info
-                               if os.path.exists(emu.path('info', r, 'num_closids')))
-        self.bw = {r: (int(rd(emu, 'info/%s/min_bandwidth' % r)),
-                       int(rd(emu, 'info/%s/bandwidth_gran' % r)),
-                       int(self.root[r][self.d0]))         # the default is the maximum
-                   for r in self.root if r != 'L3'}
-        self.assignable = os.path.exists(emu.path('info/L3_MON/num_mbm_cntrs'))
-        self.events = [e for e in rd(emu, 'info/L3_MON/mon_features').split()
-                       if not e.endswith('_config')]
-
-    def l3(self, mask: int) -> str:
-        return line('L3', {d: '%x' % mask for d in self.ids})
+@pytest.fixture(scope='module', params=[(c, u) for c in CAPACITY_CASES for u in (0, 1)],
+                ids=lambda p: p[0].id + ('-in-use' if p[1] else ''))
+def mounted(request: pytest.FixtureRequest) -> Iterator[Mounted]:
+    case, in_use = request.param
+    emu = EmulatorFixture(case.profile, case.options)
+    emu.setUp()
+    try:
+        emu.set_footprints(FOOTPRINTS)
+        enable_io_alloc(emu.root, case)
+        if in_use:
+            use(emu, case)
+        yield Mounted(case, bool(in_use), emu, Node(emu.root, emu.sysfs))
+    finally:
+        emu.cleanUp()
 
 
-# -- the tree -------------------------------------------------------------------------------
-def check_mon_data(emu: EmulatorFixture, rel: str, geo: Geometry) -> None:
-    """mon_L3_XX per L3 id with the events; under SNC mon_sub_L3_YY, even split."""
-    assert sorted(os.listdir(emu.path(rel))) == ['mon_L3_%02d' % d for d in geo.ids]
-    subs: list[list[str]] = []
-    for dom in geo.ids:
-        names = sorted(os.listdir(emu.path(rel, 'mon_L3_%02d' % dom)))
-        assert names[:len(geo.events)] == sorted(geo.events), (dom, names)
-        subs.append(names[len(geo.events):])
-        for sub in subs[-1]:
-            assert sorted(os.listdir(emu.path(rel, 'mon_L3_%02d' % dom, sub))) == sorted(
-                geo.events)
-    flat = [s for per in subs for s in per]
-    assert flat == ['mon_sub_L3_%02d' % n for n in range(len(flat))]
-    assert len({len(per) for per in subs}) == 1 and len(subs[0]) != 1
+@pytest.mark.parametrize('behaviour', BEHAVIOURS, ids=lambda b: b.name)
+def test_behaviour(mounted: Mounted, behaviour: Behaviour) -> None:
+    before = sorted(os.listdir(mounted.emu.root))
+    res = run_one(mounted.node, behaviour)
+    wanted = all(case_has(mounted.case, n) for n in behaviour.needs)
+    assert res.result == (PASS if wanted else SKIP), res.detail
+    if mounted.in_use:
+        assert 'not tried' not in res.detail
+    assert sorted(os.listdir(mounted.emu.root)) == before
 
 
-def test_tree(emu: EmulatorFixture) -> None:
-    geo = Geometry(emu)
-    extra = ['mbm_L3_assignments'] if geo.assignable else []
-    assert sorted(os.listdir(emu.root)) == sorted(GROUP_FILES + ['info'] + extra)
-    # every allocation resource under info/ is a schemata line, and back
-    assert 'last_cmd_status' in geo.info and 'L3_MON' in geo.info
+# -- what only the emulator's own tests may do ---------------------------------------
+def test_tree_listing(mounted: Mounted) -> None:
+    """The emulated kernel's exact file set (the selftest asks for a superset)."""
+    emu, geo = mounted.emu, Geometry.read(mounted.node)
+    extra = ['mbm_L3_assignments'] if os.path.exists(emu.path('info/L3_MON/num_mbm_cntrs')) \
+        else []
+    ctrl = extra + (['mba_MBps_event'] if 'mba_MBps' in mounted.case.options else [])
+    groups = [POOL, LIBVIRT] if mounted.in_use else []
+    assert sorted(os.listdir(emu.root)) == sorted(GROUP_FILES + ['info'] + ctrl + groups)
     assert sorted(geo.info) == sorted(list(geo.root) + ['L3_MON', 'last_cmd_status'])
-    assert sorted(parse(rd(emu, 'size'))) == sorted(geo.root)
-    assert set(os.listdir(emu.path('info/L3'))) >= {
-        'bit_usage', 'cbm_mask', 'min_cbm_bits', 'num_closids', 'shareable_bits',
-        'sparse_masks'}
-    for res in geo.bw:
-        assert set(os.listdir(emu.path('info', res))) >= {
-            'bandwidth_gran', 'delay_linear', 'min_bandwidth', 'num_closids'}
-    assert set(os.listdir(emu.path('info/L3_MON'))) >= {
-        'max_threshold_occupancy', 'mon_features', 'num_rmids'}
+    assert set(os.listdir(emu.path('info', geo.l3[0]))) >= {'sparse_masks'}
     os.mkdir(emu.path('g'))
-    os.mkdir(emu.path('g/mon_groups/m'))
-    assert sorted(os.listdir(emu.path('g'))) == sorted(GROUP_FILES + extra)
-    assert sorted(os.listdir(emu.path('g/mon_groups/m'))) == sorted(MON_GROUP_FILES + extra)
-    for rel in ('mon_data', 'g/mon_data', 'g/mon_groups/m/mon_data'):
-        check_mon_data(emu, rel, geo)
-    assert rd(emu, 'g/mode') == 'shareable\n' and rd(emu, 'g/tasks') == ''
-    assert stat.S_ISDIR(os.stat(emu.path('g/mon_groups')).st_mode)
+    try:
+        os.mkdir(emu.path('g/mon_groups/m'))
+        assert sorted(os.listdir(emu.path('g'))) == sorted(GROUP_FILES + ctrl)
+        assert sorted(os.listdir(emu.path('g/mon_groups/m'))) == sorted(
+            MON_GROUP_FILES + extra)
+    finally:
+        os.rmdir(emu.path('g'))
 
 
-def test_read_only_files_refuse_writes(emu: EmulatorFixture) -> None:
-    os.mkdir(emu.path('g'))
-    os.mkdir(emu.path('g/mon_groups/m'))
-    writable, refused = set(), set()
-    for top in ('', 'info', 'mon_data/mon_L3_00', 'g', 'g/mon_groups/m'):
-        for base, _dirs, files in os.walk(emu.path(top)):
-            if top == '' and os.path.normpath(base) != os.path.normpath(emu.root):
-                continue
-            for name in files:
-                path = os.path.join(base, name)
-                rel = os.path.relpath(path, emu.root)
-                mode = stat.S_IMODE(os.stat(path).st_mode)
-                assert mode in (0o444, 0o644), rel
-                if mode == 0o644:
-                    writable.add(rel)
-                    continue
-                with pytest.raises(OSError) as exc:       # kernfs_fop_open(), root too
-                    os.close(os.open(path, os.O_WRONLY))
-                assert exc.value.errno == errno.EACCES, rel
-                refused.add(rel)
-    assert {'schemata', 'tasks', 'cpus', 'cpus_list', 'mode', 'g/schemata',
-            'g/mon_groups/m/tasks', 'info/L3_MON/max_threshold_occupancy'} <= writable
-    assert {'size', 'info/last_cmd_status', 'info/L3/cbm_mask', 'info/L3_MON/num_rmids',
-            'mon_data/mon_L3_00/llc_occupancy', 'g/size'} <= refused
-    assert status(emu) == 'ok\n'
-
-
-# -- schemata -------------------------------------------------------------------------------
-def test_schemata_validation(emu: EmulatorFixture) -> None:
-    geo = Geometry(emu)
-    os.mkdir(emu.path('g'))
-    before = rd(emu, 'g/schemata')
-    d0, full = geo.d0, geo.full
-    cases = [
-        ('L3:%d=%x' % (d0, full + 1), 'Mask out of range\n'),
-        ('L3:%d=xyz' % d0, 'Non-hex character in the mask xyz\n'),
-        ('L3', "Missing ':'\n"),
-        ('L3:', "Missing 'L3' value\n"),
-        ('L3:x=%x' % full, "Missing '=' or non-numeric domain\n"),
-        ('L3:%d=%x;%d=%x' % (d0, full, d0, full), 'Duplicate domain %d\n' % d0),
-        ('L3:%d=%x' % (geo.dl + 1, full), 'ok\n'),     # unknown domain: no message
-        ('L2:0=1', "Unknown or unsupported resource name 'L2'\n"),
-    ]
-    cases += [('%s:0=1' % r, "Unknown or unsupported resource name '%s'\n" % r)
-              for r in ('MB', 'SMBA') if r not in geo.root]
-    if not geo.sparse:
-        cases.append(('L3:%d=5' % d0, 'The mask 5 has non-consecutive 1-bits\n'))
-    if geo.min_bits == 1:
-        cases.append(('L3:%d=0' % d0, 'Mask out of range\n'))
-    elif geo.min_bits > 1:
-        cases.append(('L3:%d=%x' % (d0, (1 << (geo.min_bits - 1)) - 1),
-                      'Need at least %d bits in the mask\n' % geo.min_bits))
-    for res, (low, _gran, high) in geo.bw.items():
-        cases.append(('%s:%d=%d' % (res, d0, high + 1),
-                      'MB value %d out of range [%d,%d]\n' % (high + 1, low, high)))
-        cases.append(('%s:%d=ten' % (res, d0), 'Invalid MB value ten\n'))
-        if low > 0:
-            cases.append(('%s:%d=%d' % (res, d0, low - 1),
-                          'MB value %d out of range [%d,%d]\n' % (low - 1, low, high)))
-    for data, text in cases:
-        write_fails(emu, 'g/schemata', data + '\n', errno.EINVAL, text)
-    # no trailing newline: EINVAL before the command status is touched
-    write_fails(emu, 'g/schemata', 'L3:%d=xyz' % d0, errno.EINVAL,
-                cases[-1][1])
-    # one bad line refuses the whole write
-    write_fails(emu, 'g/schemata', 'L3:%d=%x\nL2:0=1\n' % (d0, full), errno.EINVAL,
-                "Unknown or unsupported resource name 'L2'\n")
-    assert rd(emu, 'g/schemata') == before
-
-
-def test_schemata_partial_updates(emu: EmulatorFixture) -> None:
-    geo = Geometry(emu)
-    os.mkdir(emu.path('g'))
-    want = parse(rd(emu, 'g/schemata'))
-    assert want == geo.root                   # everything free: the root's values
-    mask = (1 << max(geo.min_bits, 2)) - 1
-    wr(emu, 'g/schemata', 'L3:%d=%x\n' % (geo.dl, mask))
-    want['L3'][geo.dl] = '%x' % mask
-    assert parse(rd(emu, 'g/schemata')) == want and status(emu) == 'ok\n'
-    for res, (low, gran, high) in geo.bw.items():
-        value = low + 1 if gran > 1 else high // 2          # rounds up to the granularity
-        wr(emu, 'g/schemata', '%s:%d=%d\n' % (res, geo.d0, value))
-        want[res][geo.d0] = str(-(-value // gran) * gran)
-        assert parse(rd(emu, 'g/schemata')) == want
-    if geo.sparse:
-        wr(emu, 'g/schemata', 'L3:%d=5\n' % geo.d0)
-        want['L3'][geo.d0] = '5'
-    if geo.min_bits == 0:
-        wr(emu, 'g/schemata', 'L3:%d=0\n' % geo.d0)
-        want['L3'][geo.d0] = '0'
-    assert parse(rd(emu, 'g/schemata')) == want
-    # size: the root's bytes per way times the ways; bandwidth as in schemata
-    root_size, size = parse(rd(emu, 'size')), parse(rd(emu, 'g/size'))
-    way = int(root_size['L3'][geo.d0]) // geo.cbm_len
-    assert size['L3'] == {d: str(way * bin(int(m, 16)).count('1'))
-                          for d, m in want['L3'].items()}
-    assert {r: v for r, v in size.items() if r != 'L3'} == {
-        r: v for r, v in want.items() if r != 'L3'}
-    assert parse(rd(emu, 'schemata')) == geo.root
-
-
-def test_exclusive_mode(emu: EmulatorFixture) -> None:
-    geo = Geometry(emu)
+@pytest.mark.parametrize('profile', sorted(PROFILES))
+def test_default_group_exclusive(emulator_factory: Callable[..., EmulatorFixture],
+                                 profile: str) -> None:
+    """The default group's own writes: over an exclusive group refused; made
+    exclusive itself, it leaves no way for a new group.
+    """
+    emu = emulator_factory(profile)
+    geo = Geometry.read(Node(emu.root))
     ways = max(geo.min_bits, 1)
     low, rest = (1 << ways) - 1, geo.full & ~((1 << ways) - 1)
     os.mkdir(emu.path('a'))
-    wr(emu, 'a/schemata', geo.l3(low))
+    wr(emu, 'a/schemata', geo.l3_line({d: low for d in geo.ids}))
     write_fails(emu, 'a/mode', 'exclusive\n', errno.EINVAL, 'Schemata overlaps\n')
-    wr(emu, 'schemata', geo.l3(rest))
+    wr(emu, 'schemata', geo.l3_line({d: rest for d in geo.ids}))
     wr(emu, 'a/mode', 'exclusive\n')
-    assert rd(emu, 'a/mode') == 'exclusive\n'
-    usage = 'S' * (geo.cbm_len - ways) + 'E' * ways
-    assert rd(emu, 'info/L3/bit_usage') == ';'.join(
-        '%d=%s' % (d, usage) for d in geo.ids) + '\n'
     write_fails(emu, 'schemata', 'L3:%d=%x\n' % (geo.dl, geo.full), errno.EINVAL,
                 'Overlaps with exclusive group\n')
-    os.mkdir(emu.path('b'))                   # starts off the exclusive ways
-    assert parse(rd(emu, 'b/schemata'))['L3'] == {d: '%x' % rest for d in geo.ids}
-    write_fails(emu, 'b/schemata', 'L3:%d=%x\n' % (geo.dl, low), errno.EINVAL,
-                'Overlaps with exclusive group\n')
-    write_fails(emu, 'a/schemata', 'L3:%d=%x\n' % (geo.d0, low << 1 | 1), errno.EINVAL,
-                'Overlaps with other group\n')
-    write_fails(emu, 'a/mode', 'private\n', errno.EINVAL, 'Unknown or unsupported mode\n')
-    os.rmdir(emu.path('b'))
     wr(emu, 'mode', 'exclusive\n')            # every way now held exclusively
     if geo.min_bits:
         with pytest.raises(OSError) as exc:
@@ -247,60 +147,5 @@ def test_exclusive_mode(emu: EmulatorFixture) -> None:
         assert not os.path.exists(emu.path('c'))
     else:                                     # an empty CBM is valid (AMD)
         os.mkdir(emu.path('c'))
-        assert parse(rd(emu, 'c/schemata'))['L3'] == {d: '0' for d in geo.ids}
-
-
-# -- groups -----------------------------------------------------------------------------------
-def test_out_of_closids(emu: EmulatorFixture) -> None:
-    geo = Geometry(emu)
-    for i in range(1, geo.num_closids):      # the root holds CLOSID 0
-        os.mkdir(emu.path('g%d' % i))
-    with pytest.raises(OSError) as exc:
-        os.mkdir(emu.path('full'))
-    assert exc.value.errno == errno.ENOSPC and status(emu) == 'Out of CLOSIDs\n'
-    assert not os.path.exists(emu.path('full'))
-    os.rmdir(emu.path('g3'))
-    os.mkdir(emu.path('again'))
-    assert parse(rd(emu, 'again/schemata')) == geo.root
-
-
-def test_tasks_move_and_rmdir(emu: EmulatorFixture, sleeper: Callable[[], int]) -> None:
-    pid, pid2 = sleeper(), sleeper()
-    assert {pid, pid2} <= tids(emu, 'tasks')
-    for rel in ('a', 'b', 'a/mon_groups/m'):
-        os.mkdir(emu.path(rel))
-    wr(emu, 'a/tasks', '%d\n' % pid)
-    assert tids(emu, 'a/tasks') == {pid} and pid not in tids(emu, 'tasks')
-    wr(emu, 'b/tasks', '%d,%d\n' % (pid, pid2))
-    assert tids(emu, 'b/tasks') == {pid, pid2} and tids(emu, 'a/tasks') == set()
-    write_fails(emu, 'a/mon_groups/m/tasks', '%d\n' % pid, errno.EINVAL,
-                "Can't move task to different control group\n"
-                'Error while processing task %d\n' % pid)
-    wr(emu, 'a/tasks', '%d\n' % pid)
-    wr(emu, 'a/mon_groups/m/tasks', '%d\n' % pid)
-    assert tids(emu, 'a/mon_groups/m/tasks') == {pid} and tids(emu, 'a/tasks') == {pid}
-    os.rmdir(emu.path('a/mon_groups/m'))      # back to its control group
-    assert tids(emu, 'a/tasks') == {pid}
-    os.rmdir(emu.path('a'))                   # back to the root
-    os.rmdir(emu.path('b'))
-    assert {pid, pid2} <= tids(emu, 'tasks')
-    assert status(emu) == 'ok\n'
-
-
-def test_removed_group_handle_gives_enodev(emu: EmulatorFixture) -> None:
-    os.mkdir(emu.path('a'))
-    os.mkdir(emu.path('a/mon_groups/m'))
-    fds = [os.open(emu.path(rel), os.O_RDWR)
-           for rel in ('a/schemata', 'a/tasks', 'a/mon_groups/m/tasks')]
-    try:
-        os.rmdir(emu.path('a'))
-        for fd in fds:
-            with pytest.raises(OSError) as exc:
-                os.write(fd, b'0\n')
-            assert exc.value.errno == errno.ENODEV
-            with pytest.raises(OSError) as exc:
-                os.pread(fd, 4096, 0)
-            assert exc.value.errno == errno.ENODEV
-    finally:
-        for fd in fds:
-            os.close(fd)
+        assert schemata_text.lines(rd(emu, 'c/schemata'))['L3'] == {
+            d: '0' for d in geo.ids}

@@ -130,9 +130,7 @@ def test_mba_mbps_values_and_validation(emulator_factory: Factory) -> None:
     wr(emu, 'g/schemata', 'MB:0=800;1=5\n')            # MiB/s: no range, no rounding
     assert rd(emu, 'g/schemata').startswith('    MB:0=800;1=5\n')
     assert rd(emu, 'g/size').startswith('    MB:0=800;1=5\n')
-    write_fails(emu, 'g/schemata', 'MB:0=4294967296\n', errno.EINVAL,
-                'Invalid MB value 4294967296\n')
-    write_fails(emu, 'g/schemata', 'MB:0=1k\n', errno.EINVAL, 'Invalid MB value 1k\n')
+    # (the refusals: the selftest's mb behaviour, in test_emulator_conformance.py)
     # parse_bw() writes mbps_val at once: no duplicate check, kept after a later error
     wr(emu, 'g/schemata', 'MB:0=10;0=20\n')
     write_fails(emu, 'g/schemata', 'MB:1=30\nL3:0=0\n', errno.EINVAL, 'Mask out of range\n')
@@ -146,11 +144,8 @@ def test_mba_mbps_event_file(emulator_factory: Factory) -> None:
     os.mkdir(emu.path('g/mon_groups/m'))
     assert 'mba_MBps_event' in os.listdir(emu.path('g'))
     assert 'mba_MBps_event' not in os.listdir(emu.path('g/mon_groups/m'))
-    wr(emu, 'g/mba_MBps_event', 'mbm_total_bytes\n')
-    assert rd(emu, 'g/mba_MBps_event') == 'mbm_total_bytes\n'
+    wr(emu, 'g/mba_MBps_event', 'mbm_total_bytes\n')     # the group's own, not the root's
     assert rd(emu, 'mba_MBps_event') == 'mbm_local_bytes\n'
-    write_fails(emu, 'g/mba_MBps_event', 'llc_occupancy\n', errno.EINVAL,
-                "Unsupported event id 'llc_occupancy'\n")
     write_fails(emu, 'g/mba_MBps_event', b'mbm_local_bytes', errno.EINVAL, None)
 
 
@@ -316,17 +311,8 @@ def test_assignable_counters(emulator_factory: Factory) -> None:
     assert rd(emu, mon + 'available_mbm_cntrs').startswith('0=2;1=3;')
 
 
-@pytest.mark.parametrize('data, err, text', [
-    ('bogus:0=e\n', errno.ENOENT, 'Invalid event bogus\n'),
-    ('mbm_total_bytes:99=e\n', errno.EINVAL, 'Invalid domain id 99\n'),
-    ('mbm_total_bytes:x=e\n', errno.EINVAL, 'Missing domain id\n'),
-    ('mbm_total_bytes:0=q\n', errno.EINVAL, "Assign operation 'mbm_total_bytes:0=q' failed\n"),
-    ('mbm_local_bytes:*\n', errno.EINVAL, "Assign operation 'mbm_local_bytes:*=(null)' failed\n"),
-    ('mbm_total_bytes:0=_', errno.EINVAL, 'mbm_L3_assignments: Invalid input\n'),
-])
-def test_assignment_errors(emulator_factory: Factory, data: str, err: int, text: str) -> None:
-    emu = emulator_factory('epyc-9575f')
-    write_fails(emu, 'mbm_L3_assignments', data, err, text)
+# (a group's mbm_L3_assignments refusals: the selftest's mbm-assign behaviour,
+# run on this profile by test_emulator_conformance.py)
 
 
 def test_assign_mode_switch(emulator_factory: Factory) -> None:

@@ -1,0 +1,73 @@
+"""``ovs-rdt selftest``: does this node's resctrl behave as ovs-rdt relies on,
+and do its cache ways shield anything?
+
+Runs on ``[resctrl] root`` (``/sys/fs/resctrl``), in temporary groups of its
+own (``ovsrdt-selftest-<pid>-*``); see :mod:`ovs_rdt.selftest` and
+doc/platforms.md.  Exit status 0 only when every behaviour matched (a skip
+is no mismatch); the effect part's verdict does not change it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ovs_rdt.conf import Settings
+from ovs_rdt.selftest.behaviours import BEHAVIOURS
+from ovs_rdt.selftest import effect as effect_part
+from ovs_rdt.selftest.geometry import mount_entry
+from ovs_rdt.selftest.node import Node
+from ovs_rdt.selftest import report
+from ovs_rdt.selftest.runner import FAIL, clean_stale, run_one
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--only', choices=('behaviour', 'effect'),
+                        help='run only the kernel behaviours or only the effect '
+                             'measurement (default: both)')
+    parser.add_argument('--json', action='store_true',
+                        help='print one JSON document (for a bug report)')
+    parser.add_argument('--ways', type=int, default=2,
+                        help="ways of the probe's group in the effect part (default 2)")
+    parser.add_argument('--seconds', type=float, default=1.0,
+                        help='seconds of measurement per effect phase (default 1)')
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    if args.ways < 1 or not args.seconds > 0:
+        print('ovs-rdt selftest: --ways must be at least 1 and --seconds more than 0 '
+              '(got --ways %d --seconds %g)' % (args.ways, args.seconds), file=sys.stderr)
+        return 2
+    cfg = settings.resctrl
+    node = Node(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
+    node.rc.check()
+    fstype, options = mount_entry(node.root) or (None, [])
+    facts = report.node_facts(node.root, fstype, options)
+    stale = clean_stale(node)
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
+
+    say(report.header(facts, stale))
+    results = []
+    if args.only != 'effect':
+        say('')
+        say(report.behaviour_title())
+        for behaviour in BEHAVIOURS:
+            results.append(run_one(node, behaviour))
+            say(report.behaviour_line(results[-1]))
+        say(report.summary(results))
+    effect = None
+    if args.only != 'behaviour':
+        say('')
+        effect = effect_part.run(node, args.ways, args.seconds)
+        for line in report.effect_lines(effect):
+            say(line)
+    ok = not any(r.result == FAIL for r in results)
+    if args.json:
+        json.dump({'node': facts, 'stale_groups_removed': stale,
+                   'behaviours': [r.as_dict() for r in results],
+                   'effect': effect, 'ok': ok}, sys.stdout, indent=2)
+        sys.stdout.write('\n')
+    return 0 if ok else 1

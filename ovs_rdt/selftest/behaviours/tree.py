@@ -1,0 +1,168 @@
+"""The tree: info/ files, a group's and a monitor group's files, read-only files."""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
+from ovs_rdt.selftest.behaviours.common import GROUP_FILES, MON_GROUP_FILES
+from ovs_rdt.selftest.geometry import Geometry, parse
+from ovs_rdt.selftest.node import Mismatch, Node, expect
+
+
+def check_info(node: Node, geo: Geometry) -> str:
+    """info/ describes every resource of the schemata, and ovs-rdt reads it so."""
+    for res in geo.root:
+        expect(res in geo.info, 'schemata has %s but info/ has no %s', res, res)
+    for res in geo.info:
+        if node.exists('info/%s/num_closids' % res):
+            expect(res in geo.root, 'info/%s exists but the schemata has no %s line', res, res)
+    expect('last_cmd_status' in geo.info, 'info/last_cmd_status is missing')
+    expect(sorted(parse(node.read('size'))) == sorted(geo.root),
+           'size has the resources %s, schemata %s',
+           sorted(parse(node.read('size'))), sorted(geo.root))
+    for res in geo.l3:
+        files = set(node.listdir('info/' + res))
+        want = {'bit_usage', 'cbm_mask', 'min_cbm_bits', 'num_closids', 'shareable_bits'}
+        expect(files >= want, 'info/%s lacks %s', res, sorted(want - files))
+        expect(node.read('info/%s/num_closids' % res) ==
+               node.read('info/%s/num_closids' % geo.l3[0]),
+               'info/L3CODE and info/L3DATA give different num_closids')
+        usage = parse(node.read('info/%s/bit_usage' % res)).get('', {})
+        expect(sorted(usage) == geo.ids, 'info/%s/bit_usage has domains %s, schemata %s',
+               res, sorted(usage), geo.ids)
+        for dom, text in usage.items():
+            expect(len(text) == geo.cbm_len and set(text) <= set('0SHXEP'),
+                   'info/%s/bit_usage %d=%s: not one of 0SHXEP per way', res, dom, text)
+    expect(geo.full & (geo.full + 1) == 0, 'cbm_mask %x is not contiguous from way 0',
+           geo.full)
+    expect(0 <= geo.min_bits <= geo.cbm_len, 'min_cbm_bits %d with %d ways',
+           geo.min_bits, geo.cbm_len)
+    expect(geo.shareable_bits & ~geo.full == 0, 'shareable_bits %x beyond cbm_mask %x',
+           geo.shareable_bits, geo.full)
+    for res in geo.bw:
+        files = set(node.listdir('info/' + res))
+        want = {'bandwidth_gran', 'delay_linear', 'min_bandwidth', 'num_closids'}
+        expect(files >= want, 'info/%s lacks %s', res, sorted(want - files))
+    if geo.mon:
+        files = set(node.listdir('info/L3_MON'))
+        want = {'max_threshold_occupancy', 'mon_features', 'num_rmids'}
+        expect(files >= want, 'info/L3_MON lacks %s', sorted(want - files))
+    # ovs-rdt's own reader of the same files
+    plat = node.rc.platform(refresh=True)
+    got = (plat.cbm_len, plat.num_closids, list(plat.domains), plat.min_cbm_bits,
+           plat.sparse_masks, plat.cdp)
+    # (ovs-rdt counts the CLOSIDs left for groups: io_alloc holds one)
+    want_ = (geo.cbm_len, geo.num_closids - (geo.io_alloc == 'enabled'), geo.ids,
+             geo.min_bits, geo.sparse, geo.cdp)
+    expect(got == want_, 'ovs-rdt reads (ways, CLOSIDs for groups, domains, '
+           'min_cbm_bits, sparse, cdp) %s, the files say %s', got, want_)
+    if geo.mb_unit:
+        unit = {'percent': UNIT_PERCENT, 'mbps': UNIT_MBPS, 'amd': UNIT_AMD}[geo.mb_unit]
+        expect(plat.mb is not None and plat.mb.unit == unit,
+               'ovs-rdt reads MB in %s, the node gives %s',
+               plat.mb.unit if plat.mb else None, unit)
+    return ('%d ways (cbm_mask %x) x %d domains, %d CLOSIDs, min_cbm_bits %d, '
+            'sparse_masks %d%s%s; ovs-rdt reads the same'
+            % (geo.cbm_len, geo.full, len(geo.ids), geo.num_closids, geo.min_bits,
+               geo.sparse, ', CDP' if geo.cdp else '',
+               ', MB in %s' % geo.mb_unit if geo.mb_unit else ''))
+
+
+def check_mon_data(node: Node, rel: str, geo: Geometry) -> None:
+    """mon_L3_XX per L3 id with the events; under SNC mon_sub_L3_YY, even split."""
+    names = node.listdir(rel)
+    expect(names == ['mon_L3_%02d' % d for d in geo.ids], '%s lists %s', rel, names)
+    subs: list[list[str]] = []
+    for dom in geo.ids:
+        here = '%s/mon_L3_%02d' % (rel, dom)
+        names = node.listdir(here)
+        files = [n for n in names if not n.startswith('mon_sub_L3_')]
+        expect(set(files) >= set(geo.events), '%s has %s, not the events %s',
+               here, files, geo.events)
+        subs.append([n for n in names if n.startswith('mon_sub_L3_')])
+        for sub in subs[-1]:
+            inner = node.listdir('%s/%s' % (here, sub))
+            expect(set(inner) >= set(geo.events), '%s/%s has %s', here, sub, inner)
+    flat = [s for per in subs for s in per]
+    expect(flat == ['mon_sub_L3_%02d' % n for n in range(len(flat))],
+           'the SNC nodes of %s are %s, not numbered from 0', rel, flat)
+    expect(len({len(per) for per in subs}) == 1 and len(subs[0]) != 1,
+           'the SNC nodes of %s are not split evenly between L3 domains: %s', rel, subs)
+
+
+def check_tree(node: Node, geo: Geometry) -> str:
+    """A new group, and a monitor group in it, have the files ovs-rdt uses."""
+    extra = set()
+    if geo.mbm_event or node.exists('mbm_L3_assignments'):
+        extra.add('mbm_L3_assignments')
+    root = set(node.listdir(''))
+    want = set(GROUP_FILES) | {'info'}
+    expect(root >= want, 'the root lacks %s', sorted(want - root))
+    grp = node.mkdir('tree')
+    mon = node.mkmon(grp, 'm')
+    want = set(GROUP_FILES) | extra
+    if geo.mb_unit == 'mbps' and node.exists('mba_MBps_event'):
+        want.add('mba_MBps_event')
+    files = set(node.listdir(grp))
+    expect(files >= want, 'a new group lacks %s', sorted(want - files))
+    files = set(node.listdir(mon))
+    want = set(MON_GROUP_FILES) | extra
+    expect(files >= want, 'a new monitor group lacks %s', sorted(want - files))
+    expect('mba_MBps_event' not in files, 'a monitor group has mba_MBps_event')
+    if geo.mon:
+        for rel in ('mon_data', grp + '/mon_data', mon + '/mon_data'):
+            check_mon_data(node, rel, geo)
+    expect(node.read(grp + '/mode') == 'shareable\n', 'a new group is %r, not shareable',
+           node.read(grp + '/mode'))
+    expect(node.read(grp + '/tasks') == '', 'a new group has tasks: %r',
+           node.read(grp + '/tasks'))
+    expect(stat.S_ISDIR(os.stat(node.path(grp + '/mon_groups')).st_mode),
+           'mon_groups is not a directory')
+    return 'group and monitor group files%s%s' % (
+        ', mon_data per L3 domain' if geo.mon else '',
+        ' with %d SNC nodes each' % geo.snc if geo.snc > 1 else '')
+
+
+def check_read_only(node: Node, geo: Geometry) -> str:
+    """Read-only files refuse to be opened for writing (EACCES), even by root."""
+    grp = node.mkdir('ro')
+    mon = node.mkmon(grp, 'm')
+    writable, refused = set(), set()
+    tops = ['', 'info', grp, mon]
+    if geo.mon:
+        tops.append('mon_data/mon_L3_%02d' % geo.d0)
+    for top in tops:
+        for base, dirs, files in os.walk(node.path(top)):
+            if top == '':
+                dirs[:] = []
+            for name in files:
+                path = os.path.join(base, name)
+                rel = os.path.relpath(path, node.root)
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+                expect(mode in (0o444, 0o644), '%s has mode %o', rel, mode)
+                if mode == 0o644:
+                    writable.add(rel)
+                    continue
+                try:
+                    os.close(os.open(path, os.O_WRONLY))
+                except OSError as exc:
+                    expect(exc.errno == errno.EACCES, 'opening %s to write: %s, expected '
+                           'EACCES', rel, os.strerror(exc.errno or 0))
+                    refused.add(rel)
+                    continue
+                raise Mismatch('%s (mode %o) was opened for writing' % (rel, mode))
+    want = {'schemata', 'tasks', 'cpus', 'cpus_list', 'mode', grp + '/schemata',
+            mon + '/tasks'}
+    if geo.mon:
+        want.add('info/L3_MON/max_threshold_occupancy')
+    expect(writable >= want, 'not writable: %s', sorted(want - writable))
+    want = {'size', 'info/last_cmd_status', 'info/%s/cbm_mask' % geo.l3[0], grp + '/size'}
+    if geo.mon:
+        want |= {'info/L3_MON/num_rmids', 'mon_data/mon_L3_%02d/llc_occupancy' % geo.d0}
+    expect(refused >= want, 'not read-only: %s', sorted(want - refused))
+    expect(node.status() == 'ok\n', 'opening files changed last_cmd_status to %r',
+           node.status())
+    return '%d read-only files refuse writers, %d are writable' % (
+        len(refused), len(writable))

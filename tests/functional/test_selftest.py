@@ -1,0 +1,229 @@
+"""``ovs-rdt selftest`` as an operator runs it, on the mounted emulator.
+
+Every profile and mount option passes the behaviours in
+test_emulator_conformance.py (the same descriptions, the same runner);
+here: the command itself, its failure on an emulator started with each
+kernel divergence (naming the behaviour), a run killed mid-way and the
+next one cleaning up, and libvirt's and the real pqos's groups untouched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from ovs_rdt.emulator.faults import DIVERGENCES
+from ovs_rdt.selftest.behaviours import BEHAVIOURS
+from ovs_rdt import SELFTEST_GROUP_PREFIX
+from tests.functional.fixtures.emulator import EmulatorFixture
+from tests.functional.fixtures.pqos import Pqos
+
+Factory = Callable[..., EmulatorFixture]
+#: The behaviour each divergence of the emulator must fail.
+CAUGHT_BY = {
+    'sparse-masks': 'schemata-refused',
+    'status-text': 'schemata-refused',
+    'exclusive-overlap': 'exclusive',
+    'tasks-stay': 'tasks',
+    'num-closids': 'closids',
+    'mb-granularity': 'mb',
+    'mbm-frozen': 'mon-data',
+}
+HELPERS = ('ovsrdt-load', 'ovsrdt-probe', 'ovsrdt-stream')
+
+
+@pytest.fixture(scope='module')
+def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Where the probe is built (once for the module; not the user's cache)."""
+    return str(tmp_path_factory.mktemp('cache'))
+
+
+def selftest(emu: EmulatorFixture, cache: str, *args: str,
+             conf: str | None = None) -> subprocess.CompletedProcess:
+    config = conf or os.path.join(os.path.dirname(emu.root), 'selftest.conf')
+    if conf is None:
+        with open(config, 'w') as fh:
+            fh.write('[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n' % (emu.root, emu.sysfs))
+    env = dict(os.environ, XDG_CACHE_HOME=cache)
+    return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main', 'selftest',
+                           '--config-file', config, *args], capture_output=True,
+                          text=True, timeout=120, env=env, check=False)
+
+
+def leftovers(emu: EmulatorFixture) -> list[str]:
+    return sorted(n for n in os.listdir(emu.root) if n.startswith(SELFTEST_GROUP_PREFIX))
+
+
+def helpers_running() -> list[str]:
+    found = []
+    for pid in os.listdir('/proc'):
+        try:
+            with open('/proc/%s/comm' % pid) as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue
+        if comm in HELPERS:
+            found.append('%s %s' % (pid, comm))
+    return found
+
+
+def no_helpers_left() -> None:
+    deadline = time.monotonic() + 10
+    while helpers_running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert helpers_running() == []
+
+
+def test_table_json_and_only(emulated_resctrl: EmulatorFixture, cache: str) -> None:
+    res = selftest(emulated_resctrl, cache)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith('ovs-rdt selftest of %s (fuse.resctrl' % emulated_resctrl.root)
+    for behaviour in BEHAVIOURS:
+        assert any(line.split()[:1] == [behaviour.name] for line in lines), behaviour.name
+    assert '16 behaviours: 12 pass, 0 FAIL, 4 skip' in lines
+    assert any(line.startswith('verdict: emulated: no hardware partitions the cache '
+                               'here (%s is a fuse.resctrl mount' % emulated_resctrl.root)
+               for line in lines), res.stdout
+    assert 'shield' not in res.stdout.replace('partitions', '')
+    assert leftovers(emulated_resctrl) == []
+    # --json, each part alone
+    res = selftest(emulated_resctrl, cache, '--json', '--only', 'behaviour')
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc['ok'] is True and doc['effect'] is None
+    assert [b['name'] for b in doc['behaviours']] == [b.name for b in BEHAVIOURS]
+    assert doc['node']['fstype'] == 'fuse.resctrl' and doc['node']['kernel']
+    res = selftest(emulated_resctrl, cache, '--json', '--only', 'effect')
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc['behaviours'] == [] and doc['effect']['verdict'] == 'emulated'
+    assert [p['phase'] for p in doc['effect']['phases']] == [
+        'alone', 'neighbour in the same ways', 'neighbour in disjoint ways']
+    assert all(p['ns_per_access'] > 0 and p['llc_occupancy'] is not None
+               for p in doc['effect']['phases'])
+    assert leftovers(emulated_resctrl) == [] and os.listdir(cache)
+    no_helpers_left()
+
+
+def test_bad_arguments_and_no_resctrl(tmp_path: Any, cache: str) -> None:
+    conf = tmp_path / 'x.conf'
+    conf.write_text('[resctrl]\nroot = %s\n' % tmp_path)
+    emu: Any = None
+    res = selftest(emu, cache, '--ways', '0', conf=str(conf))
+    assert res.returncode == 2
+    assert res.stderr.startswith('ovs-rdt selftest: --ways must be at least 1')
+    res = selftest(emu, cache, conf=str(conf))
+    assert res.returncode == 1
+    assert res.stderr.startswith('ovs-rdt selftest: error: resctrl is not mounted at %s'
+                                 % tmp_path)
+
+
+def test_every_divergence_is_named() -> None:
+    assert sorted(CAUGHT_BY) == sorted(DIVERGENCES)
+
+
+@pytest.mark.parametrize('divergence', sorted(CAUGHT_BY))
+def test_fails_naming_the_behaviour(emulator_factory: Factory, cache: str,
+                                    divergence: str) -> None:
+    emu = emulator_factory('xeon-gold-6230', ['--diverge', divergence])
+    res = selftest(emu, cache, '--only', 'behaviour')
+    assert res.returncode == 1, res.stdout
+    name = CAUGHT_BY[divergence]
+    row = [line for line in res.stdout.splitlines() if line.split()[:1] == [name]]
+    assert row and row[0].split()[1] == 'FAIL', res.stdout
+    summary = res.stdout.splitlines()[-1]
+    assert 'the kernel differs from what ovs-rdt relies on in: ' in summary
+    assert name in summary.split(': ')[-1].split(', ')
+    assert leftovers(emu) == []
+
+
+def test_killed_run_is_cleaned_up_by_the_next(emulated_resctrl: EmulatorFixture,
+                                              cache: str) -> None:
+    emu = emulated_resctrl
+    # Killed (SIGKILL) in the behaviour part: a group, its monitor group, a
+    # memory load moved into it.
+    emu.set_faults('write /ovsrdt-selftest-*-mon/mon_groups/m/tasks KILL 1')
+    res = selftest(emu, cache, '--only', 'behaviour')
+    assert res.returncode == -9, res.stdout
+    first = leftovers(emu)
+    assert len(first) == 1 and first[0].endswith('-mon'), first
+    no_helpers_left()
+    # Killed in the effect part, moving the streaming neighbour: the next
+    # run removed the first's group, this one leaves its own two.
+    emu.set_faults('write /ovsrdt-selftest-*-neighbour/tasks KILL 1')
+    res = selftest(emu, cache, '--only', 'effect')
+    assert res.returncode == -9, res.stdout
+    assert 'removed what an earlier, killed run left: %s' % first[0] in res.stdout
+    second = leftovers(emu)
+    assert [n.rsplit('-', 1)[1] for n in second] == ['neighbour', 'probe'], second
+    no_helpers_left()
+    emu.set_faults()
+    res = selftest(emu, cache)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'removed what an earlier, killed run left: %s' % ', '.join(second) \
+        in res.stdout
+    assert leftovers(emu) == []
+    no_helpers_left()
+
+
+@pytest.fixture
+def sleepers() -> Iterator[Callable[[], int]]:
+    procs: list[subprocess.Popen] = []
+
+    def spawn() -> int:
+        procs.append(subprocess.Popen(['sleep', '300']))
+        return procs[-1].pid
+
+    yield spawn
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_libvirt_and_pqos_groups_untouched(emulated_resctrl: EmulatorFixture, cache: str,
+                                           sleepers: Callable[[], int],
+                                           tmp_path: Any) -> None:
+    emu = emulated_resctrl
+    pqos = Pqos(emu.root, emu.sysfs, str(tmp_path))
+    res = pqos('-e', 'llc:1=0x00f;llc:2=0x0f0')      # makes COS1..COS15
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert pqos('-a', 'llc:1=2').returncode == 0
+    res = pqos('-a', 'pid:2=%d' % sleepers())
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in pqos.groups()[2:]:                    # the operator keeps two
+        os.rmdir(os.path.join(emu.root, name))
+    vm = os.path.join(emu.root, 'qemu-1-vm1-vcpus_0')  # as libvirt's <cachetune>
+    os.mkdir(vm)
+    with open(os.path.join(vm, 'schemata'), 'w') as fh:
+        fh.write('L3:0=300;1=300\n')
+    with open(os.path.join(vm, 'tasks'), 'w') as fh:
+        fh.write('%d\n' % sleepers())
+
+    def state() -> dict[str, tuple[str, ...]]:
+        out = {}
+        for name in [''] + sorted(os.listdir(emu.root)):
+            path = os.path.join(emu.root, name)
+            if name in ('info', 'mon_data', 'mon_groups') or not os.path.isdir(path):
+                continue
+            files = ('schemata', 'mode', 'cpus_list') + (('tasks',) if name else ())
+            out[name] = tuple(open(os.path.join(path, f)).read() for f in files)
+        return out
+
+    before = state()
+    assert sorted(before) == ['', 'COS1', 'COS2', 'qemu-1-vm1-vcpus_0']
+    assert before['COS1'][2] == '2\n' and before['COS2'][3].strip().isdigit()
+    res = selftest(emu, cache, '--json')
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert {b['result'] for b in doc['behaviours']} == {'pass', 'skip'}
+    assert doc['effect']['verdict'] == 'emulated'
+    closids = [b for b in doc['behaviours'] if b['name'] == 'closids'][0]
+    assert closids['detail'].startswith('12 groups made with 12 of 16 CLOSIDs free')
+    assert state() == before
+    assert leftovers(emu) == []

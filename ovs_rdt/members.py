@@ -112,7 +112,8 @@ def summary(member: dict) -> str:
                                         len(member['tids']))
 
 
-def _count(number: int, thing: str) -> str:
+def count(number: int, thing: str) -> str:
+    """``1 thread``, ``2 threads``: ``number`` of ``thing``, in words."""
     return '%d %s%s' % (number, thing, '' if number == 1 else 's')
 
 
@@ -128,8 +129,8 @@ def prose(members: list[dict]) -> str:
             vcpus = len(member['vcpu_tids'])
             other = len(member['tids']) - vcpus
             out.append('running VM %s (%s%s)' % (
-                member['name'], _count(vcpus, 'vCPU thread'),
-                ', %s' % _count(other, 'other QEMU thread') if other else ''))
+                member['name'], count(vcpus, 'vCPU thread'),
+                ', %s' % count(other, 'other QEMU thread') if other else ''))
     cores = pmd_cores(members)
     if cores:
         out.append('OvS PMD threads of core%s %s'
@@ -138,9 +139,9 @@ def prose(members: list[dict]) -> str:
         if member['kind'] == 'ovs-vswitchd':
             other = len(member['tids']) - len(member['pmds'])
             if other:
-                out.append(_count(other, 'other ovs-vswitchd thread'))
+                out.append(count(other, 'other ovs-vswitchd thread'))
         elif member['kind'] != 'vm':
             out.append('%s (pid %d, %s)' % (member['name'], member['pid'],
-                                            _count(len(member['tids']),
-                                                   'thread')))
+                                            count(len(member['tids']),
+                                                  'thread')))
     return ', '.join(out)

@@ -125,8 +125,8 @@ class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
-                 name: str, op: str, subop: str,
-                 settings: Any = None) -> None:
+                 name: str, op: str, subop: str, settings: Any = None,
+                 guests: GuestCache | None = None) -> None:
         from ovs_rdt.exceptions import show
 
         #: What the wrapper names (``--config-file``, ``--config-dir``).
@@ -135,9 +135,11 @@ class Hook:
         self.op = op
         self.subop = subop
         self.log = Log("domain '%s' %s %s" % (show(name), op, subop))
-        #: The configuration, if given (else read from the files named).
+        #: The configuration and the rules, if given (``ovs-rdt
+        #: check-domain``, a process whose logging stays its own), else
+        #: read from the files named and made on first use.
         self._settings: Any = settings
-        self._guests: GuestCache | None = None
+        self._guests = guests
         #: The parsed domain, once it parsed.
         self.dom: Domain | None = None
 
@@ -154,7 +156,9 @@ class Hook:
 
     @property
     def guests(self) -> GuestCache:
-        """The rules (:class:`ovs_rdt.guest.GuestCache`), on first use."""
+        """The rules (:class:`ovs_rdt.guest.GuestCache`), on first use;
+        the core's ``logging`` records then go to this hook's log.
+        """
         if self._guests is None:
             from ovs_rdt.guest import GuestCache
             from ovs_rdt import manager

@@ -2,6 +2,8 @@
 
 #: Prefix of every resctrl group this project creates and owns.
 GROUP_PREFIX = 'ovsrdt-'
+#: Prefix of a shared pool's group (``ovsrdt-pool-<name>``).
+POOL_GROUP_PREFIX = GROUP_PREFIX + 'pool-'
 #: Prefix of a VM's dedicated group (``ovsrdt-vm-<uuid>``), here so that the
 #: libvirt hook names one without importing the model.
 VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'

@@ -112,30 +112,37 @@ class GuestCache:
             # The platform is read under the lock the plan is made under.
             with self.rc.lock():
                 return self.manager.allocate(self.request(dom, spec))
-        group = group_of(dom, spec)
-        stale = self.group_exists(VM_GROUP_PREFIX + dom.uuid)
-        if stale or not self.group_exists(group):
-            # Every mutation plans the whole desired state, configured
-            # pools included: releasing the guest's dedicated group (left
-            # over if it used to have one) also creates the pool's group.
-            plan = self.manager.release(VM_GROUP_PREFIX + dom.uuid)
-            if not self.group_exists(group):
-                raise Refusal('the group %s of pool %s was not created%s'
-                              % (group, spec.pool, ': ' + plan.unplaced
-                                 if plan.unplaced else ''))
-            return plan
-        return None
+        return self._join_pool(dom, spec, self.manager.release)
 
     def check(self, dom: Domain, spec: CacheRequest) -> Plan | None:
         """Whether this node can take the guest (an incoming migration, a
-        restore): raises if not; the plan it would make, None if nothing.
+        restore, ``ovs-rdt check-domain``): raises what :meth:`ensure`
+        would; the plan it would make, None if nothing.
         """
         if spec.pool is None:
             with self.rc.lock(exclusive=False):
                 return self.manager.preview(change=self.request(dom, spec))
-        if not self.group_exists(group_of(dom, spec)):
-            return self.manager.preview(remove=VM_GROUP_PREFIX + dom.uuid)
-        return None
+        return self._join_pool(dom, spec, lambda name: self.manager.preview(
+            remove=name))
+
+    def _join_pool(self, dom: Domain, spec: CacheRequest,
+                   release: Callable[[str], Plan]) -> Plan | None:
+        """A pool guest: when its dedicated group is left over from an
+        earlier definition, or the pool's group is missing, the plan of
+        ``release`` (made, or previewed) of that dedicated group: every
+        plan is of the whole desired state, so it also creates the pool's
+        group.  Refused when the pool's group is not in it.
+        """
+        group = group_of(dom, spec)
+        if not self.group_exists(VM_GROUP_PREFIX + dom.uuid) and \
+                self.group_exists(group):
+            return None
+        plan = release(VM_GROUP_PREFIX + dom.uuid)
+        if group not in plan.l3:
+            raise Refusal('the group %s of pool %s was not created%s'
+                          % (group, spec.pool, ': ' + plan.unplaced
+                             if plan.unplaced else ''))
+        return plan
 
     def qemu_pid(self, dom: Domain) -> int:
         """The pid of the guest's running QEMU, from libvirt's pidfile,

@@ -20,7 +20,7 @@ from ovs_rdt.core.plan import Plan, Step
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.exceptions import RDTError, refuse
-from ovs_rdt import GROUP_PREFIX
+from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX
 from ovs_rdt.inputs import request
 from ovs_rdt.resctrl import Resctrl
 
@@ -62,8 +62,6 @@ def _drop(*args: object, **kwargs: object) -> None:
 
 
 LOG = _Log()
-
-POOL_PREFIX = pool_group('')
 
 
 def parse_domain_masks(text: str, platform: Platform,
@@ -343,7 +341,7 @@ class CacheManager:
             pct = min(mb)
         elif mb and mba is not None:
             mbps = mba.mbps_of(min(mb)) or 1
-        if group.name.startswith(POOL_PREFIX):
+        if group.name.startswith(POOL_GROUP_PREFIX):
             # A pool no longer configured: keep its masks until "apply".
             return Request(group.name, cbm=held_masks(group, root),
                            exclusive=group.mode == MODE_EXCLUSIVE,
@@ -360,19 +358,28 @@ class CacheManager:
         for grp in groups:
             if not grp.owned or grp.name in configured:
                 continue
-            if grp.name.startswith(POOL_PREFIX) and not keep_unconfigured_pools:
+            if grp.name.startswith(POOL_GROUP_PREFIX) and not keep_unconfigured_pools:
                 continue
             requests.append(self.existing_request(grp, root, platform.mb))
         return requests
 
     # -- operations -------------------------------------------------------
-    def preview(self, change: Request | None = None,
-                remove: str | None = None,
-                prune: bool = False) -> Plan:
-        """The plan an operation would apply, without applying it."""
+    def read(self, with_tasks: bool = False
+             ) -> tuple[Platform, list[Group]]:
+        """The platform and every group, read under ``LOCK_SH``: one state
+        for several looks at it (:meth:`preview`'s ``state``).
+        """
         with self.resctrl.lock(exclusive=False):
-            platform, groups = self._read()
-        return self._plan(platform, groups, change, remove, prune)
+            return self._read(with_tasks)
+
+    def preview(self, change: Request | None = None,
+                remove: str | None = None, prune: bool = False,
+                state: tuple[Platform, list[Group]] | None = None) -> Plan:
+        """The plan an operation would apply, without applying it, from
+        ``state`` (:meth:`read`) or from resctrl now.
+        """
+        platform, groups = state or self.read()
+        return self._target(platform, groups, change, remove, prune)
 
     def _plan(self, platform: Platform, groups: list[Group],
               change: Request | None, remove: str | None,
@@ -446,23 +453,32 @@ class CacheManager:
             self.execute(target, groups)
         return target
 
+    def _target(self, platform: Platform, groups: list[Group],
+                change: Request | None, remove: str | None,
+                prune: bool) -> Plan:
+        """The plan of an operation; a release whose whole plan is refused
+        removes its group alone (:func:`ovs_rdt.core.allocator.freeing`).
+        """
+        try:
+            return self._plan(platform, groups, change, remove, prune)
+        except (AllocationError, ConfigError) as exc:
+            if remove is None or change is not None or prune:
+                raise
+            return allocator.freeing(groups, remove, str(exc))
+
     def _mutate(self, change: Request | None, remove: str | None,
                 prune: bool = False) -> Plan:
         with self.resctrl.lock():
             platform, groups = self._read()
-            try:
-                target = self._plan(platform, groups, change, remove, prune)
-            except (AllocationError, ConfigError) as exc:
-                if remove is None or change is not None or prune:
-                    raise
-                target = allocator.freeing(groups, remove, str(exc))
-                if target.remove:
-                    LOG.warning('removing %s alone, every other group as it '
-                                'is: %s', remove, exc)
+            target = self._target(platform, groups, change, remove, prune)
+            if target.unplaced and target.remove:
+                LOG.warning('removing %s alone, every other group as it '
+                            'is: %s', remove, target.unplaced)
             self.execute(target, groups)
         return target
 
-    def _read(self) -> tuple[Platform, list[Group]]:
+    def _read(self, with_tasks: bool = False
+              ) -> tuple[Platform, list[Group]]:
         """The platform and every group (the caller holds the lock).
 
         ``Resctrl.platform()`` is read once per object; a long-running
@@ -472,11 +488,11 @@ class CacheManager:
         switched or its ways changed).
         """
         platform = self.resctrl.platform()
-        groups = self.resctrl.groups()
+        groups = self.resctrl.groups(with_tasks)
         root = next((g for g in groups if g.is_root), None)
         if root is not None and self.resctrl.platform_stale(root):
             platform = self.resctrl.platform(refresh=True)
-            groups = self.resctrl.groups()
+            groups = self.resctrl.groups(with_tasks)
         return platform, groups
 
     def execute(self, target: Plan, groups: list[Group]) -> None:

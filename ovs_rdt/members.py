@@ -8,6 +8,7 @@ and ``profile`` (:func:`names`, :func:`summary`).
 from __future__ import annotations
 
 from ovs_rdt.core.model import vm_uuid
+from ovs_rdt.exceptions import count
 from ovs_rdt import procfs
 
 #: The extra labels of a group's metrics, in exposition order.
@@ -112,10 +113,6 @@ def summary(member: dict) -> str:
                                         len(member['tids']))
 
 
-def _count(number: int, thing: str) -> str:
-    return '%d %s%s' % (number, thing, '' if number == 1 else 's')
-
-
 def prose(members: list[dict]) -> str:
     """The members in words, for an operator deciding on a change
     (``apply --dry-run``): ``running VM vm1 (2 vCPU threads, 3 other QEMU
@@ -128,8 +125,8 @@ def prose(members: list[dict]) -> str:
             vcpus = len(member['vcpu_tids'])
             other = len(member['tids']) - vcpus
             out.append('running VM %s (%s%s)' % (
-                member['name'], _count(vcpus, 'vCPU thread'),
-                ', %s' % _count(other, 'other QEMU thread') if other else ''))
+                member['name'], count(vcpus, 'vCPU thread'),
+                ', %s' % count(other, 'other QEMU thread') if other else ''))
     cores = pmd_cores(members)
     if cores:
         out.append('OvS PMD threads of core%s %s'
@@ -138,9 +135,9 @@ def prose(members: list[dict]) -> str:
         if member['kind'] == 'ovs-vswitchd':
             other = len(member['tids']) - len(member['pmds'])
             if other:
-                out.append(_count(other, 'other ovs-vswitchd thread'))
+                out.append(count(other, 'other ovs-vswitchd thread'))
         elif member['kind'] != 'vm':
             out.append('%s (pid %d, %s)' % (member['name'], member['pid'],
-                                            _count(len(member['tids']),
-                                                   'thread')))
+                                            count(len(member['tids']),
+                                                  'thread')))
     return ', '.join(out)

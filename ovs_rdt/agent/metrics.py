@@ -24,9 +24,10 @@ from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.conf import parse_listen
 from ovs_rdt.core.mbm import Epochs
-from ovs_rdt.core.model import pool_group, vm_uuid
+from ovs_rdt.core.model import vm_uuid
 from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt import members, procfs, sampling
+from ovs_rdt import POOL_GROUP_PREFIX
 from ovs_rdt.resctrl import Resctrl
 
 LOG = logging.getLogger(__name__)
@@ -38,7 +39,6 @@ GROUP_LABELS = ('group', 'domain') + members.LABELS
 TASK_LABELS = ('group',) + members.LABELS
 #: ``ovs_rdt_pool_vm_info``: one series per VM in a pool.
 POOL_VM_LABELS = ('group', 'vm', 'uuid')
-POOL_PREFIX = pool_group('')
 #: Counters families -> (metric name without _total, help, label names).
 EVENT_FAMILIES = (
     ('policy_decisions', 'ovs_rdt_policy_decisions',
@@ -99,7 +99,7 @@ class Labeller:
         names = self.vm_names()
         out = []
         for grp in groups:
-            if not grp.name.startswith(POOL_PREFIX):
+            if not grp.name.startswith(POOL_GROUP_PREFIX):
                 continue
             for member in members.describe(grp.tasks, self.proc,
                                            vm_names=names):

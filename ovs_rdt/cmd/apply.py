@@ -5,9 +5,10 @@ import argparse
 import logging
 
 from ovs_rdt.cmd.changes import describe
-from ovs_rdt.cmd.common import group_members, manager_from, vm_names
+from ovs_rdt.cmd.common import manager_from, members_of, vm_names
 from ovs_rdt.conf import Settings
 from ovs_rdt.core import plan as plan_text
+from ovs_rdt.exceptions import count
 
 LOG = logging.getLogger(__name__)
 
@@ -22,18 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     manager = manager_from(settings)
     if args.dry_run:
-        plan = manager.preview(prune=True)
+        state = manager.read(with_tasks=True)
+        plan = manager.preview(prune=True, state=state)
         root = manager.resctrl.root
         if not plan.steps:
             print('Dry run: nothing to change: %s holds what the '
                   'configuration asks' % root)
             return 0
         names, source = vm_names(settings)
-        _groups, members = group_members(manager.resctrl, names)
-        print('Dry run: %d write%s would make %s what the configuration '
-              'asks (nothing is written now):'
-              % (len(plan.steps), '' if len(plan.steps) == 1 else 's', root))
-        for line in describe(plan, members, settings.pools):
+        print('Dry run: %s would make %s what the configuration asks '
+              '(nothing is written now):' % (count(len(plan.steps), 'write'),
+                                             root))
+        for line in describe(plan, members_of(state[1], names),
+                             settings.pools):
             print(line)
         print(source)
         return 0

@@ -13,27 +13,25 @@ from __future__ import annotations
 
 from typing import Collection
 
-from ovs_rdt.core.model import MODE_EXCLUSIVE, PMD_GROUP, ROOT, pool_group
+from ovs_rdt.cmd.report import kind_of
+from ovs_rdt.core.model import MODE_EXCLUSIVE, ROOT
 from ovs_rdt.core.plan import EVENT, MKDIR, MODE, RMDIR, SCHEMATA, Plan
 from ovs_rdt import members as members_
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt import POOL_GROUP_PREFIX, VM_GROUP_PREFIX
 
-POOL = pool_group('')
 INDENT = '    '
+_TITLES = {'default': 'the default group', 'ovs-pmd': 'the OvS PMD group'}
 
 
 def title(group: str, members: list[dict]) -> str:
     """``pool hp``, ``the group of VM vm1``, ``the default group``, ..."""
-    if group == ROOT:
-        return 'the default group'
-    if group.startswith(POOL):
-        return 'pool %s' % group[len(POOL):]
-    if group.startswith(VM_GROUP_PREFIX):
+    kind = kind_of(group)
+    if kind == 'pool':
+        return 'pool %s' % group[len(POOL_GROUP_PREFIX):]
+    if kind == 'vm':
         return 'the group of VM %s' % (members_.vm_name(group, members)
                                        or group[len(VM_GROUP_PREFIX):])
-    if group == PMD_GROUP:
-        return 'the OvS PMD group'
-    return group
+    return _TITLES.get(kind, group)
 
 
 def explain(plan: Plan, members: dict[str, list[dict]],
@@ -53,7 +51,8 @@ def explain(plan: Plan, members: dict[str, list[dict]],
             lines = ['creates %s' % name]
         elif step.op == RMDIR:
             why = ''
-            if group.startswith(POOL) and group[len(POOL):] not in pools:
+            if kind_of(group) == 'pool' and \
+                    group[len(POOL_GROUP_PREFIX):] not in pools:
                 why = ' (not in [allocation] pools)'
             lines = ['removes %s%s: %s' % (
                 name, why, 'it holds %s; the kernel moves them to the default '

@@ -13,19 +13,30 @@ migration).  Nothing is written; resctrl is read under the shared lock.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
-from libvirt_hooks.hook import Log
+from libvirt_hooks import domain
+from libvirt_hooks.hook import Hook, Log, MAX_STDIN, read_stdin
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import ROOT, held
-from ovs_rdt.exceptions import RDTError, show
+from ovs_rdt.exceptions import RDTError, ResctrlError, ResctrlUnavailable
+from ovs_rdt.exceptions import show
+from ovs_rdt.guest import GuestCache, group_of
+from ovs_rdt.exceptions import count
+from ovs_rdt import VM_GROUP_PREFIX
+
+if TYPE_CHECKING:
+    from libvirt_hooks.domain import Domain
+    from ovs_rdt.core.plan import Plan
+    from ovs_rdt.inputs.request import CacheRequest
 
 EXIT_REFUSED = 3
 EPILOG = '''exit status:
   0  the hook would start the VM: with the group shown, or in the default
      group when it asks ovs-rdt for nothing
-  1  an error: FILE or resctrl cannot be read, ...
+  1  an error: FILE cannot be read or is empty, resctrl cannot be read, ...
   2  a bad command line or configuration file
   %d  the hook would refuse it (with [libvirt] on_failure = warn: start it
      without a cache allocation); the reason is printed
@@ -33,6 +44,9 @@ EPILOG = '''exit status:
 Use the configuration the hook is installed with ("ovs-rdt install-hook
 --config-file ..."): the default is /etc/ovs-rdt/ovs-rdt.conf.
 ''' % EXIT_REFUSED
+#: What keeps check-domain from telling what the hook would do (exit 1),
+#: though the hook would refuse the VM for it too.
+_CANNOT_TELL = (ResctrlError, ResctrlUnavailable)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,14 +58,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'check-domain -)')
 
 
-def read(path: str) -> bytes | None:
-    """The XML (None: larger than any domain XML, as the hook says)."""
-    from libvirt_hooks.hook import read_stdin
-
-    if path == '-':
-        return read_stdin(sys.stdin.buffer)
-    with open(path, 'rb') as fh:
-        return read_stdin(fh)
+def read(path: str) -> bytes:
+    """The XML of ``path`` (``-``: standard input); RDTError when it
+    cannot be read, is empty or is larger than any domain XML.
+    """
+    where = 'standard input' if path == '-' else path
+    try:
+        if path == '-':
+            data = read_stdin(sys.stdin.buffer)
+        else:
+            with open(path, 'rb') as fh:
+                data = read_stdin(fh)
+    except OSError as exc:
+        raise RDTError('cannot read %s: %s' % (where, exc.strerror or exc)
+                       ) from None
+    if data is None:
+        raise RDTError('%s is larger than %d MiB: no domain XML is'
+                       % (where, MAX_STDIN >> 20))
+    if not data.strip():
+        raise RDTError('%s is empty' % where)
+    return data
 
 
 class _Said(Log):
@@ -66,28 +92,23 @@ class _Said(Log):
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from libvirt_hooks import domain
-    from libvirt_hooks.hook import Hook, MAX_STDIN
-
-    try:
-        data = read(args.file)
-    except OSError as exc:
-        raise RDTError('cannot read %s: %s' % (args.file,
-                                               exc.strerror or exc)) from None
-    hook = Hook([], [], '-', 'prepare', 'begin', settings=settings)
-    said = hook.log = _Said()
+    data = read(args.file)
+    said = _Said()
+    # The rules given: the hook's logging is not set up in this process.
+    hook = Hook([], [], '-', 'prepare', 'begin', settings=settings,
+                guests=GuestCache(settings, said))
+    hook.log = said
     dom = None
     try:
-        if data is None:
-            raise RDTError('the domain XML is larger than %d MiB'
-                           % (MAX_STDIN >> 20))
         dom = domain.parse(data)
         spec, plan = hook.preview(dom)
-        lines = describe(hook, dom, spec, plan)
+        lines = describe(hook.guests, dom, spec, plan)
         code = 0
+    except _CANNOT_TELL:
+        raise
     except RDTError as exc:
         lines = refused(settings, dom.name if dom is not None else
-                        _name_in(data or b''), str(exc))
+                        _name_in(data), str(exc))
         code = EXIT_REFUSED
     for level, msg in said.lines:
         if level in ('warning', 'error'):
@@ -100,8 +121,6 @@ def _name_in(data: bytes) -> str | None:
     """The ``<name>`` of an XML that did not parse (for the message only:
     libvirt gives the hook the name of the domain it refuses).
     """
-    import re
-
     found = re.search(rb'<name>([^<]{1,1024})</name>', data)
     return found.group(1).decode('utf-8', 'replace') if found else None
 
@@ -116,13 +135,12 @@ def refused(settings: Settings, dom_name: str | None, why: str) -> list[str]:
     return ['%s: the hook would refuse to start it: %s' % (name, why)]
 
 
-def describe(hook: Any, dom: Any, spec: Any, plan: Any) -> list[str]:
+def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
+             plan: Plan | None) -> list[str]:
     """What the hook would do with ``dom``, which asks for ``spec`` (None:
     nothing), given the ``plan`` its ``prepare`` would make (None: no
     write).
     """
-    from ovs_rdt.guest import group_of
-
     name = "domain '%s'" % show(dom.name)
     if spec is None:
         why = ('an empty <rdt:rdt/> annotation' if dom.annotation == {}
@@ -131,42 +149,42 @@ def describe(hook: Any, dom: Any, spec: Any, plan: Any) -> list[str]:
                   if dom.flavor_name is not None else ''))
         return ['%s asks ovs-rdt for nothing (%s): the hook leaves it alone, '
                 'its threads run in the default group' % (name, why)]
-    settings = hook.settings
     group = group_of(dom, spec)
-    rc = hook.guests.rc
-    platform = rc.platform()
-    with rc.lock(exclusive=False):
-        now = {g.name: g for g in rc.groups(with_tasks=True)}
+    exists = guests.group_exists(group)
+    rc = guests.rc
     if plan is not None:
         masks, root = plan.masks_of(group), plan.masks_of(ROOT)
-    else:
-        masks = now[group].l3 if group in now else {}
-        root = now[ROOT].l3 if ROOT in now else {}
-    threads = '%d vCPU thread%s' % (dom.vcpu_count(),
-                                    '' if dom.vcpu_count() == 1 else 's')
-    if settings.libvirt.include_emulator_threads:
+    else:       # (a pool's group that exists, as it is)
+        with rc.lock(exclusive=False):
+            masks = rc.group(group, with_tasks=False).l3
+            root = rc.group(ROOT, with_tasks=False).l3
+    threads = count(dom.vcpu_count(), 'vCPU thread')
+    if guests.settings.libvirt.include_emulator_threads:
         threads += (' and its other QEMU threads ([libvirt] '
                     'include_emulator_threads = true)')
     lines = ['%s (uuid %s) asks for %s' % (name, dom.uuid, spec.describe())]
     if spec.pool is not None:
         lines.append('the hook would put its %s in %s, the group of pool %s%s'
-                     % (threads, group, spec.pool, '' if group in now else
+                     % (threads, group, spec.pool, '' if exists else
                         ' (created with the configured pools)'))
     else:
         lines.append('the hook would %s %s and put its %s in it'
-                     % ('resize' if group in now else 'create', group,
-                        threads))
+                     % ('resize' if exists else 'create', group, threads))
+    way_bytes = rc.platform().way_bytes
     for dom_id in sorted(masks):
         mask = masks[dom_id]
         if held(mask, root.get(dom_id)):
             lines.append('  cache domain %d: %s (%d ways, %d KiB)'
                          % (dom_id, mask, mask.count,
-                            mask.count * platform.way_bytes(dom_id) // 1024))
+                            mask.count * way_bytes(dom_id) // 1024))
         else:
             lines.append('  cache domain %d: no ways of its own (its vCPUs '
                          'do not run there: it follows the default group)'
                          % dom_id)
     if plan is not None:
+        lines.extend('  and it removes %s, the dedicated group of an earlier '
+                     'definition of the VM' % stale for stale in plan.remove
+                     if stale == VM_GROUP_PREFIX + dom.uuid)
         lines.extend('  and it %s' % move for move in plan.moves)
         if plan.free:
             lines.append('free ways after it: %s' % ', '.join(

@@ -30,13 +30,11 @@ def manager_from(settings: Settings) -> CacheManager:
     return CacheManager.from_settings(settings)
 
 
-def group_members(rc: Resctrl, names: dict[str, str] | None
-                  ) -> tuple[list[Group], dict[str, list[dict]]]:
-    """Every group with its tasks (read under ``LOCK_SH``), and each one's
-    members but the default group's (:func:`ovs_rdt.members.describe`,
-    ``names``: uuid -> domain name from libvirt).
+def members_of(groups: list[Group], names: dict[str, str] | None
+               ) -> dict[str, list[dict]]:
+    """Each group's members but the default group's, from its tasks
+    (:func:`ovs_rdt.members.describe`; ``names``: uuid -> domain name from
+    libvirt).
     """
-    with rc.lock(exclusive=False):
-        groups = rc.groups(with_tasks=True)
-    return groups, {g.name: members.describe(g.tasks, vm_names=names)
-                    for g in groups if not g.is_root}
+    return {g.name: members.describe(g.tasks, vm_names=names)
+            for g in groups if not g.is_root}

@@ -41,10 +41,13 @@ from ovs_rdt.core import allocator, layout, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
 from ovs_rdt.core.model import held_masks, vm_group
+from ovs_rdt.core.plan import Plan
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
 from ovs_rdt.inputs import uuids
+from ovs_rdt.manager import CacheManager
+from ovs_rdt import VM_GROUP_PREFIX
 
 RC_WAYS = 'CUSTOM_RDT_L3_WAY'
 RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
@@ -58,7 +61,6 @@ COMPUTE_NODE = '$COMPUTE_NODE'
 #: map: a provider config cannot carry it (Placement has no such field).
 NUMA_L3_KEY = 'rdt_numa_l3'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
-_VM_PREFIX = vm_group('')
 _PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 
 
@@ -85,7 +87,7 @@ def reserved_ways(platform: Platform, groups: list[Group],
     less.
     """
     return {dom: platform.cbm_len - ways for dom, ways in room(
-        platform, [g for g in groups if not g.name.startswith(_VM_PREFIX)],
+        platform, [g for g in groups if not g.name.startswith(VM_GROUP_PREFIX)],
         system_min_ways, system_cbm).items()}
 
 
@@ -106,10 +108,10 @@ def room(platform: Platform, groups: list[Group], system_min_ways: int,
     # where they are now: fixed, as the allocator keeps them; VMs' groups
     # hold their count of ways (the allocator moves them if it must)
     held = {g.name: held_masks(g, root) for g in state if g.owned}
-    requests = [Request(name, ways={d: m.count for d, m in masks.items()})
-                if name.startswith(_VM_PREFIX) else
-                Request(name, cbm=masks, exclusive=False)
-                for name, masks in held.items()]
+    requests = [CacheManager.existing_request(g, root, platform.mb)
+                if g.name.startswith(VM_GROUP_PREFIX) else
+                Request(g.name, cbm=held[g.name], exclusive=False)
+                for g in state if g.owned]
     out = {}
     for dom in platform.domains:
         area = layout.Domain(platform, dom, state, [], system_min_ways,
@@ -121,8 +123,7 @@ def room(platform: Platform, groups: list[Group], system_min_ways: int,
         taken = area.fixed | ours | system
         reserve = layout.system_reserve(area, ours)
         # an upper bound: ask the allocator, from there down
-        ways = layout.free_ways(area, taken, reserve) if isolated else \
-            max(0, (~taken).count - reserve)
+        ways = layout.free_ways(area, taken, reserve, isolated)
         while ways >= platform.min_cbm_bits and not _fits(
                 platform, state, requests, dom, ways, system_min_ways,
                 system_cbm, isolated):
@@ -150,7 +151,7 @@ def inventory(platform: Platform, groups: list[Group], system_min_ways: int,
     reserved = sum(reserved_ways(platform, groups, system_min_ways,
                                  system_cbm).values())
     free = max(1, total - reserved)
-    not_vms = sum(1 for g in groups if not g.name.startswith(_VM_PREFIX))
+    not_vms = sum(1 for g in groups if not g.name.startswith(VM_GROUP_PREFIX))
     return {
         RC_WAYS: {'total': total, 'reserved': reserved,
                   # AMD's min_cbm_bits is 0; Placement wants >= 1
@@ -201,14 +202,12 @@ def to_yaml(doc: dict, comment: str = '') -> str:
                                  default_flow_style=False)
 
 
-def layout_groups(plan: Any, resctrl: Any) -> list[Group]:
-    """The groups of the layout ``plan`` makes (``ovs-rdt apply``'s), with
-    the groups of other tools as they are in ``resctrl``.
+def layout_groups(plan: Plan, groups: list[Group]) -> list[Group]:
+    """The groups of the layout ``plan`` makes (``ovs-rdt apply``'s) from
+    ``groups``, those of other tools as they are.
     """
-    with resctrl.lock(exclusive=False):
-        foreign = [g for g in resctrl.groups()
-                   if not g.is_root and not g.owned]
-    return [Group(grp, masks) for grp, masks in plan.l3.items()] + foreign
+    return [Group(grp, masks) for grp, masks in plan.l3.items()] + [
+        g for g in groups if not g.is_root and not g.owned]
 
 
 # -- the subcommand ----------------------------------------------------------
@@ -230,8 +229,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(settings: Any, args: argparse.Namespace) -> int:
-    from ovs_rdt.cmd.common import manager_from
-
     uuid = getattr(args, 'provider_uuid', None)
     name = getattr(args, 'provider_name', None)
     if uuid and uuid != COMPUTE_NODE:
@@ -241,11 +238,11 @@ def run(settings: Any, args: argparse.Namespace) -> int:
             raise ConfigError('%s (or %s)' % (exc, COMPUTE_NODE)) from None
     if name is not None and not 1 <= len(name) <= 200:
         raise ConfigError('--name must be 1 to 200 characters long')
-    manager = manager_from(settings)
+    manager = CacheManager.from_settings(settings)
     resctrl = manager.resctrl
-    platform = resctrl.platform()
-    groups = layout_groups(manager.preview(prune=True),
-                           resctrl)  # the layout "apply" makes
+    platform, now = manager.read()
+    groups = layout_groups(manager.preview(prune=True, state=(platform, now)),
+                           now)  # the layout "apply" makes
     system_cbm = manager.system_masks(platform)
     min_ways = settings.allocation.system_min_ways
     inv = inventory(platform, groups, min_ways, system_cbm)

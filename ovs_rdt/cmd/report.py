@@ -10,14 +10,14 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import topology
 from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
 from ovs_rdt.core.model import UNIT_PERCENT
-from ovs_rdt.core.model import VM_GROUP_PREFIX, Group, Platform, pool_group
+from ovs_rdt.core.model import VM_GROUP_PREFIX, Group, Platform
+from ovs_rdt.exceptions import count
 from ovs_rdt.members import summary
+from ovs_rdt import POOL_GROUP_PREFIX
 
 if TYPE_CHECKING:
     from ovs_rdt.agent.policy_state import PolicyState
 
-POOL = pool_group('')
-VM = VM_GROUP_PREFIX
 
 COLOURS = ('\033[42m', '\033[44m', '\033[45m', '\033[46m', '\033[43m',
            '\033[41m', '\033[102m', '\033[104m', '\033[105m', '\033[106m')
@@ -27,9 +27,9 @@ RESET = '\033[0m'
 def kind_of(name: str) -> str:
     if name == ROOT:
         return 'default'
-    if name.startswith(POOL):
+    if name.startswith(POOL_GROUP_PREFIX):
         return 'pool'
-    if name.startswith(VM):
+    if name.startswith(VM_GROUP_PREFIX):
         return 'vm'
     if name == PMD_GROUP:
         return 'ovs-pmd'
@@ -228,6 +228,9 @@ def render(report: dict, colour: bool = False) -> str:
                 ' '.join(' o' if c == 'o' else ' .' for c in dom['unused_map'])))
         if dom.get('free'):
             lines.append('  ' + free_text(dom['free'], width))
+    if report.get('free_error'):
+        lines.append('')
+        lines.append('Free ways: not counted: %s' % report['free_error'])
     if report.get('closids_free') is not None:
         lines.append('')
         lines.append('CLOSIDs left: %d of %d (a VM with ways of its own, a '
@@ -262,9 +265,9 @@ def render_configuration(conf: dict, root: str) -> str:
     writes = conf['writes']
     if not writes:
         return 'Configuration: applied (%s holds what it asks)' % root
-    lines = ['Configuration: not applied: %d write%s would make %s what it '
-             'asks ("ovs-rdt apply" makes them):'
-             % (len(writes), '' if len(writes) == 1 else 's', root)]
+    lines = ['Configuration: not applied: %s would make %s what it asks '
+             '("ovs-rdt apply" makes them):'
+             % (count(len(writes), 'write'), root)]
     for write in writes:
         lines.append('  ' + write['write'])
         lines.extend('      ' + text for text in write['effects'])

@@ -7,15 +7,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Collection
 
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent.policy import read_state
 from ovs_rdt.agent.policy_state import PolicyStateError
 from ovs_rdt.cmd.changes import explain
-from ovs_rdt.cmd.common import group_members, manager_from, vm_names
+from ovs_rdt.cmd.common import manager_from, members_of, vm_names
 from ovs_rdt.cmd import provider_config, report
 from ovs_rdt.conf import Settings
-from ovs_rdt.core.model import Group, held_masks
+from ovs_rdt.core.model import Group, Platform
+from ovs_rdt.core.plan import Plan
 from ovs_rdt.core.ways import closids_free, ways_left
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
@@ -57,95 +59,93 @@ def collect(rc: Resctrl, names: dict[str, str] | None = None) -> dict:
 
     ``names``: uuid -> domain name from libvirt.
     """
-    return _read(rc, names)[0]
+    with rc.lock(exclusive=False):
+        groups = rc.groups(with_tasks=True)
+    return _table(rc, rc.platform(), groups, members_of(groups, names))
 
 
-def _read(rc: Resctrl, names: dict[str, str] | None
-          ) -> tuple[dict, list[Group], dict[str, list[dict]]]:
-    platform = rc.platform()
-    groups, members = group_members(rc, names)
-    return (report.build(platform, groups, lambda g: members[g.name],
-                         rc.numa_l3()), groups, members)
+def _table(rc: Resctrl, platform: Platform, groups: list[Group],
+           members: dict[str, list[dict]]) -> dict:
+    return report.build(platform, groups, lambda g: members[g.name],
+                        rc.numa_l3())
 
 
-def assess(manager: CacheManager, plan: dict, groups: list[Group],
-           members: dict[str, list[dict]]) -> None:
-    """Add to ``plan`` (:func:`collect`'s, of ``groups`` and their
-    ``members``) what the configuration would change
-    (``configuration``: :func:`configuration`) and the ways and CLOSIDs
-    left (``free`` in each domain, ``closids_free``: :func:`left`).
+def assess(manager: CacheManager, names: dict[str, str] | None) -> dict:
+    """:func:`collect`'s plan, with whether resctrl holds what the
+    configuration asks (``configuration``: :func:`configuration`) and the
+    ways and CLOSIDs left (``free`` in each domain, ``closids_free``:
+    :func:`left`; ``free_error``: why the ways are not counted), all from
+    one read of resctrl.
+
+    What is left is counted in the layout ``ovs-rdt apply`` makes, as
+    ``provider-config`` counts it for Placement and the Nova filter; in
+    the layout resctrl holds when the configuration cannot be applied.
     """
-    plan['configuration'] = configuration(manager, members)
-    # What is left: in the layout the next VM start makes (the configured
-    # pools as configured, others kept), else in the one resctrl holds.
+    platform, groups = state = manager.read(with_tasks=True)
+    members = members_of(groups, names)
+    plan = _table(manager.resctrl, platform, groups, members)
     try:
-        layout = provider_config.layout_groups(manager.preview(),
-                                               manager.resctrl)
-    except _PLANNING_ERRORS:
+        target = manager.preview(prune=True, state=state)
+    except _PLANNING_ERRORS as exc:
+        plan['configuration'] = {'state': INVALID, 'error': str(exc),
+                                 'writes': []}
         layout = groups
-    free, closids = left(manager, layout)
+    else:
+        plan['configuration'] = configuration(target, members,
+                                              manager.settings.pools)
+        layout = provider_config.layout_groups(target, groups)
+    try:
+        free = left(manager, platform, layout)
+    except _PLANNING_ERRORS as exc:
+        free, plan['free_error'] = {}, str(exc)
     for dom in plan['domains']:
         dom['free'] = free.get(dom['domain'])
-    plan['closids_free'] = closids
+    plan['closids_free'] = closids_free(platform.num_closids, len(layout),
+                                        0, 0)
+    return plan
 
 
-def configuration(manager: CacheManager, members: dict[str, list[dict]]
-                  ) -> dict:
-    """Whether resctrl holds what the configuration asks, by the plan
-    ``ovs-rdt apply`` would carry out (:meth:`CacheManager.preview`): its
-    writes and what each does to whom, or why it cannot be made.
+def configuration(target: Plan, members: dict[str, list[dict]],
+                  pools: Collection[str]) -> dict:
+    """The writes of ``target`` (``ovs-rdt apply``'s plan) and what each
+    does to whom (``members``: group -> its members; ``pools``: the
+    configured ones).
     """
-    try:
-        plan = manager.preview(prune=True)
-    except _PLANNING_ERRORS as exc:
-        return {'state': INVALID, 'error': str(exc), 'writes': []}
-    said = explain(plan, members, manager.settings.pools)
-    return {'state': DIFFERS if plan.steps else APPLIED, 'error': None,
+    said = explain(target, members, pools)
+    return {'state': DIFFERS if target.steps else APPLIED, 'error': None,
             'writes': [{'write': str(step), 'effects': lines}
-                       for step, lines in zip(plan.steps, said)]}
+                       for step, lines in zip(target.steps, said)]}
 
 
-def left(manager: CacheManager, groups: list[Group]
-         ) -> tuple[dict[int, dict], int]:
+def left(manager: CacheManager, platform: Platform, groups: list[Group]
+         ) -> dict[int, dict]:
     """Per domain, the ways left for VMs (by the rule of the Nova filter
     and ``provider-config``: the CBM length less the reserve for what is
     not a VM, less the ways VMs hold) and for one more pool (isolated, or
-    not); and the CLOSIDs left.
+    not).  Raises the planning errors (a ``system_l3_cbm`` that does not
+    parse: nothing is counted then).
     """
-    platform = manager.resctrl.platform()
-    min_ways = manager.settings.allocation.system_min_ways
-    try:
-        system_cbm = manager.system_masks(platform)
-    except ConfigError:
-        system_cbm = None          # (the configuration says why)
-    width = platform.cbm_len
+    args = (platform, groups, manager.settings.allocation.system_min_ways,
+            manager.system_masks(platform))
+    reserved = provider_config.reserved_ways(*args)
+    isolated = provider_config.room(*args)
+    shared = provider_config.room(*args, isolated=False)
     root = next(g for g in groups if g.is_root)
     vm_held = {d: 0 for d in platform.domains}
     for grp in groups:
         if grp.name.startswith(VM_GROUP_PREFIX):
-            for dom, mask in held_masks(grp, root).items():
-                vm_held[dom] = vm_held.get(dom, 0) + mask.count
-    try:
-        reserved = provider_config.reserved_ways(platform, groups, min_ways,
-                                                 system_cbm)
-        isolated = provider_config.room(platform, groups, min_ways,
-                                        system_cbm)
-        shared = provider_config.room(platform, groups, min_ways, system_cbm,
-                                      isolated=False)
-    except _PLANNING_ERRORS:
-        return {}, closids_free(platform.num_closids, len(groups), 0, 0)
-    free = {d: {'vm_ways': ways_left(width, reserved[d], vm_held[d]),
+            for dom, ways in manager.held_ways(grp, root).items():
+                vm_held[dom] = vm_held.get(dom, 0) + ways
+    return {d: {'vm_ways': ways_left(platform.cbm_len, reserved[d],
+                                     vm_held[d]),
                 'reserved_ways': reserved[d], 'vm_held_ways': vm_held[d],
                 'pool_ways': isolated[d], 'shared_pool_ways': shared[d]}
             for d in platform.domains}
-    return free, closids_free(platform.num_closids, len(groups), 0, 0)
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     names, source = vm_names(settings)
-    manager = manager_from(settings)
-    plan, groups, members = _read(manager.resctrl, names)
-    assess(manager, plan, groups, members)
+    plan = assess(manager_from(settings), names)
     plan['vm_names'] = {'source': 'proc' if names is None else 'libvirt',
                         'note': source}
     try:

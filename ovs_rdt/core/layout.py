@@ -507,15 +507,20 @@ def root_mask(dom: Domain, ours: CBM, reserve: int,
     return mask
 
 
-def free_ways(dom: Domain, taken: CBM, reserve: int) -> int:
-    """Ways one more counted, isolated group could get on the domain.
+def free_ways(dom: Domain, taken: CBM, reserve: int,
+              isolated: bool = True) -> int:
+    """Ways one more counted group could get on the domain.
 
     The one rule for the layout's free count and provider-config's
     inventory: the ways not ``taken`` that the hardware does not share
     with I/O (``shareable_bits``, ``io_alloc_cbm``) and no foreign group
     shares with ours, less what the default group must keep
-    (``reserve`` ways, outside those reserved for I/O).
+    (``reserve`` ways, outside those reserved for I/O).  A group that is
+    not ``isolated`` (a pool with ``isolated = false``) may have any way
+    not ``taken``, less the ``reserve``.
     """
+    if not isolated:
+        return max(0, (~taken).count - reserve)
     return max(0, min((~taken - dom.hw_shared - dom.shared).count,
                       ways_left((~taken - dom.io_ways).count, reserve,
                                 0)))

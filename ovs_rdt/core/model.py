@@ -5,6 +5,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import plan
 from ovs_rdt import GROUP_PREFIX, SELFTEST_GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.inputs import uuids
+from ovs_rdt import POOL_GROUP_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -343,7 +344,7 @@ def vm_uuid(group: str) -> str | None:
 
 
 def pool_group(pool: str) -> str:
-    return GROUP_PREFIX + 'pool-' + pool
+    return POOL_GROUP_PREFIX + pool
 
 
 PMD_GROUP = GROUP_PREFIX + 'ovs-pmd'

@@ -8,10 +8,10 @@ configuration or annotation lines to paste.  Pure: no I/O.
 from __future__ import annotations
 
 from ovs_rdt.core.ways import ways_for_bytes
-from ovs_rdt.core.model import PMD_GROUP, ROOT, label_of, pool_group, vm_uuid
+from ovs_rdt.core.model import PMD_GROUP, ROOT, label_of, vm_uuid
+from ovs_rdt import POOL_GROUP_PREFIX
 from ovs_rdt.exceptions import count
 
-POOL_PREFIX = pool_group('')
 #: A peak within this share of the group's current allocation filled it:
 #: the footprint may be larger than what the allocation let it show.
 FILLED = 0.9
@@ -49,8 +49,8 @@ def paste(group: str, ways: int) -> list[str]:
     """What to write so that ``group`` gets ``ways`` ways."""
     if group == ROOT:
         return ['[allocation]', 'system_min_ways = %d' % ways]
-    if group.startswith(POOL_PREFIX):
-        return ['[pool:%s]' % group[len(POOL_PREFIX):], 'l3_ways = %d' % ways]
+    if group.startswith(POOL_GROUP_PREFIX):
+        return ['[pool:%s]' % group[len(POOL_GROUP_PREFIX):], 'l3_ways = %d' % ways]
     if group == PMD_GROUP:
         return ['ovs-vsctl set Open_vSwitch . '
                 'other_config:rdt-pmd-l3-ways=%d' % ways]

@@ -21,7 +21,6 @@ import pytest
 
 from ovs_rdt.core.model import PMD_GROUP
 from ovs_rdt.resctrl import Resctrl
-from tests.functional.fixtures.emulator import below_testbed
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed, wait_for
 from tests.functional.fixtures.ovs import AgentProcess, OvsTestbed, REPO
@@ -107,17 +106,10 @@ class Node:
         return time.monotonic() - since
 
 
-@pytest.fixture(scope='module')
-def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
-    # Below the shared mount base: the mount reaches libvirtd's namespace.
-    with below_testbed(libvirt_testbed, PROFILE) as emu:
-        yield emu
-
-
 @pytest.fixture
-def node(libvirt_testbed: LibvirtTestbed, emulator: EmulatorFixture,
+def node(libvirt_testbed: LibvirtTestbed, testbed_emulator: EmulatorFixture,
          tmp_path: Any) -> Iterator[Node]:
-    node = Node(libvirt_testbed, emulator, str(tmp_path))
+    node = Node(libvirt_testbed, testbed_emulator, str(tmp_path))
     node.configure()
     try:
         yield node

@@ -20,7 +20,6 @@ from ovs_rdt.core.model import ROOT
 from ovs_rdt.manager import CacheManager
 from ovs_rdt import procfs
 from ovs_rdt.resctrl import Resctrl
-from tests.functional.fixtures.emulator import below_testbed
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed, wait_for
 
@@ -85,17 +84,10 @@ class Env:
                             group, mask, name or '/', other.l3[dom], dom)
 
 
-@pytest.fixture(scope='module')
-def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
-    # Below the shared mount base: the mount reaches libvirtd's namespace.
-    with below_testbed(libvirt_testbed, PROFILE) as emu:
-        yield emu
-
-
 @pytest.fixture
 def env(libvirt_testbed: LibvirtTestbed,
-        emulator: EmulatorFixture) -> Iterator[Env]:
-    env = Env(libvirt_testbed, emulator)
+        testbed_emulator: EmulatorFixture) -> Iterator[Env]:
+    env = Env(libvirt_testbed, testbed_emulator)
     env.configure()
     try:
         yield env

@@ -21,7 +21,6 @@ import pytest
 
 from ovs_rdt.core.model import ROOT
 from ovs_rdt.resctrl import Resctrl
-from tests.functional.fixtures.emulator import below_testbed
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.libvirt import Guest, LibvirtTestbed
 from tests.functional.fixtures.ovs import REPO
@@ -65,16 +64,10 @@ class Node:
         return self.tb.virsh('dumpxml', guest.name).stdout
 
 
-@pytest.fixture(scope='module')
-def emulator(libvirt_testbed: LibvirtTestbed) -> Iterator[EmulatorFixture]:
-    with below_testbed(libvirt_testbed, PROFILE) as emu:
-        yield emu
-
-
 @pytest.fixture
 def node(libvirt_testbed: LibvirtTestbed,
-         emulator: EmulatorFixture) -> Iterator[Node]:
-    node = Node(libvirt_testbed, emulator)
+         testbed_emulator: EmulatorFixture) -> Iterator[Node]:
+    node = Node(libvirt_testbed, testbed_emulator)
     node.configure()
     applied = node.cli('apply')
     assert applied.returncode == 0, applied.stderr

@@ -522,6 +522,27 @@ def test_capacity_check_only(node, capsys, op):
     assert 'ovsrdt-pool-noisy' not in node.groups()
 
 
+def test_check_of_a_pool_vm_is_prepares(node, capsys):
+    """One rule for a pool guest (GuestCache._join_pool): when the pool's
+    group cannot be made, an incoming migration is refused with the words
+    of prepare; a dedicated group left over is planned away, not written.
+    """
+    node.config.write_text(node.config.read_text().replace(
+        'l3_ways = 2', 'l3_ways = 10'))           # 2 + 10 > 11 ways
+    pool = xml(rdt('<rdt:pool name="noisy"/>'))
+    said = []
+    for op in ('migrate', 'prepare'):
+        assert node.run(pool, op) == 1
+        said.append(one_line(capsys.readouterr()).split("'vm1': ", 1)[1])
+    assert said[0] == said[1]
+    assert 'the group ovsrdt-pool-noisy of pool noisy was not created: ' \
+        'ovsrdt-pool-noisy needs 10 ways' in said[0]
+    node.configure()
+    assert node.run(L3_3) == 0
+    assert node.run(pool, 'migrate') == 0
+    assert GROUP in node.groups()
+
+
 # -- the command line and robustness ---------------------------------------
 def test_unknown_events_ignored(node):
     for op, subop in (('start', 'begin'), ('attach', 'begin'), ('x', 'y')):

@@ -112,9 +112,11 @@ def test_release_frees_the_group_when_the_rest_no_longer_fits(rc):
     mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))
     hp = masks(rc, 'ovsrdt-pool-hp')
     grown = CacheManager(rc, table4(hp={'l3_ways': 10, 'isolated': True}))
-    with pytest.raises(InsufficientWays):
-        grown.preview(remove='ovsrdt-vm-a')
+    # previewed as it is made (an incoming migration's check)
+    preview = grown.preview(remove='ovsrdt-vm-a')
+    assert 'ovsrdt-vm-a' in rc.group_names()
     plan = grown.release('ovsrdt-vm-a')
+    assert (preview.steps, preview.unplaced) == (plan.steps, plan.unplaced)
     assert 'ovsrdt-vm-a' not in rc.group_names()
     assert [tuple(s) for s in plan.steps] == [('rmdir', 'ovsrdt-vm-a', '')]
     assert 'ovsrdt-pool-hp needs 10 ways' in plan.unplaced

@@ -104,6 +104,17 @@ def test_ways_shared_with_io_are_not_for_vms() -> None:
     assert pc.inventory(plat, bare, 3)[pc.RC_WAYS]['max_unit'] == 8
 
 
+def test_a_shared_pool_may_have_the_ways_shared_with_io() -> None:
+    """room(isolated=False): a pool with ``isolated = false`` may take
+    the I/O ways an isolated group may not; the default group keeps its
+    one way.
+    """
+    plat = platform(domains=(0,), shareable_bits=0x600)
+    bare = [Group('', {0: cbm(0x7ff)})]
+    assert pc.room(plat, bare, 1) == {0: 9}
+    assert pc.room(plat, bare, 1, isolated=False) == {0: 10}
+
+
 def test_yaml_layout() -> None:
     doc = pc.document({'CUSTOM_X': {'total': 2, 'allocation_ratio': 1.0}},
                       ['CUSTOM_T'], name="it's")

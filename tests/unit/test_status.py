@@ -1,0 +1,123 @@
+"""``ovs-rdt status``: what is left and whether the configuration is
+applied, through ``main`` on a plain-directory resctrl tree (11 ways, 2
+cache domains; tests/functional/test_operator_views.py runs it against
+libvirt and the emulator).
+"""
+import json
+
+import pytest
+
+from ovs_rdt.cmd import main
+from ovs_rdt.cmd import status
+from ovs_rdt import conf
+from ovs_rdt.core.model import Request
+from ovs_rdt.manager import CacheManager
+from ovs_rdt.resctrl import Resctrl
+from tests.unit.fakes import FakeKernelTree, make_tree
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    root, sysfs = tmp_path / 'resctrl', tmp_path / 'cpu'
+    make_tree(str(root), sysfs=str(sysfs))
+    config = tmp_path / 'ovs-rdt.conf'
+    monkeypatch.setattr(status, 'vm_names',
+                        lambda settings: (None, 'VM names: (a test)'))
+
+    class Node:
+        rc = FakeKernelTree(str(root), str(sysfs))
+
+        def configure(self, pools='noisy=2', extra=''):
+            pools = dict(p.split('=') for p in pools.split(',') if p)
+            config.write_text(
+                '[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n[allocation]\n'
+                'pools = %s\nsystem_min_ways = 2\n%s' % (
+                    root, sysfs, ','.join(pools), extra) + ''.join(
+                    '[pool:%s]\nl3_ways = %s\n' % kv for kv in pools.items()))
+
+        def manager(self):
+            return CacheManager(self.rc, conf.load(str(config)))
+
+        def cli(self, *args):
+            return main.main(['--config-file', str(config), *args])
+
+    node = Node()
+    node.configure()
+    node.manager().apply()
+    return node
+
+
+def status_json(node, capsys):
+    code = node.cli('status', '--json')
+    return code, json.loads(capsys.readouterr().out)
+
+
+def reserved_by_provider_config(node, capsys):
+    assert node.cli('provider-config') == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines()
+                if 'reserved per domain:' in ln)
+    return {int(d): int(n) for d, n in (
+        kv.split('=') for kv in line.rsplit(': ', 1)[1].rstrip('.').split())}
+
+
+def test_what_is_left_for_vms_and_pools(node, capsys):
+    node.manager().allocate(Request('ovsrdt-vm-a', ways={0: 3}))
+    code, plan = status_json(node, capsys)
+    assert code == 0
+    assert [d['free'] for d in plan['domains']] == [
+        {'vm_ways': 4, 'reserved_ways': 4, 'vm_held_ways': 3,
+         'pool_ways': 4, 'shared_pool_ways': 4},
+        {'vm_ways': 7, 'reserved_ways': 4, 'vm_held_ways': 0,
+         'pool_ways': 7, 'shared_pool_ways': 7}]
+    # the tree's 8 CLOSIDs (MB has 8 of L3's 16): the root, noisy, the VM
+    assert plan['closids_free'] == 8 - 3
+    assert node.cli('status') == 0
+    assert '  free: 4 ways for VMs (11 - 4 reserved for the default group, ' \
+        'pools, OvS and other tools - 3 held by VMs), 4 for a new or larger ' \
+        'pool' in capsys.readouterr().out.splitlines()
+
+
+def test_resctrl_is_read_once(node, capsys, monkeypatch):
+    """The table, the configuration and what is left come from one state."""
+    reads = []
+    groups = Resctrl.groups
+
+    def counted(self, *args, **kwargs):
+        reads.append(args or kwargs)
+        return groups(self, *args, **kwargs)
+
+    monkeypatch.setattr(Resctrl, 'groups', counted)
+    assert node.cli('status', '--json') == 0
+    assert len(reads) == 1
+
+
+def test_the_reserve_is_provider_configs(node, capsys):
+    """A pool no longer configured: provider-config leaves it out (apply
+    removes it), so does status's count of what is left.
+    """
+    node.configure('noisy=2,old=3')
+    node.manager().apply()
+    node.configure('noisy=2')
+    code, plan = status_json(node, capsys)
+    assert code == status.EXIT_DIFFERS
+    reserved = reserved_by_provider_config(node, capsys)
+    assert reserved == {0: 4, 1: 4}
+    assert {d['domain']: d['free']['reserved_ways']
+            for d in plan['domains']} == reserved
+
+
+def test_no_free_count_from_a_broken_system_mask(node, capsys):
+    """``system_l3_cbm`` that does not parse: what is left is not counted
+    (not counted with system_min_ways instead), and status says why.
+    """
+    node.configure(extra='system_l3_cbm = 5\n')
+    code, plan = status_json(node, capsys)
+    assert code == status.EXIT_INVALID
+    why = plan['configuration']['error']
+    assert '[allocation] system_l3_cbm' in why
+    assert [d['free'] for d in plan['domains']] == [None, None]
+    assert plan['free_error'] == why
+    assert node.cli('status') == status.EXIT_INVALID
+    out = capsys.readouterr().out
+    assert 'free: ' not in out
+    assert 'Free ways: not counted: %s' % why in out.splitlines()

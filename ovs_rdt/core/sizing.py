@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ovs_rdt.core.ways import ways_for_bytes
 from ovs_rdt.core.model import PMD_GROUP, ROOT, label_of, vm_uuid
-from ovs_rdt import POOL_GROUP_PREFIX
 from ovs_rdt.exceptions import count
+from ovs_rdt import POOL_GROUP_PREFIX
 
 #: A peak within this share of the group's current allocation filled it:
 #: the footprint may be larger than what the allocation let it show.
@@ -141,7 +141,7 @@ def render(report: dict) -> str:
     lines.append('To paste:')
     for name, item in rows:
         lines.append('')
-        ways = '%d way%s' % (item['ways'], '' if item['ways'] == 1 else 's')
+        ways = count(item['ways'], 'way')
         head = '# %s: its peak needs %s' % (name, ways)
         if name == '(together)':
             head = '# %s sharing one pool: %s' % (', '.join(item['groups']),

@@ -36,6 +36,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                         'cache-way inventory'),
     'demo': ('ovs_rdt.cmd.demo',
              'run the main job on an emulated platform'),
+    'sandbox': ('ovs_rdt.cmd.sandbox',
+                'start, show or stop an emulated resctrl, a private OvS and '
+                'a private libvirtd with the hook, to try ovs-rdt here'),
 }
 
 

@@ -50,7 +50,7 @@ refused for the second or so an earlier request's claim takes, where the
 two would both have fitted on different hosts.  What is left: requests in
 flight in other scheduler processes (none sees the other's); Placement's
 resources (``resources:CUSTOM_RDT_*``), or the node's hook and Nova's
-reschedule, settle those (``doc/nova.md``).
+reschedule, settle those (``doc/nova-internals.md``).
 
 Nova-free: the cell databases and Placement are read through the adapter
 it is given (:mod:`nova_plugin.adapter`), as plain :class:`InstanceState`

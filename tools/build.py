@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build every release artifact of ovs-rdt with one command.
 
-    python3 tools/build.py [--outdir dist] [--release 0.1.0] [--no-deb]
+    .venv/bin/python tools/build.py [--outdir dist] [--release 0.1.0] [--no-deb]
 
 From the source tree (the default): ``python -m build`` makes the sdist
 (pbr lists the files git tracks) and the wheel from that sdist; the sdist,
@@ -20,13 +20,15 @@ before a pre-release (0.2.0.dev3 -> 0.2.0~dev3, older than 0.2.0).  A
 build of a version the changelog has no entry for gets a snapshot entry
 (in the build's copy; the tree is not changed).  Needs the Debian packages
 of bindep.txt's "build" profile and ``build`` in the Python environment
-running this script (test-requirements.txt).
+running this script (test-requirements.txt; tools/setup.sh makes .venv/
+with both); without them it says what to install and builds nothing.
 """
 from __future__ import annotations
 
 import argparse
 import email.utils
 import glob
+import importlib.machinery
 import os
 import re
 import shutil
@@ -42,8 +44,46 @@ DEB_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
 ENTRY = re.compile(r'^ovs-rdt \(([^)]+)\) ')
 
 
+#: Python modules this script and its steps import: (module, where from).
+PY_MODULES = (('build', 'build'), ('pbr', 'pbr'),
+              ('setuptools', 'setuptools'), ('wheel', 'wheel'))
+#: Debian tools the .deb needs (bindep.txt, profile "build").
+DEB_TOOLS = (('dpkg-buildpackage', 'dpkg-dev'), ('dh', 'debhelper'),
+             ('pybuild', 'dh-python'), ('help2man', 'help2man'),
+             ('lintian', 'lintian'))
+
+
 class BuildError(Exception):
     pass
+
+
+def missing(deb: bool) -> list[str]:
+    """What this machine lacks for the build, one line each with the fix."""
+    out = []
+    # Not this script's directory (it holds build.py itself) nor the
+    # working directory: where "python -m build" looks, but for those.
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path
+            if p and os.path.abspath(p) not in (here, os.getcwd())]
+    modules = [pip for module, pip in PY_MODULES
+               if not getattr(importlib.machinery.PathFinder.find_spec(
+                   module, path), 'origin', None)]
+    if modules:
+        out.append('%s runs without the Python package(s) %s: run '
+                   'tools/setup.sh (as root; it makes .venv/ with '
+                   'test-requirements.txt), then .venv/bin/python '
+                   'tools/build.py; or pip install %s into this Python'
+                   % (sys.executable, ', '.join(modules), ' '.join(modules)))
+    if deb:
+        tools = [(cmd, pkg) for cmd, pkg in DEB_TOOLS
+                 if shutil.which(cmd, path=DEB_PATH) is None]
+        if tools:
+            out.append('%s not found: apt-get install %s (bindep.txt, '
+                       'profile "build"; tools/setup.sh installs them), or '
+                       'build without the .deb: --no-deb'
+                       % (', '.join(c for c, _ in tools),
+                          ' '.join(dict.fromkeys(p for _, p in tools))))
+    return out
 
 
 def run(*cmd: str, cwd: str = REPO, env: dict | None = None,
@@ -210,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--no-deb', action='store_true',
                         help='the sdist and wheel only')
     args = parser.parse_args(argv)
+    problems = missing(not args.no_deb)
+    if problems:
+        for line in problems:
+            print('tools/build.py: %s' % line, file=sys.stderr)
+        return 2
     outdir = os.path.abspath(args.outdir)
     os.makedirs(outdir, exist_ok=True)
     log = os.path.join(outdir, 'build.log')

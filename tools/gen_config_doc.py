@@ -1,4 +1,8 @@
-"""Regenerate the configuration reference in README.md from ovs_rdt.conf.SPEC.
+"""Regenerate the option tables of the docs from the options' declarations.
+
+* README.md's configuration reference, from ovs_rdt.conf.SPEC;
+* doc/nova.md's table of the ``[ovs_rdt]`` options of nova.conf, from
+  nova_plugin.opts.list_opts() (needs oslo.config).
 
 python3 tools/gen_config_doc.py [--check]
 """
@@ -9,8 +13,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 from ovs_rdt.conf import SPEC  # noqa: E402
 
+ROOT = os.path.join(os.path.dirname(__file__), '..')
 BEGIN = '<!-- BEGIN CONFIG REFERENCE (tools/gen_config_doc.py) -->'
 END = '<!-- END CONFIG REFERENCE -->'
+NOVA_BEGIN = '<!-- BEGIN NOVA OPTIONS (tools/gen_config_doc.py) -->'
+NOVA_END = '<!-- END NOVA OPTIONS -->'
 
 
 def table() -> str:
@@ -33,22 +40,68 @@ def table() -> str:
     return '\n'.join(lines) + '\n'
 
 
-def main() -> int:
-    path = os.path.join(os.path.dirname(__file__), '..', 'README.md')
+def nova_kind(opt: object) -> str:
+    """An ``[ovs_rdt]`` option's type as the table shows it."""
+    from oslo_config import types
+
+    from ovs_rdt.inputs.integers import MAX
+
+    kind = getattr(opt, 'type')
+    if isinstance(kind, types.Integer):
+        return 'int (%s..%s)' % (kind.min, '' if kind.max >= MAX else kind.max)
+    if isinstance(kind, types.List):
+        return 'list'
+    return kind.type_name if kind.type_name != 'string value' else 'str'
+
+
+def nova_default(opt: object) -> str:
+    default = getattr(opt, 'default')
+    if default is None:
+        return 'unset'
+    if isinstance(default, list):
+        default = ','.join(default)
+    return '`%s`' % default
+
+
+def nova_table() -> str:
+    from nova_plugin.opts import list_opts
+
+    lines = ['', '| option | type | default | meaning |', '|---|---|---|---|']
+    for _group, opts in list_opts():
+        for opt in opts:
+            lines.append('| `%s` | %s | %s | %s |' % (
+                opt.name, nova_kind(opt), nova_default(opt),
+                opt.help.replace('|', '\\|')))
+    return '\n'.join(lines) + '\n'
+
+
+def replace(path: str, begin: str, end: str, body: str, check: bool) -> bool:
+    """Put ``body`` between the markers; whether the file was current."""
     with open(path) as fh:
         text = fh.read()
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    new = head + BEGIN + '\n' + table() + END + tail
-    if '--check' in sys.argv:
-        if new != text:
-            print('README.md configuration reference is stale: run '
-                  'python3 tools/gen_config_doc.py', file=sys.stderr)
-            return 1
-        return 0
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    new = head + begin + '\n' + body + end + tail
+    if new == text:
+        return True
+    if check:
+        print('%s: the table between %s and %s is stale: run '
+              'python3 tools/gen_config_doc.py' % (os.path.relpath(path, ROOT),
+                                                   begin, end),
+              file=sys.stderr)
+        return False
     with open(path, 'w') as fh:
         fh.write(new)
-    return 0
+    return True
+
+
+def main() -> int:
+    check = '--check' in sys.argv
+    current = replace(os.path.join(ROOT, 'README.md'), BEGIN, END, table(),
+                      check)
+    current = replace(os.path.join(ROOT, 'doc', 'nova.md'), NOVA_BEGIN,
+                      NOVA_END, nova_table(), check) and current
+    return 0 if current else 1
 
 
 if __name__ == '__main__':

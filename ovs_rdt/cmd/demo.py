@@ -15,16 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
-from ovs_rdt.cmd import say
+from ovs_rdt.cmd import lifecycle, say
+from ovs_rdt.cmd.lifecycle import Progress, command_path
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.opts import whole_number
 
+PROG = 'ovs-rdt demo'
 START_TIMEOUT = 180.0
 
 WORKDIR = '/run/ovs-rdt-demo'
@@ -117,13 +118,6 @@ GUEST_XML = """\
 </domain>
 """
 
-PREREQS = (
-    ('fusermount3', 'fuse3'), ('ovs-vswitchd', 'openvswitch-switch'),
-    ('ovsdb-server', 'openvswitch-switch'), ('libvirtd', 'libvirt-daemon-system'),
-    ('virsh', 'libvirt-clients'), ('qemu-system-x86_64', 'qemu-system-x86'),
-)
-
-
 #: ``mount -t resctrl -o ...`` options the emulator takes.
 MOUNT_OPTIONS = ('cdp', 'mba_MBps', 'debug')
 
@@ -162,11 +156,7 @@ def missing_prerequisites(tcg: bool) -> list[str]:
     out = []
     if os.geteuid() != 0:
         out.append('run as root: the demo mounts FUSE and starts libvirtd')
-    if not os.path.exists('/dev/fuse'):
-        out.append('/dev/fuse is missing: load the fuse module (modprobe fuse)')
-    for cmd, pkg in PREREQS:
-        if shutil.which(cmd) is None:
-            out.append('%s not found: apt-get install %s' % (cmd, pkg))
+    out += lifecycle.missing(('emulator', 'ovs', 'libvirt'))
     if not tcg and os.path.exists('/dev/kvm'):
         from ovs_rdt.sandbox import kvm_problem
         why = kvm_problem()
@@ -175,35 +165,11 @@ def missing_prerequisites(tcg: bool) -> list[str]:
     return out
 
 
-class Progress:
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.n = 0
-        self.start = time.monotonic()
-
-    def step(self, text: str, fn: Callable[[], Any]) -> Any:
-        self.n += 1
-        print('[%d/%d] %s ...' % (self.n, self.total, text), end=' ',
-              flush=True)
-        began = time.monotonic()
-        try:
-            result = fn()
-            if _INTERRUPTED:
-                # A Ctrl-C that something on the way caught (``top`` ends
-                # quietly on one) still ends the demo.
-                raise KeyboardInterrupt
-        except BaseException:
-            print('FAILED', flush=True)
-            raise
-        print('ok (%.1f s)' % (time.monotonic() - began), flush=True)
-        return result
-
-
 def run(settings: Settings, args: argparse.Namespace) -> int:
     from ovs_rdt.sandbox import Sandbox
 
     if args.teardown:
-        return _teardown(Sandbox(args.workdir))
+        return lifecycle.teardown(Sandbox(args.workdir), PROG)
     if not args.tcg and not os.path.exists('/dev/kvm'):
         print('ovs-rdt demo: /dev/kvm does not exist: running the guests '
               'with software emulation (TCG) instead of KVM', flush=True)
@@ -213,19 +179,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         for line in problems:
             say('demo', line)
         return 2
-    if os.path.exists(os.path.join(args.workdir, 'state.json')):
+    if lifecycle.set_up(args.workdir):
         say('demo', 'a demo is already set up in %s; end it with "%s demo '
             '--teardown"' % (args.workdir, command_path()))
         return 2
     box = Sandbox(args.workdir)
     box.save()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    # Also when started with SIGINT ignored (a background job of a script
-    # without job control: Python then leaves it ignored), so that an
-    # interrupt still tears the demo down.
-    signal.signal(signal.SIGINT, _raise_interrupt)
     began = time.monotonic()
-    try:
+
+    def job() -> None:
         _main_job(box, args)
         print('\nDemo set up and shown in %.1f s.' % (time.monotonic() - began))
         if args.keep:
@@ -239,65 +201,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                   'and end it with: %s'
                   % (cli, args.workdir, cli, args.workdir,
                      box.libvirtd.uri, teardown))
-            return 0
-    except KeyboardInterrupt:
-        _say('\ninterrupted: tearing down', sys.stderr)
-        _teardown(box)
-        return 130
-    except Exception as exc:  # one line, never a traceback; then clean up
-        _say('ovs-rdt demo: error: %s\ntearing down' % _one_line(exc),
-             sys.stderr)
-        _teardown(box)
-        return 1
-    return _teardown(box)
 
-
-def _say(text: str, stream: Any) -> None:
-    """Print, unless the reader went away (``ovs-rdt demo | head``): the
-    teardown that follows must run all the same.
-    """
-    try:
-        print(text, file=stream, flush=True)
-    except OSError:
-        pass
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, (RDTError, OSError)):
-        if isinstance(exc, OSError) and exc.filename:
-            return '%s: %s' % (exc.strerror or exc, exc.filename)
-        return str(exc)
-    return 'internal error: %s: %s (please report it)' % (
-        type(exc).__name__, exc)
-
-
-def command_path() -> str:
-    """How to call ``ovs-rdt`` again: bare when on PATH, else its path."""
-    here = os.path.join(os.path.dirname(sys.executable), 'ovs-rdt')
-    on_path = shutil.which('ovs-rdt')
-    if on_path and os.path.realpath(on_path) == os.path.realpath(here):
-        return 'ovs-rdt'
-    return here if os.path.exists(here) else 'ovs-rdt'
-
-
-#: The signals that asked the demo to end (SIGINT, SIGTERM).
-_INTERRUPTED: list[int] = []
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    _INTERRUPTED.append(signum)
-    raise KeyboardInterrupt
-
-
-def _teardown(box: Any) -> int:
-    began = time.monotonic()
-    problems = box.teardown()
-    for line in problems:
-        _say('ovs-rdt demo: teardown: %s' % line, sys.stderr)
-    _say('Torn down in %.1f s%s.' % (
-        time.monotonic() - began, ' with problems' if problems else ''),
-        sys.stdout)
-    return 1 if problems else 0
+    failed = lifecycle.guarded(box, PROG, job)
+    if failed is not None:
+        return failed
+    return 0 if args.keep else lifecycle.teardown(box, PROG)
 
 
 TABLE4 = (  # seed 000 Table 4: (who, CoS, CBM)

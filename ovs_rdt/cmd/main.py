@@ -42,6 +42,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     'selftest': ('ovs_rdt.cmd.selftest',
                  'check that this node\'s resctrl behaves as ovs-rdt relies on '
                  'and that its cache ways shield'),
+    'sandbox': ('ovs_rdt.cmd.sandbox',
+                'start, show or stop an emulated resctrl, a private OvS and '
+                'a private libvirtd with the hook, to try ovs-rdt here'),
 }
 
 

@@ -76,6 +76,46 @@ class Sandbox:
         with open(self.state_file, 'w') as fh:
             json.dump(self.state, fh, indent=1)
 
+    @property
+    def config_file(self) -> str:
+        """The configuration the hook, the agent and the CLI read."""
+        return os.path.join(self.workdir, 'ovs-rdt.conf')
+
+    def running(self) -> dict[str, int | None]:
+        """Every daemon started (as recorded), with its pid while it runs
+        (None once it is gone).
+        """
+        from ovs_rdt import procfs
+
+        out: dict[str, int | None] = {}
+        if self.state.get('emulator'):
+            out['emulator'] = procfs.read_pidfile(self.emulator.pid_file)
+        if self.state.get('ovs'):
+            ovs = self.ovs
+            out['ovsdb-server'] = ovs.pid_of(ovs.ovsdb_pidfile)
+            out['ovs-vswitchd'] = ovs.vswitchd_pid
+        if self.state.get('libvirtd'):
+            out['libvirtd'] = self.libvirtd.pid()
+        pid = self.state.get('pids', {}).get('ovs-rdt-agent')
+        if pid:
+            out['ovs-rdt-agent'] = pid if procfs.alive(pid) else None
+        elif self.agent_pid():
+            out['ovs-rdt-agent'] = self.agent_pid()
+        return out
+
+    def agent_pid(self) -> int | None:
+        """The ovs-rdt-agent running for the emulator's resctrl root, by
+        whomever it was started (the agent lock's holder), or None.
+        """
+        if not self.state.get('emulator'):
+            return None
+        from ovs_rdt.agent.lock import AgentLock
+        try:
+            pid = AgentLock(self.emulator.root).running()
+        except RDTError:
+            return None
+        return int(pid) if pid and pid.isdigit() else None
+
     # -- the emulator ------------------------------------------------------
     @property
     def emulator(self) -> MountedEmulator:
@@ -167,6 +207,8 @@ class Sandbox:
 
         pids = self.state.get('pids', {})
         attempt('agent', stop_pid, pids.get('ovs-rdt-agent'))
+        # One started by hand against this root (doc/try-it.md).
+        attempt('agent', stop_pid, self.agent_pid())
         if self.state.get('libvirtd'):
             problems += ['libvirtd: %s' % p for p in
                          PrivateLibvirtd(self.state['libvirtd']).stop()]

@@ -59,10 +59,22 @@ DEBIAN_PATHS = (
     '/usr/share/doc/ovs-rdt/README.md.gz',
     '/usr/share/doc/ovs-rdt/RELEASENOTES.md.gz',   # over 4 KiB: dh_compress
     '/usr/share/doc/ovs-rdt/metrics.md.gz',
+    '/usr/share/doc/ovs-rdt/try-it.md.gz',
     '/usr/share/doc/ovs-rdt/copyright',
     '/usr/share/man/man1/ovs-rdt.1.gz', '/usr/share/man/man1/ovs-rdt-agent.1.gz',
     '/usr/share/man/man1/ovs-rdt-hook.1.gz',
 )
+
+
+#: What the package's postinst says on a first install without systemd.
+NO_SYSTEMD = [
+    'ovs-rdt: systemd is not running, so two steps are left to do by hand:',
+    'ovs-rdt:  - the libvirt hook is installed (%s),' % HOOK,
+    'ovs-rdt:    but libvirtd runs it only once reloaded or restarted:',
+    'ovs-rdt:    kill -HUP $(cat /run/libvirtd.pid)    (guests keep running)',
+    'ovs-rdt:  - ovs-rdt-agent is not running; start it:',
+    'ovs-rdt:    ovs-rdt-agent --config-file %s' % CONF,
+    'ovs-rdt: (/usr/share/doc/ovs-rdt/try-it.md.gz, "Without systemd")']
 
 
 def test_sdist_and_wheel(artifacts: Artifacts) -> None:
@@ -209,7 +221,16 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
     rc = Resctrl(emu.root, emu.sysfs)
     # man-db's trigger rebuilds every manual page index (10 s): off.
     root.run('rm', '-f', MAN_DB_SWITCH)
-    root.run('dpkg', '-i', root.put(artifacts.deb))
+    installed = root.run('dpkg', '-i', root.put(artifacts.deb))
+    # PID 1 is not systemd (the overlay's /run has no /run/systemd/system):
+    # nothing reloaded libvirtd or started the agent, and the package says
+    # so, after deb-systemd-helper's "Created symlink ..." (only man-db's
+    # trigger, run later by dpkg, may follow).
+    said = installed.stderr.splitlines()
+    assert NO_SYSTEMD[0] in said, installed.stdout + installed.stderr
+    at = said.index(NO_SYSTEMD[0])
+    assert said[at:at + len(NO_SYSTEMD)] == NO_SYSTEMD, installed.stderr
+    assert [ln for ln in said[:at] if ln.startswith('Created symlink')]
     for path in DEBIAN_PATHS:
         root.run('test', '-e', path)
     # The installed files only: Debian's python3 imports them from
@@ -393,6 +414,9 @@ def test_upgrade_through_the_package_with_guests_running(
             # RELEASENOTES.md's steps: the package (the conffile kept),
             # the agent restarted (systemd would), libvirtd restarted.
             res = root.run(*DPKG_I, root.put(deb))
+            if deb == artifacts.deb:     # no systemd: nothing restarted it
+                assert 'restart ovs-rdt-agent by hand' in res.stderr, \
+                    res.stderr
             assert root.read(CONF) == mine, 'the conffile changed'
             assert root.run('dpkg-query', '-W', '-f', '${Version}',
                             'ovs-rdt').stdout.replace('~', '.') == version

@@ -18,13 +18,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from libvirt_hooks import domain
-from libvirt_hooks.hook import Hook, Log, MAX_STDIN, read_stdin
+from libvirt_hooks.hook import Hook, Log, MAX_STDIN, read_stdin, remedy
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import ROOT, held
-from ovs_rdt.exceptions import RDTError, ResctrlError, ResctrlUnavailable
-from ovs_rdt.exceptions import show
+from ovs_rdt.exceptions import count, RDTError, ResctrlError
+from ovs_rdt.exceptions import ResctrlUnavailable, show
 from ovs_rdt.guest import GuestCache, group_of
-from ovs_rdt.exceptions import count
 from ovs_rdt import VM_GROUP_PREFIX
 
 if TYPE_CHECKING:
@@ -108,7 +107,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         raise
     except RDTError as exc:
         lines = refused(settings, dom.name if dom is not None else
-                        _name_in(data), str(exc))
+                        _name_in(data), '%s: %s' % (remedy(exc, dom), exc))
         code = EXIT_REFUSED
     for level, msg in said.lines:
         if level in ('warning', 'error'):

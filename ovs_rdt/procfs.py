@@ -188,3 +188,35 @@ def parse_pmd_comm(comm: str) -> int | None:
         return None
     digits = comm[5:].split('/', 1)[0]
     return int(digits) if digits.isdigit() else None
+
+
+def busy_cpus(proc: str = PROC) -> dict[int, str]:
+    """CPU -> the thread pinned there that a benchmark must leave alone:
+    an OvS PMD thread (``pmd-c03/id:7``) or a pinned vCPU (``CPU 1/KVM``
+    whose ``Cpus_allowed_list`` is not every CPU).
+    """
+    from ovs_rdt.exceptions import RDTError
+    from ovs_rdt.inputs import cpulists
+
+    every = os.cpu_count() or 1
+    out: dict[int, str] = {}
+    try:
+        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        for tid, comm in threads(pid, proc):
+            pmd = parse_pmd_comm(comm) is not None
+            if not pmd and not is_vcpu_thread(comm):
+                continue
+            path = os.path.join(proc, str(pid), 'task', str(tid), 'status')
+            try:
+                with open(path, encoding='ascii', errors='replace') as fh:
+                    text = [line.split(':', 1)[1] for line in fh
+                            if line.startswith('Cpus_allowed_list:')][0]
+                cpus = cpulists.parse(text.strip(), path)
+            except (OSError, IndexError, RDTError):
+                continue            # gone meanwhile
+            if pmd or len(cpus) < every:
+                out.update(dict.fromkeys(cpus, comm))
+    return out

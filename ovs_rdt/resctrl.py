@@ -99,20 +99,20 @@ def parse_domain_values(text: str) -> dict[int, str]:
     return out
 
 
-def mount_options(mounts_text: str, root: str) -> list[str] | None:
-    """The options of the resctrl mount at ``root`` in a ``/proc/mounts``
-    text (the kernel shows ``cdp``, ``mba_MBps``, ``debug`` there:
-    ``rdtgroup_show_options()``); None when no resctrl is mounted there.
+def mount_entry(mounts_text: str, root: str) -> tuple[str, list[str]] | None:
+    """``(fstype, options)`` of the last mount at ``root`` in a
+    ``/proc/mounts`` text (``resctrl``; ``fuse.resctrl`` for the emulator);
+    None when nothing is mounted there.
     """
     found = None
     for line in mounts_text.splitlines():
         fields = line.split()
-        if len(fields) < 4 or fields[2] != 'resctrl':
+        if len(fields) < 4:
             continue
         # Spaces and the like are octal escapes in /proc/mounts.
         where = fields[1].replace('\\040', ' ').replace('\\011', '\t')
         if where.rstrip('/') == root.rstrip('/'):
-            found = fields[3].split(',')   # the last mount there wins
+            found = (fields[2], fields[3].split(','))   # the last one wins
     return found
 
 
@@ -383,14 +383,22 @@ class Resctrl:
                                      '(neither info/L3 nor info/L3CODE)'
                                      % self.root)
 
-    def mount_options(self) -> list[str] | None:
-        """The resctrl mount options at the root, from ``mounts``."""
+    def mount_entry(self) -> tuple[str, list[str]] | None:
+        """``(fstype, options)`` of the mount at the root, from ``mounts``."""
         try:
             with open(self.mounts, encoding='utf-8') as fh:
                 text = fh.read()
         except OSError:
             return None
-        return mount_options(text, os.path.realpath(self.root))
+        return mount_entry(text, os.path.realpath(self.root))
+
+    def mount_options(self) -> list[str] | None:
+        """The options of the resctrl mount at the root (the kernel shows
+        ``cdp``, ``mba_MBps``, ``debug`` there: ``rdtgroup_show_options()``);
+        None when no resctrl is mounted there.
+        """
+        entry = self.mount_entry()
+        return entry[1] if entry is not None and entry[0] == 'resctrl' else None
 
     @staticmethod
     def _mb_unit(delay_linear: bool, min_bandwidth: int, mbps: bool) -> str:

@@ -13,12 +13,22 @@ import json
 import sys
 
 from ovs_rdt.conf import Settings
+from ovs_rdt.exceptions import RDTError
+from ovs_rdt.inputs import cpulists
 from ovs_rdt.selftest.behaviours import BEHAVIOURS
 from ovs_rdt.selftest import effect as effect_part
-from ovs_rdt.selftest.geometry import mount_entry
 from ovs_rdt.selftest.node import Node
 from ovs_rdt.selftest import report
 from ovs_rdt.selftest.runner import FAIL, clean_stale, run_one
+
+#: ``--seconds`` at most: the lock is held ~3 of them, the libvirt hook
+#: waits ``[resctrl] lock_timeout`` (30 s) for it.
+MAX_SECONDS = 5.0
+
+
+def _usage(why: str) -> int:
+    print('ovs-rdt selftest: %s' % why, file=sys.stderr)
+    return 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,18 +40,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--ways', type=int, default=2,
                         help="ways of the probe's group in the effect part (default 2)")
     parser.add_argument('--seconds', type=float, default=1.0,
-                        help='seconds of measurement per effect phase (default 1)')
+                        help='seconds of measurement per effect phase (default 1, at '
+                             'most %g: the effect part holds the resctrl lock for about '
+                             'three of them)' % MAX_SECONDS)
+    parser.add_argument('--cpus', metavar='A,B',
+                        help='the two CPUs (different cores sharing an L3 cache) of the '
+                             "effect part's probe and neighbour (default: two no OvS PMD "
+                             'thread or pinned vCPU uses)')
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    if args.ways < 1 or not args.seconds > 0:
-        print('ovs-rdt selftest: --ways must be at least 1 and --seconds more than 0 '
-              '(got --ways %d --seconds %g)' % (args.ways, args.seconds), file=sys.stderr)
-        return 2
+    try:
+        cpus = cpulists.parse(args.cpus, '--cpus') if args.cpus else None
+    except RDTError as exc:
+        return _usage(str(exc))
+    if cpus is not None and len(cpus) != 2:
+        return _usage('--cpus: %r names %d CPUs, not two' % (args.cpus, len(cpus)))
+    if args.ways < 1 or not 0 < args.seconds <= MAX_SECONDS:
+        return _usage('--ways must be at least 1 and --seconds more than 0 and at most %g '
+                      '(got --ways %d --seconds %g)' % (MAX_SECONDS, args.ways, args.seconds))
     cfg = settings.resctrl
     node = Node(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
     node.rc.check()
-    fstype, options = mount_entry(node.root) or (None, [])
+    fstype, options = node.rc.mount_entry() or (None, [])
     facts = report.node_facts(node.root, fstype, options)
     stale = clean_stale(node)
 
@@ -61,7 +82,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     effect = None
     if args.only != 'behaviour':
         say('')
-        effect = effect_part.run(node, args.ways, args.seconds)
+        effect = effect_part.run(node, args.ways, args.seconds, cpus)
         for line in report.effect_lines(effect):
             say(line)
     ok = not any(r.result == FAIL for r in results)

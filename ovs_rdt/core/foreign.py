@@ -7,9 +7,10 @@ one holds, from the kernel's rules:
 * An exclusive or pseudo-locked group holds its whole mask: the kernel
   refuses any other group there.
 * ``mkdir`` gives a new group the kernel's default mask
-  (``__init_one_rdt_domain()``: :func:`ovs_rdt.core.kernel.new_group_mask`):
+  (``__init_one_rdt_domain()``: :func:`ovs_rdt.core.kernel.new_group_masks`):
   every way of a shareable group (the default group's and ovs-rdt's
-  shared pools' included) and every unused way, cut to the lowest run.
+  shared pools' included) and every unused way, cut to the lowest run
+  (kept whole on sparse-mask platforms by newer kernels).
   Those ways are other groups', not ways the tool took, and the group
   keeps that mask until the tool's first schemata write (libvirt writes
   under the resctrl lock, so ovs-rdt never sees its groups in between;
@@ -34,7 +35,7 @@ one holds, from the kernel's rules:
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.kernel import UNSHAREABLE, new_group_mask
+from ovs_rdt.core.kernel import UNSHAREABLE, new_group_masks
 from ovs_rdt.core.model import Group, Platform, held
 
 
@@ -129,7 +130,7 @@ def unwritten(platform: Platform, group: Group, domain: int,
         return False
     others = [(g.mode, g.l3[domain].value) for g in groups
               if g is not group and domain in g.l3]
-    return mask.value == new_group_mask(platform, domain, others)
+    return mask.value in new_group_masks(platform, domain, others)
 
 
 def blocking(platform: Platform, domain: int, groups: list[Group],

@@ -14,9 +14,10 @@ its own copy, written from the kernel, on purpose: it is the test ground.
   :meth:`Kernel.set_mode`.
 * ``mkdir`` fails with "No space" when every CLOSID has a group
   (:meth:`Kernel.closids_left`, the default group holds one); it gives the
-  new group the lowest run of the ways that are unused or shareable
-  (:func:`new_group_mask`), and fails with "No space" too when that run is
-  shorter than ``min_cbm_bits``: :meth:`Kernel.mkdir_fits`.
+  new group the lowest run of the ways that are unused or shareable (on
+  sparse-mask platforms newer kernels give them all: :func:`new_group_masks`),
+  and fails with "No space" too when it has fewer than ``min_cbm_bits``
+  ways: :meth:`Kernel.mkdir_fits` (predicts the lowest run, the safe side).
 """
 from __future__ import annotations
 
@@ -71,17 +72,19 @@ def is_valid(platform: Platform, mask: CBM) -> bool:
 
 
 def new_group_mask(platform: Platform, domain: int,
-                   others: list[tuple[str, int]]) -> int:
+                   others: list[tuple[str, int]], cut: bool = True) -> int:
     """The L3 mask ``mkdir`` gives a new group on ``domain``.
 
     ``__init_one_rdt_domain()``: ``shareable_bits``, every way of a
     shareable group (the default group's, ours, another tool's) and every
     way no group uses (exclusive and pseudo-locked groups' ways are used,
     a ``pseudo-locksetup`` group's are not looked at), then
-    ``cbm_ensure_valid()``: only the lowest run of those, on every
-    platform (sparse masks too).  ``others`` is each other group's
-    ``(mode, mask)`` there.  io_alloc's CLOSID is no group's and not
-    shareable: its ways are used.
+    ``cbm_ensure_valid()``: only the lowest run of those (``cut``).  On
+    platforms with sparse masks newer kernels keep them all (tip's
+    ``cbm_ensure_valid()`` returns the mask as it is when
+    ``arch_has_sparse_bitmasks``: ``cut=False``): :func:`new_group_masks`.
+    ``others`` is each other group's ``(mode, mask)`` there.  io_alloc's
+    CLOSID is no group's and not shareable: its ways are used.
     """
     full = (1 << platform.cbm_len) - 1
     used = platform.hw_shared(domain)
@@ -93,8 +96,24 @@ def new_group_mask(platform: Platform, domain: int,
         if mode == MODE_SHAREABLE:
             new |= mask
     new = (new | ~used) & full
+    if not cut:
+        return new
     # The carry of adding the lowest bit runs through the lowest run only.
     return new & ~(new + (new & -new))
+
+
+def new_group_masks(platform: Platform, domain: int,
+                    others: list[tuple[str, int]]) -> tuple[int, ...]:
+    """Every mask ``mkdir`` may give a new group on ``domain``: the lowest
+    run; on sparse-mask platforms also the whole set, as newer kernels
+    give it (:func:`new_group_mask`).  ovs-rdt's planning predicts the
+    lowest run (:meth:`Kernel.mkdir_fits`: the fewer ways, the safe side).
+    """
+    cut = new_group_mask(platform, domain, others)
+    if not platform.sparse_masks:
+        return (cut,)
+    whole = new_group_mask(platform, domain, others, cut=False)
+    return (cut,) if whole == cut else (cut, whole)
 
 
 class Kernel:
@@ -153,7 +172,9 @@ class Kernel:
         return self.platform.num_closids - len(self.l3)
 
     def mkdir_fits(self) -> int | None:
-        """The first domain where a new group would get "No space"."""
+        """The first domain where a new group would get "No space" (with
+        the lowest run: a kernel that keeps sparse masks whole gives more).
+        """
         plat = self.platform
         for domain in plat.domains:
             new = new_group_mask(plat, domain, [

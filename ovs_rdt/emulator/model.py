@@ -619,8 +619,8 @@ class Resctrl:
             if mode == SHAREABLE:
                 new |= val
         new |= (used ^ prof.cbm_mask) & prof.cbm_mask
-        if not new:     # cbm_ensure_valid(): one run, sparse masks or not
-            return new
+        if not new or (prof.sparse_masks and prof.sparse_new_group):
+            return new  # cbm_ensure_valid(): one run, but on tip with sparse masks
         first = (new & -new).bit_length() - 1
         zero = first
         while zero < prof.cbm_len and new >> zero & 1:

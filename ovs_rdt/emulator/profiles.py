@@ -39,6 +39,9 @@ class Profile:
     min_cbm_bits: int = 1
     shareable_bits: int = 0
     sparse_masks: bool = False
+    #: A new group keeps every shareable and unused way, however sparse
+    #: (tip's cbm_ensure_valid() on sparse_masks platforms); else the lowest run.
+    sparse_new_group: bool = False
     cdp_capable: bool = True
     mon_scale: int = 64          # CPUID.0xF.1:EBX upscaling factor (bytes)
     possible_cpus: int = 0       # nr_cpu_ids; 0 means "= online CPUs"

@@ -2,11 +2,15 @@
 
 Two groups of its own (two free CLOSIDs, or it says so and stops): the
 probe's, with ``--ways`` ways on one L3 domain and a monitor group holding
-only the probe, and the neighbour's, with ways disjoint from them.  The
-probe (:mod:`.probe`, pinned to one core) walks a working set of 3/4 of
-its ways' bytes, in three phases: alone; with a streaming neighbour (on
-another core of the same L3) in its own group; with the neighbour moved
-to the disjoint group.  Each phase gives nanoseconds per access and the
+only the probe, and the neighbour's, with ways disjoint from them; both on
+ways only the default group holds, or none (no other group's: ovs-rdt's
+pools, libvirt's, pqos's).  The probe (:mod:`.probe`, pinned to one core)
+walks a working set of 3/4 of its ways' bytes, in three phases: alone;
+with a streaming neighbour (on another core of the same L3) in its own
+group; with the neighbour moved to the disjoint group.  Both run on cores
+no OvS PMD thread or pinned vCPU uses (or those named by ``--cpus``).  The
+resctrl lock is held from the choice of ways to the end, so no other tool
+sees the two groups.  Each phase gives nanoseconds per access and the
 probe's ``llc_occupancy``; :mod:`.verdict` judges them.
 """
 from __future__ import annotations
@@ -16,18 +20,25 @@ import os
 import time
 from typing import Any
 
+from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.exceptions import ProbeUnavailable
+from ovs_rdt.inputs import cpulists
+from ovs_rdt import procfs
+from ovs_rdt.resctrl import Resctrl
 from ovs_rdt.selftest import verdict
-from ovs_rdt.selftest.behaviours.common import count_or_none, unshareable, used
-from ovs_rdt.selftest.geometry import Geometry, run_in
-from ovs_rdt.selftest.node import Mismatch, Node
-from ovs_rdt.selftest.probe import Probe, build
+from ovs_rdt.selftest.behaviours.common import LOAD_WAYS, count_or_none, run_in, spare
+from ovs_rdt.selftest.geometry import Geometry
+from ovs_rdt.selftest.node import Mismatch, Node, Skip
+from ovs_rdt.selftest.probe import Probe, built
 
 LOG = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 #: The probe's working set, as a share of its ways' bytes.
 FILL = 0.75
+#: The working set is at least this many times the L2 cache (else the
+#: probe would hit its L2 whatever happens in the L3's ways).
+L2_TIMES = 2
 #: On an emulated mount: seconds per phase (nothing is measured there).
 EMULATED_SECONDS = 0.1
 PHASES = ('alone', 'neighbour in the same ways', 'neighbour in disjoint ways')
@@ -42,27 +53,20 @@ def emulated(geo: Geometry, root: str) -> str | None:
     return "%s is a %s mount, not the kernel's resctrl" % (root, geo.fstype)
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding='ascii') as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def pick_cpus(sysfs: str, allowed: set[int]) -> tuple[int, int, int] | None:
-    """(probe CPU, neighbour CPU, their L3 id): two CPUs we may run on, on
+def pick_cpus(rc: Resctrl, allowed: set[int] | frozenset[int]) -> tuple[int, int, int] | None:
+    """(probe CPU, neighbour CPU, their L3 id): two of ``allowed`` on
     different cores sharing one L3 (the last such, away from CPU 0's
     interrupts); None if there are none.
     """
+    l3 = rc.cpu_domains()
     cores: dict[int, dict[str, int]] = {}
-    for cpu in sorted(allowed):
-        base = os.path.join(sysfs, 'cpu%d' % cpu)
-        l3 = _read(os.path.join(base, 'cache', 'index3', 'id'))
-        core = _read(os.path.join(base, 'topology', 'thread_siblings_list'))
-        if l3 is None or not l3.isdigit() or core is None:
+    for cpu in sorted(allowed & set(l3)):
+        try:
+            core = rc.read(os.path.join(rc.sysfs_cpu_root, 'cpu%d' % cpu, 'topology',
+                                        'thread_siblings_list')).strip()
+        except OSError:
             continue
-        cores.setdefault(int(l3), {}).setdefault(core, cpu)
+        cores.setdefault(l3[cpu], {}).setdefault(core, cpu)
     for dom in sorted(cores, reverse=True):
         cpus = sorted(cores[dom].values())
         if len(cpus) >= 2:
@@ -70,53 +74,94 @@ def pick_cpus(sysfs: str, allowed: set[int]) -> tuple[int, int, int] | None:
     return None
 
 
+def choose_cpus(rc: Resctrl, named: frozenset[int] | None,
+                proc: str = procfs.PROC) -> tuple[int, int, int] | str:
+    """:func:`pick_cpus` among the CPUs we may run on, less those of PMD
+    threads and pinned vCPUs, or among ``named`` (``--cpus``); else why not.
+    """
+    allowed = os.sched_getaffinity(0)
+    if named:
+        pick = pick_cpus(rc, named & allowed)
+        return pick or ('--cpus %s: not two CPUs of different cores sharing an L3 cache '
+                        'among those it may run on (%s)'
+                        % (cpulists.to_text(named), cpulists.to_text(allowed)))
+    busy = procfs.busy_cpus(proc)
+    pick = pick_cpus(rc, allowed - set(busy))
+    if pick is None:
+        return ('needs two cores sharing an L3 cache among the CPUs it may run on (%s)%s: '
+                'name two with --cpus' % (cpulists.to_text(allowed), ', leaving out %s' % (
+                    ', '.join('%d (%s)' % kv for kv in sorted(busy.items())))
+                    if busy else ''))
+    return pick
+
+
+def l2_bytes(rc: Resctrl, cpu: int) -> int:
+    """The L2 cache of ``cpu`` in bytes (0: sysfs does not say)."""
+    base = os.path.join(rc.sysfs_cpu_root, 'cpu%d' % cpu, 'cache')
+    try:
+        for index in sorted(n for n in os.listdir(base) if n.startswith('index')):
+            if rc.read(os.path.join(base, index, 'level')).strip() == '2':
+                size = rc.read(os.path.join(base, index, 'size')).strip()
+                return int(size[:-1]) * {'K': 1024, 'M': MiB}[size[-1]]
+    except (OSError, ValueError, KeyError):
+        pass
+    return 0
+
+
+def probe_ways(ways: int, min_bits: int, way: int, l2: int) -> int:
+    """``ways``, at least ``min_cbm_bits``, and enough that the working set
+    (:data:`FILL` of them) is :data:`L2_TIMES` the L2 cache.
+    """
+    return max(ways, min_bits, -(-L2_TIMES * l2 // int(way * FILL)) if way else 1)
+
+
 def skipped(why: str) -> dict[str, Any]:
     return {'verdict': 'skipped', 'explanation': why}
 
 
-def run(node: Node, ways: int, seconds: float) -> dict[str, Any]:
+def run(node: Node, ways: int, seconds: float,
+        cpus: frozenset[int] | None = None) -> dict[str, Any]:
     """The effect part; a JSON-able report with the figures and the verdict."""
-    with node.lock():
-        geo = Geometry.read(node)
-        held = len(node.groups()) + (geo.io_alloc == 'enabled')
-        free = geo.num_closids - held
+    pick = choose_cpus(node.rc, cpus)
+    if isinstance(pick, str):
+        return skipped(pick)
+    try:
+        with built() as binary, node.lock():
+            return _run(node, ways, seconds, pick, binary)
+    except ProbeUnavailable as exc:
+        return skipped(str(exc))
+
+
+def _run(node: Node, ways: int, seconds: float, pick: tuple[int, int, int],
+         binary: int) -> dict[str, Any]:
+    geo = Geometry.read(node)
+    free = geo.plat.num_closids - len(node.groups())
     if free < 2:
         return skipped('needs two free CLOSIDs, %d of %d free (%d groups)'
-                       % (max(free, 0), geo.num_closids, len(node.groups())))
+                       % (max(free, 0), geo.plat.num_closids, len(node.groups())))
     why_emulated = emulated(geo, node.root)
     if why_emulated:
         seconds = min(seconds, EMULATED_SECONDS)
-    cpus = pick_cpus(node.sysfs, os.sched_getaffinity(0))
-    if cpus is None:
-        return skipped('needs two cores sharing an L3 cache among the CPUs it may run '
-                       'on (%s)' % sorted(os.sched_getaffinity(0)))
-    cpu, other_cpu, dom = cpus
-    if dom not in geo.ids:
-        return skipped('CPU %d is on L3 domain %d, which %s does not have'
-                       % (cpu, dom, node.root))
-    ways = max(ways, geo.min_bits, 1)
+    cpu, other_cpu, dom = pick
+    way = geo.way_bytes(dom)
+    if dom not in geo.ids or not way:
+        return skipped('CPU %d is on L3 domain %d, where the default group has no ways '
+                       'to size a way by' % (cpu, dom))
+    l2 = l2_bytes(node.rc, cpu)
+    ways = probe_ways(ways, geo.min_bits, way, l2)
     plan = _masks(node, geo, dom, ways)
     if isinstance(plan, str):
         return skipped(plan)
-    probe_mask, neighbour_mask = plan
-    way = geo.way_bytes(node, dom)
-    if not way:
-        return skipped('the default group has no ways on domain %d to size a way by'
-                       % dom)
     working_set = int(ways * way * FILL)
     stream = min(max(2 * way * geo.cbm_len, 64 * MiB),
                  64 * MiB if why_emulated else 1024 * MiB)
-    try:
-        binary = build()
-    except ProbeUnavailable as exc:
-        return skipped(str(exc))
     setup = {'cpu': cpu, 'neighbour_cpu': other_cpu, 'domain': dom, 'ways': ways,
-             'probe_mask': '%x' % probe_mask, 'neighbour_mask': '%x' % neighbour_mask,
-             'working_set_bytes': working_set, 'stream_bytes': stream,
-             'seconds': seconds, 'probe': binary}
+             'probe_mask': '%x' % plan[0], 'neighbour_mask': '%x' % plan[1],
+             'working_set_bytes': working_set, 'l2_bytes': l2, 'stream_bytes': stream,
+             'seconds': seconds}
     try:
         figures = _measure(node, geo, setup, binary)
-    except (Mismatch, ProbeUnavailable, OSError) as exc:
+    except (Mismatch, Skip, ProbeUnavailable, OSError) as exc:
         out = skipped('could not measure: %s' % exc)
         out['setup'] = setup
         return out
@@ -130,21 +175,19 @@ def run(node: Node, ways: int, seconds: float) -> dict[str, Any]:
 
 
 def _masks(node: Node, geo: Geometry, dom: int, ways: int) -> tuple[int, int] | str:
-    """The probe's ways (free of every group if it can) and the
-    neighbour's (the longest run of the others no exclusive group holds).
+    """The probe's ways (free of the default group's too, if it can) and
+    the neighbour's (the longest run of the rest), all :func:`spare`.
     """
-    groups = geo.states(node)
-    avail = geo.full & ~unshareable(groups, dom)
-    free = geo.full & ~used(groups, dom, geo)
-    probe = run_in(free, ways, geo.cbm_len) or run_in(avail, ways, geo.cbm_len)
+    groups = geo.groups(node)
+    avail = spare(node, geo, groups, dom)
+    default = sum(g.l3.get(dom, 0) for g in groups if not g.name)
+    probe = run_in(avail & ~default, ways, geo.cbm_len) or run_in(avail, ways, geo.cbm_len)
     if probe is None:
-        return 'no %d ways on domain %d free of exclusive groups' % (ways, dom)
-    least = max(geo.min_bits, 1)
-    for count in range(geo.cbm_len, least - 1, -1):
-        other = run_in(avail & ~probe, count, geo.cbm_len)
-        if other is not None:
-            return probe, other
-    return 'no ways left on domain %d for a neighbour beside %x' % (dom, probe)
+        return 'no %d ways on domain %d %s' % (ways, dom, LOAD_WAYS)
+    other = CBM(avail & ~probe, geo.cbm_len).largest_run()
+    if other.count < max(geo.min_bits, 1):
+        return 'no ways on domain %d beside %x for the neighbour %s' % (dom, probe, LOAD_WAYS)
+    return probe, other.value
 
 
 def _occupancy(node: Node, rel: str, dom: int) -> int | None:
@@ -155,32 +198,29 @@ def _occupancy(node: Node, rel: str, dom: int) -> int | None:
 
 
 def _measure(node: Node, geo: Geometry, setup: dict[str, Any],
-             binary: str) -> list[tuple[float, int | None]]:
+             binary: int) -> list[tuple[float, int | None]]:
+    """The three phases (the caller holds the lock)."""
     dom, seconds = setup['domain'], setup['seconds']
     settle = min(0.5, seconds / 2)
     probe = neighbour = None
     try:
-        with node.lock():
-            a = node.mkdir('probe')
-            mon = node.mkmon(a, 'probe')
-            b = node.mkdir('neighbour')
-            for rel, mask in ((a, setup['probe_mask']), (b, setup['neighbour_mask'])):
-                node.accepted(rel + '/schemata', ''.join(
-                    '%s:%d=%s\n' % (res, dom, mask) for res in geo.l3))
+        a = node.mkdir('probe')
+        mon = node.mkmon(a, 'probe')
+        b = node.mkdir('neighbour')
+        for rel, mask in ((a, setup['probe_mask']), (b, setup['neighbour_mask'])):
+            node.accepted(rel + '/schemata', ''.join(
+                '%s:%d=%s\n' % (res, dom, mask) for res in geo.l3))
         probe = Probe(binary, 'chase', setup['cpu'], setup['working_set_bytes'])
-        with node.lock():
-            node.accepted(a + '/tasks', '%d\n' % probe.pid)
-            node.accepted(mon + '/tasks', '%d\n' % probe.pid)
+        node.accepted(a + '/tasks', '%d\n' % probe.pid)
+        node.accepted(mon + '/tasks', '%d\n' % probe.pid)
         probe.init()            # its lines are filled in its group's ways
         out = [(probe.measure(seconds), _occupancy(node, mon, dom))]
         neighbour = Probe(binary, 'stream', setup['neighbour_cpu'], setup['stream_bytes'])
-        with node.lock():
-            node.accepted(a + '/tasks', '%d\n' % neighbour.pid)
+        node.accepted(a + '/tasks', '%d\n' % neighbour.pid)
         neighbour.go()
         time.sleep(settle)
         out.append((probe.measure(seconds), _occupancy(node, mon, dom)))
-        with node.lock():
-            node.accepted(b + '/tasks', '%d\n' % neighbour.pid)
+        node.accepted(b + '/tasks', '%d\n' % neighbour.pid)
         time.sleep(settle)
         out.append((probe.measure(seconds), _occupancy(node, mon, dom)))
         return out
@@ -188,7 +228,6 @@ def _measure(node: Node, geo: Geometry, setup: dict[str, Any],
         for proc in (neighbour, probe):
             if proc is not None:
                 proc.stop()
-        with node.lock():
-            problems = node.cleanup()
+        problems = node.cleanup()
         if problems:
             LOG.warning('Effect part: %s', '; '.join(problems))

@@ -1,21 +1,22 @@
-"""What a resctrl mount says about itself, read as the kernel writes it.
+"""What a resctrl mount says about itself, for the behaviours.
 
-The behaviours take everything they need from here (CBM width, domain ids,
-``min_cbm_bits``, sparse masks, CLOSIDs, MB range and unit, CDP, SNC,
-io_alloc, assignable counters), so no expectation is per platform.  The
-parsing is the selftest's own: it checks the kernel and, in
-``behaviours.info``, ovs-rdt's reading of it (:mod:`ovs_rdt.resctrl`).
+ovs-rdt's own reading of ``info/`` (:meth:`ovs_rdt.resctrl.Resctrl.platform`:
+ways, CLOSIDs, domains, ``min_cbm_bits``, sparse masks, way sizes, MB,
+CDP, io_alloc) and, beside it, what only the selftest needs: the default
+group's schemata lines, the ``info/`` listing, the SNC nodes and the mount.
+``behaviours.tree.check_info`` checks the reading against the files.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ovs_rdt.core.model import Platform
+from ovs_rdt.resctrl import parse_schemata, resource_lines
 
 if TYPE_CHECKING:
     from ovs_rdt.selftest.node import Node
 
-Schemata = dict[str, dict[int, str]]
 #: What a behaviour may need from the node (see :meth:`Geometry.has`).
 NEEDS = {
     'mon': 'L3 monitoring (info/L3_MON)',
@@ -25,52 +26,6 @@ NEEDS = {
     'io_alloc': 'io_alloc (info/L3/io_alloc)',
     'mbm_event': 'assignable MBM counters in mbm_event mode',
 }
-#: Modes whose ways no other group may overlap.
-UNSHAREABLE = ('exclusive', 'pseudo-locked')
-
-
-def parse(text: str) -> Schemata:
-    """``schemata``/``size``/``io_alloc_cbm`` text -> {resource: {domain:
-    value}} (padded names stripped; a line without ``RES:`` is ``''``).
-    """
-    out: Schemata = {}
-    for line in text.splitlines():
-        res, _, rest = line.strip().rpartition(':')
-        values = out.setdefault(res.strip(), {})
-        for item in rest.strip().split(';'):
-            dom, eq, value = item.partition('=')
-            if eq:
-                values[int(dom)] = value.strip()
-    return out
-
-
-def weight(mask: int) -> int:
-    return bin(mask).count('1')
-
-
-def run_in(avail: int, ways: int, width: int) -> int | None:
-    """The lowest ``ways`` consecutive ways within ``avail``, or None."""
-    want = (1 << ways) - 1
-    for shift in range(width - ways + 1):
-        if avail & (want << shift) == want << shift:
-            return want << shift
-    return None
-
-
-def mount_entry(root: str, mounts: str = '/proc/self/mounts') -> tuple[str, list[str]] | None:
-    """(fstype, options) of the mount at ``root``; None if it is none."""
-    where = os.path.realpath(root)
-    found = None
-    try:
-        with open(mounts, encoding='utf-8', errors='replace') as fh:
-            for line in fh:
-                fields = line.split()
-                if len(fields) >= 4 and \
-                        fields[1].replace('\\040', ' ').rstrip('/') == where.rstrip('/'):
-                    found = (fields[2], fields[3].split(','))
-    except OSError:
-        return None
-    return found
 
 
 @dataclass
@@ -84,51 +39,65 @@ class GroupState:
 
 @dataclass
 class Geometry:
-    root: Schemata
+    plat: Platform
+    root: dict[str, dict[int, str]]     # the default group's schemata lines
     info: list[str]
-    l3: list[str]                       # ['L3'], or ['L3DATA', 'L3CODE'] (CDP)
-    ids: list[int]
-    full: int
-    min_bits: int
-    sparse: bool
-    shareable_bits: int
-    num_closids: int
-    bw: dict[str, tuple[int, int]] = field(default_factory=dict)    # min, gran
-    delay_linear: bool = True
-    mb_unit: str | None = None          # 'percent', 'mbps', 'amd'
-    mon: bool = False
-    events: list[str] = field(default_factory=list)
-    mbm_event: bool = False
     snc: int = 1                        # monitoring nodes per L3 domain
-    io_alloc: str | None = None         # 'enabled', 'disabled'
-    io_cbm: dict[int, int] = field(default_factory=dict)
-    fstype: str | None = None
-    options: list[str] = field(default_factory=list)
+    fstype: str | None = None            # 'resctrl' on a node
 
     @property
     def cbm_len(self) -> int:
-        return self.full.bit_length()
+        return self.plat.cbm_len
+
+    @property
+    def full(self) -> int:
+        return (1 << self.plat.cbm_len) - 1
+
+    @property
+    def ids(self) -> list[int]:
+        return list(self.plat.domains)
 
     @property
     def d0(self) -> int:
-        return self.ids[0]
+        return self.plat.domains[0]
 
     @property
     def dl(self) -> int:
-        return self.ids[-1]
+        return self.plat.domains[-1]
 
     @property
-    def cdp(self) -> bool:
-        return self.l3 != ['L3']
+    def min_bits(self) -> int:
+        return self.plat.min_cbm_bits
+
+    @property
+    def l3(self) -> list[str]:
+        """``['L3']``, or ``['L3DATA', 'L3CODE']`` under CDP."""
+        return ['L3DATA', 'L3CODE'] if self.plat.cdp else ['L3']
+
+    @property
+    def mon(self) -> bool:
+        return 'L3_MON' in self.info
+
+    @property
+    def events(self) -> list[str]:
+        return [e for e in self.plat.mon_features if not e.endswith('_config')]
+
+    @property
+    def mb_unit(self) -> str | None:
+        return self.plat.mb.unit if self.plat.mb else None
+
+    @property
+    def io_cbm(self) -> dict[int, int]:
+        return {d: m.value for d, m in self.plat.io_alloc_cbm.items()}
 
     def has(self, need: str) -> bool:
-        return {'mon': self.mon, 'cdp': self.cdp, 'mb': 'MB' in self.root,
-                'snc': self.snc > 1, 'io_alloc': self.io_alloc is not None,
-                'mbm_event': self.mbm_event}[need]
+        return {'mon': self.mon, 'cdp': self.plat.cdp, 'mb': 'MB' in self.root,
+                'snc': self.snc > 1, 'io_alloc': self.plat.io_alloc is not None,
+                'mbm_event': self.plat.mbm_assign_mode == 'mbm_event'}[need]
 
-    def hw_shared(self, dom: int) -> int:
-        """Ways the hardware fills too: shareable_bits and io_alloc's."""
-        return self.shareable_bits | self.io_cbm.get(dom, 0)
+    def way_bytes(self, dom: int) -> int:
+        """Bytes per way on ``dom`` (0: the default group has no ways there)."""
+        return self.plat.cache_bytes.get(dom, 0) // self.cbm_len
 
     def l3_line(self, masks: dict[int, int]) -> str:
         """The same masks on every L3 schema (CODE and DATA under CDP)."""
@@ -137,82 +106,20 @@ class Geometry:
 
     def masks(self, text: str) -> dict[int, int]:
         """A group's L3 masks from its schemata (CODE | DATA under CDP)."""
-        out: dict[int, int] = {}
-        lines = parse(text)
-        for res in self.l3:
-            for dom, value in lines.get(res, {}).items():
-                out[dom] = out.get(dom, 0) | int(value, 16)
-        return out
+        return {d: m.value for d, m in parse_schemata(text, self.cbm_len)[0].items()}
 
-    def states(self, node: 'Node') -> list[GroupState]:
-        """Every control group's mode and masks, the default group first."""
-        out = []
-        for name in node.groups():
-            try:
-                out.append(GroupState(
-                    name, node.read(os.path.join(name, 'mode')).strip(),
-                    self.masks(node.read(os.path.join(name, 'schemata')))))
-            except OSError:
-                continue
-        return out
-
-    def way_bytes(self, node: 'Node', dom: int) -> int:
-        """Bytes per way, from the default group's ``size`` (its cache
-        size over its ways), 0 when it has none there.
-        """
-        size = parse(node.read('size')).get(self.l3[0], {}).get(dom)
-        mask = parse(node.read('schemata')).get(self.l3[0], {}).get(dom)
-        if size is None or mask is None or not int(mask, 16):
-            return 0
-        return int(size) // weight(int(mask, 16))
+    def groups(self, node: 'Node', but: str | None = None) -> list[GroupState]:
+        """Every control group (but ``but``), the default group ('') first."""
+        return [GroupState(name, mode.strip(), self.masks(text))
+                for name, (mode, text) in node.states().items() if name != but]
 
     @classmethod
     def read(cls, node: 'Node') -> 'Geometry':
-        root = parse(node.read('schemata'))
-        info = node.listdir('info')
-        l3 = ['L3DATA', 'L3CODE'] if 'L3CODE' in info else ['L3']
-        first = 'info/%s/' % l3[0]
-        ids = sorted(root.get(l3[0], {}))
-        closids = [int(node.read('info/%s/num_closids' % r)) for r in info
-                   if node.exists('info/%s/num_closids' % r)]
-        geo = cls(root=root, info=info, l3=l3, ids=ids,
-                  full=int(node.read(first + 'cbm_mask'), 16),
-                  min_bits=int(node.read(first + 'min_cbm_bits')),
-                  sparse=(node.read(first + 'sparse_masks').strip() == '1'
-                          if node.exists(first + 'sparse_masks') else False),
-                  shareable_bits=int(node.read(first + 'shareable_bits'), 16),
-                  num_closids=min(closids))
-        for res in ('MB', 'SMBA'):
-            if res in root:
-                geo.bw[res] = (int(node.read('info/%s/min_bandwidth' % res)),
-                               int(node.read('info/%s/bandwidth_gran' % res)))
-        if 'MB' in root:
-            geo.delay_linear = node.read('info/MB/delay_linear').strip() == '1'
-        entry = mount_entry(node.root)
-        if entry is not None:
-            geo.fstype, geo.options = entry
-        if 'MB' in geo.bw:
-            if node.exists('mba_MBps_event') or 'mba_MBps' in geo.options:
-                geo.mb_unit = 'mbps'
-            elif not geo.delay_linear and not geo.bw['MB'][0]:
-                geo.mb_unit = 'amd'
-            else:
-                geo.mb_unit = 'percent'
-        geo.mon = 'L3_MON' in info
+        plat = node.rc.platform(refresh=True)
+        geo = cls(plat, resource_lines(node.read('schemata')), node.listdir('info'))
         if geo.mon:
-            geo.events = [e for e in node.read('info/L3_MON/mon_features').split()
-                          if not e.endswith('_config')]
-            mode = 'info/L3_MON/mbm_assign_mode'
-            geo.mbm_event = (node.exists(mode)
-                             and '[mbm_event]' in node.read(mode).split())
             subs = [n for n in node.listdir('mon_data/mon_L3_%02d' % geo.d0)
                     if n.startswith('mon_sub_L3_')]
             geo.snc = max(len(subs), 1)
-        if node.exists(first + 'io_alloc'):
-            state = node.read(first + 'io_alloc').strip()
-            if state in ('enabled', 'disabled'):
-                geo.io_alloc = state
-            if state == 'enabled':
-                geo.io_cbm = {d: int(v, 16) for d, v in
-                              parse(node.read(first + 'io_alloc_cbm')).get('', {}).items()}
+        geo.fstype = (node.rc.mount_entry() or (None, []))[0]
         return geo

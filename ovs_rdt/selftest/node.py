@@ -17,8 +17,8 @@ import os
 import subprocess
 import sys
 import threading
-from typing import Union
 
+from ovs_rdt.exceptions import NotOwnedError
 from ovs_rdt.resctrl import Resctrl
 from ovs_rdt import SELFTEST_GROUP_PREFIX
 
@@ -26,6 +26,9 @@ LOG = logging.getLogger(__name__)
 
 #: Entries of the root that are not control groups.
 NOT_GROUPS = ('info', 'mon_data', 'mon_groups')
+#: ``last_cmd_status`` of a mkdir refused with ENOSPC for want of room:
+#: CLOSIDs, RMIDs, or ways for a new group (``No space on L3:1``).
+NO_ROOM = ('Out of CLOSIDs\n', 'Out of RMIDs\n', 'No space on ')
 
 #: A child that streams through memory until its parent dies (a killed
 #: selftest leaves no load behind: PR_SET_PDEATHSIG).  ``comm`` is
@@ -83,7 +86,6 @@ class Node:
     def __init__(self, root: str, sysfs_cpu_root: str = '/sys/devices/system/cpu',
                  lock_timeout: float = 30.0, run: int | None = None) -> None:
         self.root = root.rstrip('/') or '/'
-        self.sysfs = sysfs_cpu_root
         self.rc = Resctrl(self.root, sysfs_cpu_root, lock_timeout)
         self.prefix = '%s%d-' % (SELFTEST_GROUP_PREFIX,
                                  os.getpid() if run is None else run)
@@ -125,10 +127,10 @@ class Node:
         """Refuse (a bug in a check) any path outside our groups."""
         top = rel.split('/', 1)[0]
         if not top.startswith(self.prefix) or '..' in rel.split('/'):
-            raise RuntimeError('selftest refuses to touch %s: not one of its '
-                               'groups (%s*)' % (self.path(rel), self.prefix))
+            raise NotOwnedError('selftest refuses to touch %s: not one of its '
+                                'groups (%s*)' % (self.path(rel), self.prefix))
 
-    def write(self, rel: str, data: Union[str, bytes]) -> None:
+    def write(self, rel: str, data: str | bytes) -> None:
         """One write(2), as a command to the kernel; OSError on refusal."""
         self.ours(rel)
         raw = data.encode('latin-1') if isinstance(data, str) else data
@@ -138,7 +140,7 @@ class Node:
         finally:
             os.close(fd)
 
-    def refused(self, rel: str, data: Union[str, bytes], err: int,
+    def refused(self, rel: str, data: str | bytes, err: int,
                 text: str | None) -> None:
         """Write, expecting the kernel to refuse with ``err`` and to say
         ``text`` in ``last_cmd_status`` (None: not checked).
@@ -157,7 +159,7 @@ class Node:
                        % (data, rel, errname(err),
                           '' if text is None else ' and %r' % text))
 
-    def accepted(self, rel: str, data: Union[str, bytes]) -> None:
+    def accepted(self, rel: str, data: str | bytes) -> None:
         """Write, expecting the kernel to accept."""
         try:
             self.write(rel, data)
@@ -167,29 +169,27 @@ class Node:
                            % (data, rel, errname(exc.errno), self.status())) from None
 
     def mkdir(self, tag: str) -> str:
-        """A control group of ours; Skip when every CLOSID has a group
-        (another tool's, maybe: the closids behaviour checks the count),
-        Mismatch when the kernel refuses it otherwise.
+        """A control group of ours; Skip when the kernel has no room for
+        it (every CLOSID or RMID taken, maybe by another tool: the closids
+        behaviour checks the count; or too few ways for a new group),
+        Mismatch when it refuses it otherwise.
         """
-        name = self.prefix + tag
-        self.ours(name)
-        try:
-            os.mkdir(self.path(name))
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC and self.status() == 'Out of CLOSIDs\n':
-                raise Skip('no CLOSID left for a group of its own') from None
-            raise Mismatch('mkdir %s failed with %s (last_cmd_status %r)'
-                           % (name, errname(exc.errno), self.status())) from None
-        return name
+        return self._mkdir(self.prefix + tag)
 
     def mkmon(self, group: str, tag: str) -> str:
-        rel = '%s/mon_groups/%s' % (group, tag)
+        return self._mkdir('%s/mon_groups/%s' % (group, tag))
+
+    def _mkdir(self, rel: str) -> str:
         self.ours(rel)
         try:
             os.mkdir(self.path(rel))
         except OSError as exc:
+            said = self.status()
+            if exc.errno == errno.ENOSPC and said.startswith(NO_ROOM):
+                raise Skip('no room for a group of its own: mkdir %s said %r'
+                           % (rel, said.strip())) from None
             raise Mismatch('mkdir %s failed with %s (last_cmd_status %r)'
-                           % (rel, errname(exc.errno), self.status())) from None
+                           % (rel, errname(exc.errno), said)) from None
         return rel
 
     def rmdir(self, rel: str) -> None:
@@ -249,15 +249,15 @@ class Node:
                 problems.append('cannot remove %s: %s' % (name, exc.strerror))
         return problems
 
-    def others(self) -> dict[str, tuple[str, str]]:
-        """(schemata, mode) of every group not ours: what must not change."""
+    def states(self) -> dict[str, tuple[str, str]]:
+        """``(mode, schemata)`` of every control group, the default one
+        ('') first; one its owner removed meanwhile is left out.
+        """
         state = {}
         for name in self.groups():
-            if name.startswith(SELFTEST_GROUP_PREFIX):
-                continue
             try:
-                state[name] = (self.read(os.path.join(name, 'schemata')),
-                               self.read(os.path.join(name, 'mode')))
+                state[name] = (self.read(os.path.join(name, 'mode')),
+                               self.read(os.path.join(name, 'schemata')))
             except OSError:
-                continue        # removed meanwhile by its owner
+                continue
         return state

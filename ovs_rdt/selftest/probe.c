@@ -1,7 +1,7 @@
 /*
  * ovsrdt-probe: the memory probe of "ovs-rdt selftest" (its effect part).
  *
- * Built on first use by ovs_rdt/selftest/probe.py with the system's cc.
+ * Built for each run by ovs_rdt/selftest/probe.py with the system's cc.
  * C, not Python: a dependent pointer chase must cost one memory access a
  * step, and an interpreter adds tens of nanoseconds to each.
  *
@@ -13,8 +13,9 @@
  * that the selftest can move them into a resctrl group first:
  *
  *   chase:  "init"       allocate and fill the working set: a random cyclic
- *                        permutation of its cache lines, each holding the
- *                        address of the next (no prefetcher can guess it);
+ *                        permutation of every other cache line of it, each
+ *                        holding the address of the next (no prefetcher can
+ *                        guess it);
  *                        answers "ok"
  *           "measure S"  walk it once to warm up, then for S seconds;
  *                        answers "ns <per access> <accesses>" and keeps
@@ -37,6 +38,12 @@
 #include <unistd.h>
 
 #define LINE 64
+/*
+ * The chase's step: one line in two, so that the adjacent-line prefetcher
+ * (which fetches the other line of a 128-byte pair) never brings the next
+ * step for free.
+ */
+#define STEP 128
 #define BATCH 4096
 
 static void *volatile sink;
@@ -84,11 +91,11 @@ static uint64_t next_random(void)
 	return rng;
 }
 
-/* Sattolo's shuffle: one cycle through every line. */
+/* Sattolo's shuffle: one cycle through every step. */
 static void **build(size_t bytes)
 {
-	size_t n = bytes / LINE, i, j, t;
-	char *buf = alloc(n * LINE);
+	size_t n = bytes / STEP, i, j, t;
+	char *buf = alloc(n * STEP);
 	size_t *next = malloc(n * sizeof(*next));
 
 	if (!next)
@@ -102,7 +109,7 @@ static void **build(size_t bytes)
 		next[j] = t;
 	}
 	for (i = 0; i < n; i++)
-		*(void **)(buf + i * LINE) = buf + next[i] * LINE;
+		*(void **)(buf + i * STEP) = buf + next[i] * STEP;
 	free(next);
 	return (void **)buf;
 }
@@ -118,7 +125,7 @@ static int chase(size_t bytes)
 {
 	char line[128];
 	void **p = NULL;
-	size_t n = bytes / LINE;
+	size_t n = bytes / STEP;
 
 	while (fgets(line, sizeof(line), stdin)) {
 		if (!strncmp(line, "init", 4)) {
@@ -185,8 +192,8 @@ int main(int argc, char **argv)
 	CPU_SET(atoi(argv[2]), &cpus);
 	if (sched_setaffinity(0, sizeof(cpus), &cpus))
 		die("sched_setaffinity");
-	bytes = strtoull(argv[3], NULL, 10) / LINE * LINE;
-	if (bytes < 2 * LINE) {
+	bytes = strtoull(argv[3], NULL, 10) / STEP * STEP;
+	if (bytes < 2 * STEP) {
 		fprintf(stderr, "too few bytes: %s\n", argv[3]);
 		return 2;
 	}

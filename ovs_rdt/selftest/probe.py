@@ -1,19 +1,20 @@
-"""The C probe (``probe.c``): built on first use, driven over a pipe.
+"""The C probe (``probe.c``): built for each run, driven over a pipe.
 
 ovs-rdt is an ``Architecture: all`` Python package; rather than ship a
 binary per architecture, the selftest compiles the probe's ~200 lines with
-the system's C compiler (``$CC``, else ``cc``) the first time it needs it,
-into ``$XDG_CACHE_HOME/ovs-rdt`` (``~/.cache/ovs-rdt``), named after a
-hash of the source and the compiler, so that an upgrade builds it again.
+the system's C compiler (``$CC``, else ``cc``) into a temporary directory
+of its own (``$TMPDIR``), removed after the run, and runs it through the
+descriptor it opened (never a file someone may have put in its place).
 """
 from __future__ import annotations
 
-import hashlib
+from contextlib import contextmanager
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
+from typing import Iterator
 
 from ovs_rdt.exceptions import ProbeUnavailable
 
@@ -24,52 +25,61 @@ CFLAGS = ('-O2', '-std=gnu99', '-Wall')
 TIMEOUT = 120.0
 
 
-def cache_dir() -> str:
-    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(
-        os.path.expanduser('~'), '.cache')
-    return os.path.join(base, 'ovs-rdt')
-
-
-def build() -> str:
-    """The probe's path, compiled now if this source was never built."""
+@contextmanager
+def built() -> Iterator[int]:
+    """An open descriptor of the probe, compiled now (for :class:`Probe`)."""
     cc = shutil.which(os.environ.get('CC') or 'cc')
     if cc is None:
         raise ProbeUnavailable('no C compiler to build the probe (%s): install one '
                                '(apt-get install gcc) or set CC'
                                % (os.environ.get('CC') or 'cc'))
-    with open(SOURCE, 'rb') as fh:
-        digest = hashlib.sha256(fh.read() + os.path.realpath(cc).encode()
-                                + ' '.join(CFLAGS).encode()).hexdigest()[:16]
-    where = cache_dir()
-    path = os.path.join(where, 'ovsrdt-probe-' + digest)
-    if os.access(path, os.X_OK):
-        return path
-    os.makedirs(where, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix='.ovsrdt-probe-', dir=where)
-    os.close(fd)
     try:
-        proc = subprocess.run([cc, *CFLAGS, '-o', tmp, SOURCE], capture_output=True,
+        where = tempfile.mkdtemp(prefix='ovsrdt-probe-')
+    except OSError as exc:
+        raise ProbeUnavailable('no directory to build the probe in: %s' % exc) from None
+    try:
+        fd = _compile(cc, os.path.join(where, 'ovsrdt-probe'))
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _compile(cc: str, path: str) -> int:
+    try:
+        proc = subprocess.run([cc, *CFLAGS, '-o', path, SOURCE], capture_output=True,
                               text=True, timeout=TIMEOUT, check=False)
         if proc.returncode != 0:
             raise ProbeUnavailable('%s could not build %s: %s' % (
                 cc, SOURCE, (proc.stderr.strip().splitlines() or ['?'])[-1]))
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    LOG.info('Built the selftest probe %s with %s', path, cc)
-    return path
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProbeUnavailable('%s could not build %s: %s' % (cc, SOURCE, exc)) from None
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise ProbeUnavailable('%s is not the probe just built (owner %d, mode %o)'
+                               % (path, st.st_uid, st.st_mode))
+    LOG.debug('Built the selftest probe %s with %s', path, cc)
+    return fd
 
 
 class Probe:
     """One running probe process (``chase`` or ``stream``)."""
 
-    def __init__(self, binary: str, mode: str, cpu: int, nbytes: int) -> None:
+    def __init__(self, binary: int, mode: str, cpu: int, nbytes: int) -> None:
+        """``binary``: a descriptor from :func:`built`."""
         self.mode = mode
-        self.proc = subprocess.Popen([binary, mode, str(cpu), str(nbytes)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+        try:
+            self.proc = subprocess.Popen(
+                ['/proc/self/fd/%d' % binary, mode, str(cpu), str(nbytes)],
+                pass_fds=(binary,), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True, bufsize=1)
+        except OSError as exc:
+            raise ProbeUnavailable('cannot run the probe: %s (is %s mounted noexec? '
+                                   'set TMPDIR)' % (exc, tempfile.gettempdir())) from None
         self.expect('ready')
 
     @property

@@ -24,7 +24,7 @@ def node_facts(root: str, fstype: str | None, options: list[str]) -> dict[str, A
     try:
         from ovs_rdt.version import version_string
         version = version_string()
-    except Exception:       # pbr metadata missing in a bare checkout
+    except Exception:       # pbr raises a plain Exception without its metadata
         version = 'unknown'
     return {'ovs_rdt': version, 'kernel': host.release(), 'cpu': model,
             'root': root, 'fstype': fstype, 'mount_options': options,
@@ -77,9 +77,11 @@ def effect_lines(effect: dict[str, Any]) -> list[str]:
                      'group has %d ways (%s), the neighbour\'s own group %s' % (
                          setup['cpu'], setup['neighbour_cpu'], setup['domain'],
                          setup['ways'], setup['probe_mask'], setup['neighbour_mask']))
-        lines.append('working set %s (3/4 of its ways), the neighbour streams %s, '
-                     '%g s a phase' % (_size(setup['working_set_bytes']),
-                                       _size(setup['stream_bytes']), setup['seconds']))
+        lines.append('working set %s (3/4 of its ways; L2 cache %s), the neighbour '
+                     'streams %s, %g s a phase' % (
+                         _size(setup['working_set_bytes']),
+                         _size(setup['l2_bytes']) if setup['l2_bytes'] else 'unknown',
+                         _size(setup['stream_bytes']), setup['seconds']))
     if effect.get('phases'):
         lines.append('  %-28s %10s  %s' % ('PHASE', 'ns/access', 'llc_occupancy'))
         for phase in effect['phases']:

@@ -9,15 +9,15 @@ run left (``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 import logging
 import os
 import re
 
-from ovs_rdt import SELFTEST_GROUP_PREFIX
-from ovs_rdt.selftest.behaviours import BEHAVIOURS, Behaviour
+from ovs_rdt.selftest.behaviours import Behaviour
 from ovs_rdt.selftest.geometry import NEEDS, Geometry
 from ovs_rdt.selftest.node import Mismatch, Node, Skip
+from ovs_rdt import SELFTEST_GROUP_PREFIX
 
 LOG = logging.getLogger(__name__)
 
@@ -33,8 +33,7 @@ class Result:
     detail: str
 
     def as_dict(self) -> dict[str, str]:
-        return {'name': self.name, 'summary': self.summary, 'result': self.result,
-                'detail': self.detail}
+        return asdict(self)
 
 
 def alive_selftest(pid: int) -> bool:
@@ -77,7 +76,7 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
         missing = [n for n in behaviour.needs if not geo.has(n)]
         if missing:
             return result(SKIP, 'the node has no %s' % ', '.join(NEEDS[n] for n in missing))
-        before = node.others()
+        before = _others(node)
         outcome, detail = FAIL, 'interrupted'
         try:
             outcome, detail = PASS, behaviour.check(node, geo)
@@ -85,17 +84,18 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
             outcome, detail = FAIL, str(exc)
         except Skip as exc:
             outcome, detail = SKIP, str(exc)
-        except OSError as exc:
+        except Exception as exc:    # a bug in a check, or an answer no check
+            # expected: FAIL, and the next behaviours still run
             LOG.debug('%s', behaviour.name, exc_info=True)
-            outcome, detail = FAIL, 'unexpected error: %s (last_cmd_status %r)' % (
-                exc, _status(node))
+            outcome, detail = FAIL, 'unexpected error: %s: %s (last_cmd_status %r)' % (
+                type(exc).__name__, exc, _status(node))
         finally:
             problems = node.cleanup()
-        changed = sorted(name or 'the default group' for name, state in node.others().items()
+        changed = sorted(name or 'the default group' for name, state in _others(node).items()
                          if before.get(name, state) != state)
         if changed:
             problems.append('changed %s' % ', '.join(changed))
-        left = [n for n in node.groups() if n.startswith(node.prefix)]
+        left = node.mine()
         if left:
             problems.append('left %s' % ', '.join(left))
         if problems:
@@ -104,12 +104,14 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
     return result(outcome, detail)
 
 
+def _others(node: Node) -> dict[str, tuple[str, str]]:
+    """What must not change: every group's but a selftest's."""
+    return {name: state for name, state in node.states().items()
+            if not name.startswith(SELFTEST_GROUP_PREFIX)}
+
+
 def _status(node: Node) -> str:
     try:
         return node.status()
     except OSError:
         return '?'
-
-
-def run_behaviours(node: Node, names: list[str] | None = None) -> list[Result]:
-    return [run_one(node, b) for b in BEHAVIOURS if names is None or b.name in names]

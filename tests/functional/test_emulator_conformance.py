@@ -11,7 +11,9 @@ libvirt group, free ways), where every part of every behaviour must run.
 
 What the selftest may not do on a node (write the default group), and the
 exact file set of the emulated kernel, is checked here directly.  The
-expected errnos and ``info/last_cmd_status`` texts are the kernel's.
+expected errnos and ``info/last_cmd_status`` texts are the kernel's.  On a
+fresh mount ``exclusive`` and ``cdp`` say what they could not try (the
+default group holds every way) and skip.
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from typing import Callable, Iterator, NamedTuple
 import pytest
 
 from ovs_rdt.emulator.profiles import PROFILES
+from ovs_rdt.resctrl import parse_domain_values
 from ovs_rdt.selftest.behaviours import BEHAVIOURS, Behaviour
+from ovs_rdt.selftest.behaviours.common import GROUP_FILES, MON_GROUP_FILES
 from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Node
 from ovs_rdt.selftest.runner import PASS, SKIP, run_one
@@ -32,14 +36,13 @@ from tests.functional.test_profiles import enable_io_alloc
 from tests.platform_matrix import CAPACITY_CASES, Case
 from tests import schemata as schemata_text
 
-GROUP_FILES = ['cpus', 'cpus_list', 'mode', 'mon_data', 'mon_groups', 'schemata',
-               'size', 'tasks']
-MON_GROUP_FILES = ['cpus', 'cpus_list', 'mon_data', 'tasks']
 #: The selftest's memory load gets a demand no L3 holds (doc/emulator.md).
 FOOTPRINTS = {'comm:ovsrdt-load': 1 << 30}
-#: In use: an isolated pool of ovs-rdt's and a libvirt group.
-POOL, LIBVIRT = 'ovsrdt-pool-hp', 'qemu-1-vm1-vcpus_0'
+#: In use: an isolated pool of ovs-rdt's, a shared one, a libvirt group.
+POOL, NOISY, LIBVIRT = 'ovsrdt-pool-hp', 'ovsrdt-pool-noisy', 'qemu-1-vm1-vcpus_0'
 FREE_WAYS = 4
+#: Behaviours that cannot try everything while the default group holds every way.
+NEED_FREE_WAYS = ('exclusive', 'cdp')
 
 
 class Mounted(NamedTuple):
@@ -59,7 +62,8 @@ def case_has(case: Case, need: str) -> bool:
 def use(emu: EmulatorFixture, case: Case) -> None:
     """As ovs-rdt leaves a node: the default group on the middle ways, an
     isolated pool on the lowest, a libvirt group with the default group's
-    ways, the top :data:`FREE_WAYS` free (io_alloc's, where enabled).
+    ways, of the top :data:`FREE_WAYS` the highest two in a shared
+    (not isolated) pool, the other two free (io_alloc's, where enabled).
     """
     geo = Geometry.read(Node(emu.root))
     ways = max(geo.min_bits, 1)
@@ -69,8 +73,9 @@ def use(emu: EmulatorFixture, case: Case) -> None:
     wr(emu, 'schemata', geo.l3_line({d: middle for d in geo.ids}))
     wr(emu, POOL + '/schemata', geo.l3_line({d: low for d in geo.ids}))
     wr(emu, POOL + '/mode', 'exclusive\n')
-    os.mkdir(emu.path(LIBVIRT))
-    wr(emu, LIBVIRT + '/schemata', geo.l3_line({d: middle for d in geo.ids}))
+    for name, ways_ in ((LIBVIRT, middle), (NOISY, geo.full & ~(geo.full >> 2))):
+        os.mkdir(emu.path(name))
+        wr(emu, name + '/schemata', geo.l3_line({d: ways_ for d in geo.ids}))
 
 
 @pytest.fixture(scope='module', params=[(c, u) for c in CAPACITY_CASES for u in (0, 1)],
@@ -92,11 +97,24 @@ def mounted(request: pytest.FixtureRequest) -> Iterator[Mounted]:
 @pytest.mark.parametrize('behaviour', BEHAVIOURS, ids=lambda b: b.name)
 def test_behaviour(mounted: Mounted, behaviour: Behaviour) -> None:
     before = sorted(os.listdir(mounted.emu.root))
+    geo = Geometry.read(mounted.node)
+    others = {g.name: g.l3 for g in geo.groups(mounted.node) if g.name}
     res = run_one(mounted.node, behaviour)
     wanted = all(case_has(mounted.case, n) for n in behaviour.needs)
-    assert res.result == (PASS if wanted else SKIP), res.detail
-    if mounted.in_use:
+    if wanted and not mounted.in_use and behaviour.name in NEED_FREE_WAYS:
+        assert res.result == SKIP, res.detail
+        assert res.detail.startswith('not tried: ') and \
+            '(the default group holds every way on domain %d)' % geo.d0 in res.detail
+    else:
+        assert res.result == (PASS if wanted else SKIP), res.detail
         assert 'not tried' not in res.detail
+    if behaviour.name == 'mon-data':
+        # the load filled no other group's ways (before: ovs-rdt's shared
+        # pool's and libvirt's), nor the I/O's
+        load = parse_domain_values(res.detail.split('a memory load in ways ')[1].split(',')[0])
+        assert {d: int(m, 16) & (others.get(LIBVIRT, {}).get(d, 0) |
+                                 others.get(NOISY, {}).get(d, 0) | geo.io_cbm.get(d, 0))
+                for d, m in load.items()} == {d: 0 for d in geo.ids}
     assert sorted(os.listdir(mounted.emu.root)) == before
 
 
@@ -107,16 +125,17 @@ def test_tree_listing(mounted: Mounted) -> None:
     extra = ['mbm_L3_assignments'] if os.path.exists(emu.path('info/L3_MON/num_mbm_cntrs')) \
         else []
     ctrl = extra + (['mba_MBps_event'] if 'mba_MBps' in mounted.case.options else [])
-    groups = [POOL, LIBVIRT] if mounted.in_use else []
-    assert sorted(os.listdir(emu.root)) == sorted(GROUP_FILES + ['info'] + ctrl + groups)
+    groups = [POOL, NOISY, LIBVIRT] if mounted.in_use else []
+    assert sorted(os.listdir(emu.root)) == sorted(
+        list(GROUP_FILES) + ['info'] + ctrl + groups)
     assert sorted(geo.info) == sorted(list(geo.root) + ['L3_MON', 'last_cmd_status'])
     assert set(os.listdir(emu.path('info', geo.l3[0]))) >= {'sparse_masks'}
     os.mkdir(emu.path('g'))
     try:
         os.mkdir(emu.path('g/mon_groups/m'))
-        assert sorted(os.listdir(emu.path('g'))) == sorted(GROUP_FILES + ctrl)
+        assert sorted(os.listdir(emu.path('g'))) == sorted(list(GROUP_FILES) + ctrl)
         assert sorted(os.listdir(emu.path('g/mon_groups/m'))) == sorted(
-            MON_GROUP_FILES + extra)
+            list(MON_GROUP_FILES) + extra)
     finally:
         os.rmdir(emu.path('g'))
 

@@ -291,12 +291,13 @@ def test_initial_schemata_is_one_run_with_sparse_masks_too(
 
 def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
     """The emulator (written from fs/resctrl) and ovs-rdt's own model of
-    mkdir (core.kernel.new_group_mask) agree, sparse or not.
+    mkdir (core.kernel.new_group_mask) agree, sparse or not, and with
+    sparse masks kept whole as tip's cbm_ensure_valid() keeps them.
     """
     from ovs_rdt.core.kernel import new_group_mask
     from ovs_rdt.core.model import Platform
-    for sparse in ('0', '1'):
-        rc = make(host, sparse_masks=sparse)
+    for sparse, whole in (('0', '0'), ('1', '0'), ('1', '1')):
+        rc = make(host, sparse_masks=sparse, sparse_new_group=whole)
         plat = Platform(11, 16, (0, 1), shareable_bits=GOLD.shareable_bits,
                         sparse_masks=sparse == '1')
         layout = [('a', '0=7f0;1=7f0', 'exclusive'), ('b', '0=8;1=8', ''),
@@ -313,8 +314,9 @@ def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
             rc.mkdir('/new', 0o755, Caller())
             got = read(rc, 'new/schemata').split('L3:')[1].strip()
             want = ';'.join('%d=%x' % (d, new_group_mask(
-                plat, d, [(m, v[d]) for m, v in others])) for d in (0, 1))
-            assert got == want, (sparse, name)
+                plat, d, [(m, v[d]) for m, v in others], cut=whole == '0'))
+                for d in (0, 1))
+            assert got == want, (sparse, whole, name)
             rc.rmdir('/new')
 
 

@@ -17,7 +17,7 @@ from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, MBA_MAX_MBPS
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import ResctrlUnavailable
-from ovs_rdt.resctrl import Resctrl, mount_options, parse_schemata
+from ovs_rdt.resctrl import Resctrl, mount_entry, parse_schemata
 from tests.unit.fakes import make_tree
 
 
@@ -160,10 +160,12 @@ def test_mba_mbps_from_the_mount_options(tmp_path, line, unit):
     assert rc.platform().mb.unit == unit
 
 
-def test_mount_options_unescapes_spaces():
-    text = 'resctrl /run/my\\040rc resctrl rw,mba_MBps 0 0\n'
-    assert mount_options(text, '/run/my rc') == ['rw', 'mba_MBps']
-    assert mount_options(text, '/run/my') is None
+def test_mount_entry_unescapes_spaces():
+    text = ('resctrl /run/my\\040rc resctrl rw,mba_MBps 0 0\n'
+            'resctrl /run/x fuse.resctrl rw,nosuid 0 0\n')
+    assert mount_entry(text, '/run/my rc') == ('resctrl', ['rw', 'mba_MBps'])
+    assert mount_entry(text, '/run/x/') == ('fuse.resctrl', ['rw', 'nosuid'])
+    assert mount_entry(text, '/run/my') is None
 
 
 def test_amd_mb_unit_and_smba(tmp_path):

@@ -1,23 +1,33 @@
-"""What the behaviours share: constants, the groups' ways, counter reads."""
+"""What the behaviours share: a group's files, the ways ours may take,
+counter reads.
+"""
 from __future__ import annotations
 
-from ovs_rdt.selftest.geometry import UNSHAREABLE, Geometry, GroupState, run_in
+from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.kernel import UNSHAREABLE
+from ovs_rdt.selftest.geometry import Geometry, GroupState
 from ovs_rdt.selftest.node import Node, Skip, expect
 
+#: What a control group and a monitor group have (at least).
 GROUP_FILES = ('cpus', 'cpus_list', 'mode', 'mon_data', 'mon_groups', 'schemata',
                'size', 'tasks')
 MON_GROUP_FILES = ('cpus', 'cpus_list', 'mon_data', 'tasks')
 #: What a monitoring file may say instead of a count (ovs-rdt skips them).
 NOT_A_COUNT = ('Unavailable', 'Unassigned', 'Error')
-#: mba_MBps: the kernel's "no limit" (MBA_MAX_MBPS, U32_MAX).
-MBPS_MAX = 4294967295
 #: How long a load may take to show in the counters.
 SETTLE = 2.0
 MiB = 1024 * 1024
+#: What :func:`spare` ways are, for messages.
+LOAD_WAYS = ('that only the default group holds or no group does, nor the hardware '
+             '(shareable_bits, io_alloc): its load fills no other group\'s ways')
 
 
-def others(geo: Geometry, node: Node, but: str = '') -> list[GroupState]:
-    return [g for g in geo.states(node) if g.name != but]
+def run_in(avail: int, ways: int, width: int) -> int | None:
+    """The lowest ``ways`` consecutive ways within ``avail``, or None."""
+    for low, length in CBM(avail, width).runs():
+        if length >= ways:
+            return ((1 << ways) - 1) << low
+    return None
 
 
 def unshareable(groups: list[GroupState], dom: int) -> int:
@@ -31,21 +41,40 @@ def unshareable(groups: list[GroupState], dom: int) -> int:
 
 def used(groups: list[GroupState], dom: int, geo: Geometry) -> int:
     """Ways some group (or the hardware) uses on ``dom``."""
-    out = geo.hw_shared(dom)
+    out = geo.plat.hw_shared(dom)
     for grp in groups:
         if grp.mode != 'pseudo-locksetup':
             out |= grp.l3.get(dom, 0)
     return out
 
 
-def small_masks(node: Node, geo: Geometry, ways: int) -> dict[int, int]:
-    """Per domain, the lowest ``ways`` ways no exclusive group holds."""
-    groups = geo.states(node)
+def spare(node: Node, geo: Geometry, groups: list[GroupState], dom: int) -> int:
+    """Ways of ``dom`` a load of ours may fill: those only the default
+    group holds, or no group; never another group's (ovs-rdt's pools,
+    shareable unless isolated, libvirt's, pqos's), nor those the hardware
+    fills too (``shareable_bits``, io_alloc's).
+    """
+    out = geo.full & ~geo.plat.hw_shared(dom)
+    for grp in groups:
+        if grp.name and not grp.name.startswith(node.prefix):
+            out &= ~grp.l3.get(dom, 0)
+    return out
+
+
+def masks_for(node: Node, geo: Geometry, ways: int, load: bool = False) -> dict[int, int]:
+    """Per domain, the lowest ``ways`` ways for a group of ours: with a
+    ``load`` in it, :func:`spare` ways; without tasks (it fills nothing),
+    any ways no exclusive group holds.  Skip if a domain has none.
+    """
+    groups = geo.groups(node)
     out = {}
     for dom in geo.ids:
-        mask = run_in(geo.full & ~unshareable(groups, dom), ways, geo.cbm_len)
+        avail = spare(node, geo, groups, dom) if load else \
+            geo.full & ~unshareable(groups, dom)
+        mask = run_in(avail, ways, geo.cbm_len)
         if mask is None:
-            raise Skip('no %d ways free of exclusive groups on domain %d' % (ways, dom))
+            raise Skip('no %d ways on domain %d %s' % (
+                ways, dom, LOAD_WAYS if load else 'free of exclusive groups'))
         out[dom] = mask
     return out
 

@@ -7,10 +7,11 @@ import errno
 import os
 
 from ovs_rdt.core import kernel
-from ovs_rdt.selftest.behaviours.common import (MBPS_MAX, masks_text, others, small_masks,
-                                                unshareable, used)
-from ovs_rdt.selftest.geometry import Geometry, parse, run_in, weight
-from ovs_rdt.selftest.node import Mismatch, Node, expect
+from ovs_rdt.core.model import MBA_MAX_MBPS, UNIT_MBPS, UNIT_PERCENT
+from ovs_rdt.resctrl import parse_domain_values, resource_lines
+from ovs_rdt.selftest.behaviours.common import masks_for, masks_text, run_in, unshareable, used
+from ovs_rdt.selftest.geometry import Geometry, GroupState
+from ovs_rdt.selftest.node import Mismatch, Node, Skip, expect
 
 
 def check_schemata_refused(node: Node, geo: Geometry) -> str:
@@ -19,7 +20,7 @@ def check_schemata_refused(node: Node, geo: Geometry) -> str:
     rel = grp + '/schemata'
     before = node.read(rel)
     res, d0, full = geo.l3[0], geo.d0, geo.full
-    fine = small_masks(node, geo, max(geo.min_bits, 1))[d0]     # off exclusive ways
+    fine = masks_for(node, geo, max(geo.min_bits, 1))[d0]       # off exclusive ways
     unknown = 'L2' if 'L2' not in geo.root else 'L9'
     cases = [
         ('%s:%d=%x' % (res, d0, full + 1), 'Mask out of range\n'),
@@ -33,7 +34,7 @@ def check_schemata_refused(node: Node, geo: Geometry) -> str:
     ]
     cases += [('%s:0=1' % r, "Unknown or unsupported resource name '%s'\n" % r)
               for r in ('MB', 'SMBA', 'L3') if r not in geo.root]
-    if not geo.sparse:
+    if not geo.plat.sparse_masks:
         cases.append(('%s:%d=5' % (res, d0), 'The mask 5 has non-consecutive 1-bits\n'))
     if geo.min_bits == 1:
         cases.append(('%s:%d=0' % (res, d0), 'Mask out of range\n'))
@@ -59,20 +60,19 @@ def check_schemata_accepted(node: Node, geo: Geometry) -> str:
     """A write changes only the domains it names; size follows the ways."""
     grp = node.mkdir('good')
     rel = grp + '/schemata'
-    want = parse(node.read(rel))
+    want = resource_lines(node.read(rel))
     res = geo.l3[0]
     ways = max(geo.min_bits, 2)
-    mask = small_masks(node, geo, ways)[geo.dl]
+    mask = masks_for(node, geo, ways)[geo.dl]
     node.accepted(rel, '%s:%d=%x\n' % (res, geo.dl, mask))
     want[res][geo.dl] = '%x' % mask
-    expect(parse(node.read(rel)) == want, 'after writing %s:%d=%x the schemata reads %r',
+    expect(resource_lines(node.read(rel)) == want, 'after writing %s:%d=%x the schemata reads %r',
            res, geo.dl, mask, node.read(rel))
     expect(node.status() == 'ok\n', 'an accepted write left last_cmd_status %r',
            node.status())
     notes = ['one domain changed alone']
-    groups = others(geo, node, grp)
-    free = geo.full & ~unshareable(groups, geo.d0)
-    if geo.sparse:
+    free = geo.full & ~unshareable(geo.groups(node, grp), geo.d0)
+    if geo.plat.sparse_masks:
         ways = max(geo.min_bits, 1)
         low = run_in(free, ways, geo.cbm_len)
         # a second run one free way above the first: a sparse mask
@@ -87,15 +87,15 @@ def check_schemata_accepted(node: Node, geo: Geometry) -> str:
         node.accepted(rel, '%s:%d=0\n' % (res, geo.d0))
         want[res][geo.d0] = '0'
         notes.append('empty mask taken')
-    expect(parse(node.read(rel)) == want, 'the schemata reads %r, expected %r',
+    expect(resource_lines(node.read(rel)) == want, 'the schemata reads %r, expected %r',
            node.read(rel), want)
     # size: bytes per way times the ways; other resources as in schemata
-    size = parse(node.read(grp + '/size'))
+    size = resource_lines(node.read(grp + '/size'))
     for name in geo.l3:
         for dom, value in want[name].items():
-            way = geo.way_bytes(node, dom)
+            way = geo.way_bytes(dom)
             if way:
-                expect(int(size[name][dom]) == way * weight(int(value, 16)),
+                expect(int(size[name][dom]) == way * bin(int(value, 16)).count('1'),
                        'size %s:%d=%s for mask %s (%d bytes a way)', name, dom,
                        size[name][dom], value, way)
     expect({r: v for r, v in size.items() if r not in geo.l3} ==
@@ -106,35 +106,52 @@ def check_schemata_accepted(node: Node, geo: Geometry) -> str:
 
 def check_new_group(node: Node, geo: Geometry) -> str:
     """mkdir gives the masks ovs-rdt predicts: the lowest run of the
-    shareable and unused ways (``ovs_rdt.core.kernel.new_group_mask``),
-    and every bandwidth at its maximum.
+    shareable and unused ways, or on sparse-mask platforms all of them, as
+    newer kernels give (``ovs_rdt.core.kernel.new_group_masks``); every
+    bandwidth at its maximum.
     """
-    plat = node.rc.platform(refresh=True)
-    groups = geo.states(node)
-    want = {d: kernel.new_group_mask(plat, d, [(g.mode, g.l3.get(d, 0)) for g in groups])
-            for d in geo.ids}
+    groups = geo.groups(node)
     grp = node.mkdir('new')
-    got = parse(node.read(grp + '/schemata'))
+    got = resource_lines(node.read(grp + '/schemata'))
+    cut = {d: kernel.new_group_mask(geo.plat, d, _others(groups, d)) for d in geo.ids}
+    whole = {d: kernel.new_group_mask(geo.plat, d, _others(groups, d), cut=False)
+             for d in geo.ids}
+    wants = [cut, whole] if geo.plat.sparse_masks and whole != cut else [cut]
     for res in geo.l3:
         have = {d: int(v, 16) for d, v in got[res].items()}
-        expect(have == want, 'a new group has %s %s, ovs-rdt predicts %s', res,
-               masks_text(have), masks_text(want))
-    for res in geo.bw:
-        top = {'mbps': MBPS_MAX, 'percent': 100}.get(geo.mb_unit or '') \
+        expect(have in wants, 'a new group has %s %s, ovs-rdt predicts %s', res,
+               masks_text(have), ' or '.join(masks_text(w) for w in wants))
+    for res in ('MB', 'SMBA'):
+        if res not in geo.root:
+            continue
+        top = {UNIT_MBPS: MBA_MAX_MBPS, UNIT_PERCENT: 100}.get(geo.mb_unit or '') \
             if res == 'MB' else None
         values = set(got[res].values())
         expect(len(values) == 1, 'a new group has different %s values: %s', res, got[res])
         if top is not None:
             expect(values == {str(top)}, 'a new group has %s %s, not the maximum %d',
                    res, got[res], top)
-    return 'L3 %s as ovs-rdt predicts' % masks_text(want)
+    return 'L3 %s as ovs-rdt predicts%s' % (
+        masks_text(have), ' (the whole sparse set)' if have == whole != cut else '')
+
+
+def _others(groups: list[GroupState], dom: int) -> list[tuple[str, int]]:
+    return [(g.mode, g.l3.get(dom, 0)) for g in groups]
+
+
+def _no_free(geo: Geometry, groups: list[GroupState], ways: int, dom: int) -> str:
+    """Why ``ways`` ways free of every group are not there on ``dom``."""
+    if any(not g.name and g.l3.get(dom) == geo.full for g in groups):
+        return 'the default group holds every way on domain %d' % dom
+    return 'no %d way%s free of every group on domain %d' % (
+        ways, 's' if ways > 1 else '', dom)
 
 
 def check_exclusive(node: Node, geo: Geometry) -> str:
     """Exclusive mode: refused over another group's ways, then kept apart."""
     a = node.mkdir('excl-a')
     ways = max(geo.min_bits, 1)
-    groups = others(geo, node, a)
+    groups = geo.groups(node, a)
     notes = []
     # Over a shareable group's ways (the default group's, usually): refused.
     over = {}
@@ -153,21 +170,21 @@ def check_exclusive(node: Node, geo: Geometry) -> str:
                node.read(a + '/mode'))
         notes.append("refused over shared ways ('Schemata overlaps')")
     node.refused(a + '/mode', 'private\n', errno.EINVAL, 'Unknown or unsupported mode\n')
+    notes.append("an unknown mode refused ('Unknown or unsupported mode')")
     # On ways no one uses: exclusive, and every other group kept off them.
     free = {}
     for dom in geo.ids:
         mask = run_in(geo.full & ~used(groups, dom, geo), ways, geo.cbm_len)
         if mask is None:
-            notes.append('exclusive mode itself not tried: no %d way%s free of every '
-                         'group on domain %d' % (ways, 's' if ways > 1 else '', dom))
-            return '; '.join(notes)
+            raise Skip('not tried: exclusive mode itself (%s); checked: %s' % (
+                _no_free(geo, groups, ways, dom), '; '.join(notes)))
         free[dom] = mask
     node.accepted(a + '/schemata', geo.l3_line(free))
     node.accepted(a + '/mode', 'exclusive\n')
     expect(node.read(a + '/mode') == 'exclusive\n', 'mode reads %r after exclusive',
            node.read(a + '/mode'))
     for res in geo.l3:
-        usage = parse(node.read('info/%s/bit_usage' % res)).get('', {})
+        usage = parse_domain_values(node.read('info/%s/bit_usage' % res))
         for dom, mask in free.items():
             text = usage[dom]
             marks = {text[geo.cbm_len - 1 - bit] for bit in range(geo.cbm_len)
@@ -200,21 +217,22 @@ def check_cdp(node: Node, geo: Geometry) -> str:
     node.refused(grp + '/schemata', 'L3:%d=1\n' % geo.d0, errno.EINVAL,
                  "Unknown or unsupported resource name 'L3'\n")
     ways = max(geo.min_bits, 1)
-    groups = others(geo, node, grp)
+    groups = geo.groups(node, grp)
     code_mask, data_mask = {}, {}
     for dom in geo.ids:
         free = geo.full & ~used(groups, dom, geo)
         first = run_in(free, ways, geo.cbm_len)
         second = run_in(free & ~(first or 0), ways, geo.cbm_len) if first else None
-        if not first or not second or first & second:
-            small = small_masks(node, geo, ways)
-            node.accepted(grp + '/schemata', 'L3CODE:%d=%x\n' % (dom, small[dom]))
-            return ('L3 refused, CODE and DATA written apart; the peer rule not tried: '
-                    'no %d free ways on domain %d' % (2 * ways, dom))
+        if not first or not second:
+            node.accepted(grp + '/schemata', 'L3CODE:%d=%x\n' % (
+                dom, masks_for(node, geo, ways)[dom]))
+            raise Skip('not tried: CODE and DATA apart, the peer rule of exclusive groups '
+                       '(%s); checked: no L3 line, L3CODE written alone'
+                       % _no_free(geo, groups, 2 * ways, dom))
         code_mask[dom], data_mask[dom] = first, second
     node.accepted(grp + '/schemata', 'L3CODE:%s\nL3DATA:%s\n' % (
         masks_text(code_mask), masks_text(data_mask)))
-    got = parse(node.read(grp + '/schemata'))
+    got = resource_lines(node.read(grp + '/schemata'))
     expect({d: int(v, 16) for d, v in got['L3CODE'].items()} == code_mask and
            {d: int(v, 16) for d, v in got['L3DATA'].items()} == data_mask,
            'CODE and DATA read back as %s', got)
@@ -232,7 +250,7 @@ def check_io_alloc(node: Node, geo: Geometry) -> str:
     """io_alloc: its CBM readable only while enabled; its ways marked H/X."""
     res = geo.l3[0]
     base = 'info/%s/' % res
-    if geo.io_alloc == 'disabled':
+    if geo.plat.io_alloc == 'disabled':
         try:
             node.read(base + 'io_alloc_cbm')
         except OSError as exc:
@@ -246,7 +264,7 @@ def check_io_alloc(node: Node, geo: Geometry) -> str:
     expect(sorted(geo.io_cbm) == geo.ids, 'io_alloc_cbm has domains %s, schemata %s',
            sorted(geo.io_cbm), geo.ids)
     for name in geo.l3:
-        usage = parse(node.read('info/%s/bit_usage' % name)).get('', {})
+        usage = parse_domain_values(node.read('info/%s/bit_usage' % name))
         for dom, mask in geo.io_cbm.items():
             marks = {usage[dom][geo.cbm_len - 1 - bit] for bit in range(geo.cbm_len)
                      if mask >> bit & 1}

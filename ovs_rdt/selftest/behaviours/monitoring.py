@@ -4,9 +4,10 @@ from __future__ import annotations
 import errno
 import time
 
-from ovs_rdt.selftest.behaviours.common import (SETTLE, MiB, count_or_none, mon_total,
-                                                small_masks)
-from ovs_rdt.selftest.geometry import Geometry, parse
+from ovs_rdt.resctrl import parse_domain_values, resource_lines
+from ovs_rdt.selftest.behaviours.common import (SETTLE, MiB, count_or_none, masks_for,
+                                                masks_text, mon_total)
+from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Node, expect
 
 
@@ -20,13 +21,13 @@ def check_mon_data_counts(node: Node, geo: Geometry) -> str:
                 path = '%s/mon_data/mon_L3_%02d/%s' % (rel, dom, event)
                 count_or_none(node.read(path), path)
     ways = max(geo.min_bits, 1)
-    masks = small_masks(node, geo, ways)
+    masks = masks_for(node, geo, ways, load=True)
     node.accepted(grp + '/schemata', geo.l3_line(masks))
-    biggest = max(geo.way_bytes(node, d) for d in geo.ids) * ways
+    biggest = max(geo.way_bytes(d) for d in geo.ids) * ways
     load = node.load(min(max(4 * biggest, 64 * MiB), 1024 * MiB))
     node.accepted(grp + '/tasks', '%d\n' % load)
     node.accepted(m + '/tasks', '%d\n' % load)
-    notes = []
+    notes = ['a memory load in ways %s' % masks_text(masks)]
     deadline = time.monotonic() + SETTLE
     if 'mbm_total_bytes' in geo.events:
         first = mon_total(node, m, 'mbm_total_bytes', geo)
@@ -57,7 +58,7 @@ def check_mon_data_counts(node: Node, geo: Geometry) -> str:
         else:
             expect(occupancy > 0, 'llc_occupancy is 0 under a memory load')
             notes.append('llc_occupancy %d KiB under load' % (occupancy // 1024))
-    return ', '.join(notes) or 'no events to read'
+    return ', '.join(notes)
 
 
 def check_snc(node: Node, geo: Geometry) -> str:
@@ -93,7 +94,7 @@ def check_mbm_assign(node: Node, geo: Geometry) -> str:
     """
     grp = node.mkdir('cntr')
     rel = grp + '/mbm_L3_assignments'
-    lines = parse(node.read(rel))
+    lines = resource_lines(node.read(rel))
     expect(set(lines) >= {'mbm_total_bytes', 'mbm_local_bytes'} and
            all(sorted(v) == geo.ids and set(v.values()) <= {'e', '_'}
                for v in lines.values()), '%s reads %r', rel, node.read(rel))
@@ -110,9 +111,9 @@ def check_mbm_assign(node: Node, geo: Geometry) -> str:
              'mbm_L3_assignments: Invalid input\n')):
         node.refused(rel, data, err, text)
     avail = 'info/L3_MON/available_mbm_cntrs'
-    before = {d: int(v) for d, v in parse(node.read(avail)).get('', {}).items()}
+    before = {d: int(v) for d, v in parse_domain_values(node.read(avail)).items()}
     node.accepted(rel, 'mbm_total_bytes:*=_\n')
-    after = {d: int(v) for d, v in parse(node.read(avail)).get('', {}).items()}
+    after = {d: int(v) for d, v in parse_domain_values(node.read(avail)).items()}
     had = lines['mbm_total_bytes']
     expect(after == {d: before[d] + (had[d] == 'e') for d in before},
            'unassigning freed counters %s -> %s', before, after)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 
 from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Mismatch, Node, expect
@@ -13,8 +12,8 @@ def check_closids(node: Node, geo: Geometry) -> str:
     """mkdir fails with ENOSPC and 'Out of CLOSIDs' once every CLOSID has a
     group (the default group and io_alloc hold one each).
     """
-    held = len(node.groups()) + (geo.io_alloc == 'enabled')
-    free = geo.num_closids - held
+    held = len(node.groups())
+    free = geo.plat.num_closids - held
     made = []
     for i in range(free + 1):
         name = node.prefix + 'closid-%d' % i
@@ -29,17 +28,17 @@ def check_closids(node: Node, geo: Geometry) -> str:
             break
         made.append(name)
     expect(len(made) == free, '%d groups made, %d CLOSIDs of %d free (%d held)',
-           len(made), free, geo.num_closids, held)
+           len(made), free, geo.plat.num_closids, held)
     if made:
         node.rmdir(made[0])
         node.mkdir('closid-again')
     return '%d groups made with %d of %d CLOSIDs free; the next refused' % (
-        len(made), free, geo.num_closids)
+        len(made), free, geo.plat.num_closids)
 
 
 def check_tasks(node: Node, geo: Geometry) -> str:
     """A thread written to a group's tasks is there and only there; rmdir
-    gives it back; an exited one is ESRCH.
+    gives it back; one that cannot exist is ESRCH.
     """
     one, two = node.thread(), node.thread()
     a, b = node.mkdir('tasks-a'), node.mkdir('tasks-b')
@@ -63,7 +62,7 @@ def check_tasks(node: Node, geo: Geometry) -> str:
     node.accepted(m + '/tasks', '%d\n' % one)
     expect(node.tids(m) == {one} and node.tids(a) == {one, two},
            'a monitor group move: %s has %s, %s has %s', m, node.tids(m), a, node.tids(a))
-    gone = _exited_tid()
+    gone = no_such_tid()
     node.refused(a + '/tasks', '%d\n' % gone, errno.ESRCH,
                  'No task %d\nError while processing task %d\n' % (gone, gone))
     node.rmdir(m)
@@ -74,17 +73,16 @@ def check_tasks(node: Node, geo: Geometry) -> str:
     expect({one, two} <= root, 'removing %s did not give its tasks to the default group',
            a)
     node.rmdir(b)
-    return 'moved, listed, refused across control groups, ESRCH for an exited one, ' \
+    return 'moved, listed, refused across control groups, ESRCH for no such task, ' \
         'back to the default group on rmdir'
 
 
-def _exited_tid() -> int:
-    """The TID of a thread that has ended."""
-    holder: list[int] = []
-    thread = threading.Thread(target=lambda: holder.append(threading.get_native_id()))
-    thread.start()
-    thread.join()
-    return holder[0]
+def no_such_tid(proc: str = '/proc') -> int:
+    """A TID no task has or can have: ``pid_max`` + 1 (an exited thread's
+    could be some other task's by the time it is written).
+    """
+    with open(os.path.join(proc, 'sys/kernel/pid_max'), encoding='ascii') as fh:
+        return int(fh.read()) + 1
 
 
 def check_removed_group(node: Node, geo: Geometry) -> str:

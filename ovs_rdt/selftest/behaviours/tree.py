@@ -5,68 +5,64 @@ import errno
 import os
 import stat
 
-from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
+from ovs_rdt.core.model import UNIT_MBPS
+from ovs_rdt.resctrl import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import GROUP_FILES, MON_GROUP_FILES
-from ovs_rdt.selftest.geometry import Geometry, parse
+from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Mismatch, Node, expect
 
 
 def check_info(node: Node, geo: Geometry) -> str:
     """info/ describes every resource of the schemata, and ovs-rdt reads it so."""
+    plat = geo.plat
     for res in geo.root:
         expect(res in geo.info, 'schemata has %s but info/ has no %s', res, res)
     for res in geo.info:
         if node.exists('info/%s/num_closids' % res):
             expect(res in geo.root, 'info/%s exists but the schemata has no %s line', res, res)
     expect('last_cmd_status' in geo.info, 'info/last_cmd_status is missing')
-    expect(sorted(parse(node.read('size'))) == sorted(geo.root),
-           'size has the resources %s, schemata %s',
-           sorted(parse(node.read('size'))), sorted(geo.root))
+    size = sorted(resource_lines(node.read('size')))
+    expect(size == sorted(geo.root), 'size has the resources %s, schemata %s',
+           size, sorted(geo.root))
     for res in geo.l3:
         files = set(node.listdir('info/' + res))
         want = {'bit_usage', 'cbm_mask', 'min_cbm_bits', 'num_closids', 'shareable_bits'}
         expect(files >= want, 'info/%s lacks %s', res, sorted(want - files))
-        expect(node.read('info/%s/num_closids' % res) ==
-               node.read('info/%s/num_closids' % geo.l3[0]),
-               'info/L3CODE and info/L3DATA give different num_closids')
-        usage = parse(node.read('info/%s/bit_usage' % res)).get('', {})
+        usage = parse_domain_values(node.read('info/%s/bit_usage' % res))
         expect(sorted(usage) == geo.ids, 'info/%s/bit_usage has domains %s, schemata %s',
                res, sorted(usage), geo.ids)
         for dom, text in usage.items():
             expect(len(text) == geo.cbm_len and set(text) <= set('0SHXEP'),
                    'info/%s/bit_usage %d=%s: not one of 0SHXEP per way', res, dom, text)
-    expect(geo.full & (geo.full + 1) == 0, 'cbm_mask %x is not contiguous from way 0',
-           geo.full)
+    # ovs-rdt's reader (Resctrl.platform) against the files themselves
+    cbm_mask = int(node.read('info/%s/cbm_mask' % geo.l3[0]), 16)
+    expect(cbm_mask == geo.full, 'cbm_mask %x is not contiguous from way 0, or ovs-rdt '
+           'reads %d ways', cbm_mask, geo.cbm_len)
+    closids = {r: int(node.read('info/%s/num_closids' % r)) for r in geo.info
+               if node.exists('info/%s/num_closids' % r)}
+    for_groups = min(closids.values()) - (plat.io_alloc == 'enabled')
+    expect(plat.num_closids == for_groups, 'ovs-rdt counts %d CLOSIDs for groups, the '
+           'files say %s (io_alloc %s holds one when enabled)', plat.num_closids, closids,
+           plat.io_alloc)
+    expect(len(set(closids[r] for r in geo.l3)) == 1,
+           'info/L3CODE and info/L3DATA give different num_closids: %s', closids)
     expect(0 <= geo.min_bits <= geo.cbm_len, 'min_cbm_bits %d with %d ways',
            geo.min_bits, geo.cbm_len)
-    expect(geo.shareable_bits & ~geo.full == 0, 'shareable_bits %x beyond cbm_mask %x',
-           geo.shareable_bits, geo.full)
-    for res in geo.bw:
-        files = set(node.listdir('info/' + res))
-        want = {'bandwidth_gran', 'delay_linear', 'min_bandwidth', 'num_closids'}
-        expect(files >= want, 'info/%s lacks %s', res, sorted(want - files))
+    expect(plat.shareable_bits & ~geo.full == 0, 'shareable_bits %x beyond cbm_mask %x',
+           plat.shareable_bits, geo.full)
+    for res in ('MB', 'SMBA'):
+        if res in geo.root:
+            files = set(node.listdir('info/' + res))
+            want = {'bandwidth_gran', 'delay_linear', 'min_bandwidth', 'num_closids'}
+            expect(files >= want, 'info/%s lacks %s', res, sorted(want - files))
     if geo.mon:
         files = set(node.listdir('info/L3_MON'))
         want = {'max_threshold_occupancy', 'mon_features', 'num_rmids'}
         expect(files >= want, 'info/L3_MON lacks %s', sorted(want - files))
-    # ovs-rdt's own reader of the same files
-    plat = node.rc.platform(refresh=True)
-    got = (plat.cbm_len, plat.num_closids, list(plat.domains), plat.min_cbm_bits,
-           plat.sparse_masks, plat.cdp)
-    # (ovs-rdt counts the CLOSIDs left for groups: io_alloc holds one)
-    want_ = (geo.cbm_len, geo.num_closids - (geo.io_alloc == 'enabled'), geo.ids,
-             geo.min_bits, geo.sparse, geo.cdp)
-    expect(got == want_, 'ovs-rdt reads (ways, CLOSIDs for groups, domains, '
-           'min_cbm_bits, sparse, cdp) %s, the files say %s', got, want_)
-    if geo.mb_unit:
-        unit = {'percent': UNIT_PERCENT, 'mbps': UNIT_MBPS, 'amd': UNIT_AMD}[geo.mb_unit]
-        expect(plat.mb is not None and plat.mb.unit == unit,
-               'ovs-rdt reads MB in %s, the node gives %s',
-               plat.mb.unit if plat.mb else None, unit)
     return ('%d ways (cbm_mask %x) x %d domains, %d CLOSIDs, min_cbm_bits %d, '
             'sparse_masks %d%s%s; ovs-rdt reads the same'
-            % (geo.cbm_len, geo.full, len(geo.ids), geo.num_closids, geo.min_bits,
-               geo.sparse, ', CDP' if geo.cdp else '',
+            % (geo.cbm_len, geo.full, len(geo.ids), min(closids.values()), geo.min_bits,
+               plat.sparse_masks, ', CDP' if plat.cdp else '',
                ', MB in %s' % geo.mb_unit if geo.mb_unit else ''))
 
 
@@ -95,7 +91,7 @@ def check_mon_data(node: Node, rel: str, geo: Geometry) -> None:
 def check_tree(node: Node, geo: Geometry) -> str:
     """A new group, and a monitor group in it, have the files ovs-rdt uses."""
     extra = set()
-    if geo.mbm_event or node.exists('mbm_L3_assignments'):
+    if geo.has('mbm_event') or node.exists('mbm_L3_assignments'):
         extra.add('mbm_L3_assignments')
     root = set(node.listdir(''))
     want = set(GROUP_FILES) | {'info'}
@@ -103,7 +99,7 @@ def check_tree(node: Node, geo: Geometry) -> str:
     grp = node.mkdir('tree')
     mon = node.mkmon(grp, 'm')
     want = set(GROUP_FILES) | extra
-    if geo.mb_unit == 'mbps' and node.exists('mba_MBps_event'):
+    if geo.mb_unit == UNIT_MBPS and node.exists('mba_MBps_event'):
         want.add('mba_MBps_event')
     files = set(node.listdir(grp))
     expect(files >= want, 'a new group lacks %s', sorted(want - files))

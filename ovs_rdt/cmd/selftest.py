@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from ovs_rdt.cmd import say
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import cpulists
@@ -27,7 +28,7 @@ MAX_SECONDS = 5.0
 
 
 def _usage(why: str) -> int:
-    print('ovs-rdt selftest: %s' % why, file=sys.stderr)
+    say('selftest', why)
     return 2
 
 

@@ -136,12 +136,12 @@ def test_bad_arguments_and_no_resctrl(tmp_path: Any, cache: str) -> None:
     emu: Any = None
     res = selftest(emu, cache, '--ways', '0', conf=str(conf))
     assert res.returncode == 2
-    assert res.stderr.startswith('ovs-rdt selftest: --ways must be at least 1')
+    assert res.stderr.startswith('ovs-rdt selftest: error: --ways must be at least 1')
     res = selftest(emu, cache, '--seconds', '6', conf=str(conf))
     assert res.returncode == 2 and 'at most 5 (got --ways 2 --seconds 6)' in res.stderr
     res = selftest(emu, cache, '--cpus', '1-3', conf=str(conf))
     assert res.returncode == 2
-    assert res.stderr == "ovs-rdt selftest: --cpus: '1-3' names 3 CPUs, not two\n"
+    assert res.stderr == "ovs-rdt selftest: error: --cpus: '1-3' names 3 CPUs, not two\n"
     res = selftest(emu, cache, conf=str(conf))
     assert res.returncode == 1
     assert res.stderr.startswith('ovs-rdt selftest: error: resctrl is not mounted at %s'

@@ -166,12 +166,25 @@ def missing_prerequisites(tcg: bool) -> list[str]:
     for cmd, pkg in PREREQS:
         if shutil.which(cmd) is None:
             out.append('%s not found: apt-get install %s' % (cmd, pkg))
+    lacking = [m for m in ('ovs_rdt.emulator', 'mfusepy') if not _importable(m)]
+    if lacking:
+        from ovs_rdt import install_advice
+        out.append('the resctrl emulator needs %s: %s' % (
+            ' and '.join(lacking), install_advice.emulator()))
     if not tcg and os.path.exists('/dev/kvm'):
         from ovs_rdt.sandbox import kvm_problem
         why = kvm_problem()
         if why:
             out.append(why + ' (or rerun with --tcg)')
     return out
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
 
 
 class Progress:

@@ -110,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     opts.setup_logging(settings)
     name = args.command
     if getattr(args, 'unavailable', None):
-        print('ovs-rdt %s: not available: %s' % (name, args.unavailable),
-              file=sys.stderr)
+        hint = ''
+        if name == 'emulate':
+            from ovs_rdt import install_advice
+            hint = ' (%s)' % install_advice.emulator()
+        print('ovs-rdt %s: not available: %s%s' % (name, args.unavailable,
+                                                    hint), file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:

@@ -622,6 +622,26 @@ def test_install_refuses_foreign_files_and_uninstalls(tmp_path):
     assert install.uninstall(path) is False
 
 
+def test_install_leaves_a_packages_link_alone(tmp_path):
+    """The Debian package's hook is a link it owns (and removes with
+    itself): install-hook neither replaces it with a file of its own,
+    which the package would overwrite at its next upgrade, nor removes it.
+    """
+    program = tmp_path / 'libexec' / 'qemu-hook'
+    program.parent.mkdir()
+    program.write_text(install.wrapper_text('/etc/ovs-rdt/ovs-rdt.conf'))
+    path = tmp_path / 'qemu.d' / '50-ovs-rdt'
+    path.parent.mkdir()
+    path.symlink_to(program)
+    for action in (lambda: install.install(str(path), '/etc/other.conf'),
+                   lambda: install.uninstall(str(path))):
+        with pytest.raises(Exception, match='is a symbolic link to %s, a '
+                           'package.s hook' % program):
+            action()
+        assert os.readlink(path) == str(program)
+    assert '/etc/other.conf' not in program.read_text()
+
+
 def test_run_prints_restart_hint(node, tmp_path, capsys):
     import argparse
 

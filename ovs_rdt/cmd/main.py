@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == 'emulate':
             from ovs_rdt import install_advice
             hint = ' (%s)' % install_advice.emulator()
-        print('ovs-rdt %s: not available: %s%s' % (name, args.unavailable,
-                                                    hint), file=sys.stderr)
+        print('ovs-rdt %s: not available: %s%s'
+              % (name, args.unavailable, hint), file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:

@@ -80,7 +80,8 @@ def sources() -> Iterator[str]:
 @pytest.fixture(scope='module')
 def built(sources: str) -> str:
     """Both source packages built in one buildd chroot, ovs-rdt first (its
-    chroot then holds nothing but its own Build-Depends): the .debs."""
+    chroot then holds nothing but its own Build-Depends): the .debs.
+    """
     host = os.path.join(sources, 'host')
     dscs = sorted(glob.glob(os.path.join(host, '*.dsc')),
                   key=lambda p: not os.path.basename(p).startswith('ovs-rdt'))
@@ -98,6 +99,8 @@ def built(sources: str) -> str:
             '{ tail -n 60 /build/%s.deps /build/%s.log; exit 1; }'
             % (name, name, name, name, name))
     mmdebstrap('buildd', [
+        # /proc read-write, as sbuild has it (the unit tests name threads).
+        'mount -o remount,rw "$1/proc"',
         'mkdir -p "$1/build"',
         'copy-in %s /build' % ' '.join(files),
         'chroot "$1" sh -ec "%s"' % ' && '.join(

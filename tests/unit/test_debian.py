@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -174,3 +175,35 @@ def test_pyproject_names_the_build_backend() -> None:
     assert '[build-system]' in text
     assert re.search(r'requires = \[.*"pbr>=', text)
     assert 'build-backend = "setuptools.build_meta"' in text
+
+
+def _manpages(tmp_path, body: str) -> subprocess.CompletedProcess:
+    bindir = tmp_path / 'bin'
+    bindir.mkdir(exist_ok=True)
+    for cmd in ('ovs-rdt', 'ovs-rdt-agent'):
+        path = bindir / cmd
+        path.write_text('#!/bin/sh\n' + body)
+        path.chmod(0o755)
+    return subprocess.run([os.path.join(REPO, 'debian', 'manpages.sh'),
+                           str(bindir), str(tmp_path), str(tmp_path / 'man'),
+                           '9.9'], capture_output=True, text=True)
+
+
+def test_a_traceback_fails_the_build_not_becomes_the_manual(tmp_path) -> None:
+    """A module missing at build time made ``ovs-rdt-agent --help`` a
+    traceback on standard error, which help2man --no-discard-stderr wrote
+    as the manual page, exit 0 (issue 38 item 2).
+    """
+    res = _manpages(tmp_path, 'echo "Traceback (most recent call last):" >&2\n'
+                    'echo "ModuleNotFoundError: No module named libvirt" >&2\n'
+                    'exit 1\n')
+    assert res.returncode != 0
+    assert not (tmp_path / 'man' / 'ovs-rdt.1').exists()
+    # Printed on standard output with exit 0, it is refused too.
+    res = _manpages(tmp_path, 'echo "Traceback (most recent call last):"\n')
+    assert res.returncode != 0 and 'is an error, not a manual' in res.stderr
+    res = _manpages(tmp_path, 'case "$1" in --version) echo "x 9.9";; '
+                    '*) echo "usage: x [--config-file PATH]";; esac\n')
+    assert res.returncode == 0, res.stderr
+    page = (tmp_path / 'man' / 'ovs-rdt-agent.1').read_text()
+    assert '\\-\\-config\\-file' in page

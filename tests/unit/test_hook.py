@@ -26,12 +26,16 @@ from tests.unit.test_domain import UUID, nova, rdt, xml
 UUID2 = '11111111-2222-3333-4444-555555555555'
 
 FAKE_QEMU = r'''
-import sys, threading, time
+import os, sys, threading, time
 ready = threading.Semaphore(0)
 def vcpu(i):
     tid = threading.get_native_id()
-    with open('/proc/self/task/%d/comm' % tid, 'w') as fh:
-        fh.write('CPU %d/KVM' % i)
+    try:
+        with open('/proc/self/task/%d/comm' % tid, 'w') as fh:
+            fh.write('CPU %d/KVM' % i)
+    except OSError as exc:      # a read-only /proc (some build chroots)
+        print('cannot name a vCPU thread: %s' % exc, flush=True)
+        os._exit(1)
     ready.release()
     time.sleep(600)
 def worker():
@@ -48,7 +52,18 @@ time.sleep(600)
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
-    """A config file, a fake resctrl tree and sysfs; run(...) runs the hook."""
+    """A config file, a fake resctrl tree and sysfs; run(...) runs the hook.
+
+    The hook, run in this process, routes the ``ovs_rdt`` logger to its own
+    log (handlers, level, no propagation): put back afterwards, for the
+    tests that read records with caplog.
+    """
+    import logging
+
+    core = logging.getLogger('ovs_rdt')
+    monkeypatch.setattr(core, 'handlers', list(core.handlers))
+    monkeypatch.setattr(core, 'propagate', core.propagate)
+    monkeypatch.setattr(core, 'level', core.level)
     root = tmp_path / 'resctrl'
     sysfs = tmp_path / 'cpu'
     make_tree(str(root), sysfs=str(sysfs))

@@ -34,7 +34,7 @@ def test_archived_version() -> None:
         'node: $Format:%H$\nref-names: $Format:%D$\n', RELEASES) is None
 
 
-@pytest.mark.skipif(not os.path.isdir(os.path.join(REPO, '.git')),
+@pytest.mark.skipif(not os.path.exists(os.path.join(REPO, '.git')),
                     reason='not a git checkout (a source package build)')
 def test_git_archive_export_builds_or_says_why(tmp_path) -> None:
     archive = subprocess.run(['git', 'archive', 'HEAD'], cwd=REPO,

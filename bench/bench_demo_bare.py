@@ -63,12 +63,12 @@ def main() -> int:
             # writable /proc, as a machine has them.
             'mknod -m 600 "$1/dev/kvm" c 10 232',
             'mknod -m 666 "$1/dev/fuse" c 10 229',
-            'mount --rbind /sys "$1/sys"',
             'mount -o remount,rw "$1/proc"',
             'mkdir -p "$1/root"',
             'copy-in %s %s /root' % (clone, script),
-            'chroot "$1" sh /root/run.sh',
-            'umount -R "$1/sys"',
+            # One hook: /sys is unmounted again whatever the demo did.
+            'mount --rbind /sys "$1/sys" && { chroot "$1" sh /root/run.sh; '
+            'rc=$?; umount -R -l "$1/sys"; exit $rc; }',
         ]
         target = args.keep_chroot or '/dev/null'
         cmd = ['mmdebstrap', '--mode=root', '--variant=minbase',

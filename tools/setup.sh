@@ -94,7 +94,8 @@ if [ "$profile" = demo ]; then
     if [ ! -x .venv/bin/ovs-rdt ] || ! .venv/bin/python -c 'import mfusepy' 2>/dev/null; then
         echo "== installing ovs-rdt and mfusepy into .venv (log: .venv/pip.log)"
         # The requirements are Debian's (system site packages); what Debian
-        # lacks, mfusepy, comes from PyPI. setuptools and pbr: Debian's too.
+        # lacks, mfusepy, comes from PyPI. setuptools, wheel and pbr:
+        # Debian's too.
         if ! .venv/bin/pip install -q --disable-pip-version-check \
                 --no-build-isolation -e ".[emulator]" >.venv/pip.log 2>&1; then
             tail -n 30 .venv/pip.log >&2

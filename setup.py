@@ -5,6 +5,11 @@ would say 0.0.1.devN, older than every release: the version is then counted
 from the newest release of releases.txt that HEAD contains, as pbr counts
 from a tag (its Sem-Ver: commit lines, commits since), and handed to pbr
 as PBR_VERSION.
+
+A ``git archive`` export has no git at all: .git_archival.txt (filled in
+by git, export-subst in .gitattributes) names its commit and tags, and a
+release's (a release tag, or a commit of releases.txt) is its version;
+any other commit's export is refused with what to do (PBR_VERSION).
 """
 import os
 import subprocess
@@ -65,13 +70,60 @@ def untagged_version():
     return None
 
 
+def archived_version(text, known):
+    """The release a ``git archive`` export is of, from its
+    .git_archival.txt ``text``: a release tag among its ref names, or its
+    commit in ``known`` ((version, commit) pairs); None if neither (or if
+    git did not fill the file in: not an export).
+    """
+    fields = dict(line.split(':', 1) for line in text.splitlines()
+                  if ':' in line)
+    node = fields.get('node', '').strip()
+    if not node or node.startswith('$Format'):
+        return None
+    for ref in fields.get('ref-names', '').split(','):
+        ref = ref.strip()
+        if ref.startswith('tag: ') and \
+                ref[5:].replace('.', '').isdigit() and ref.count('.') == 2:
+            return ref[5:]
+    for version, commit in known:
+        if node.startswith(commit) or commit.startswith(node):
+            return version
+    return None
+
+
+def export_version():
+    """The version of a ``git archive`` export (see the module); SystemExit
+    with what to do for a commit that is not a release; None if this is
+    not an export (a checkout, an sdist).
+    """
+    path = os.path.join(HERE, '.git_archival.txt')
+    if os.path.exists(os.path.join(HERE, '.git')) or \
+            os.path.exists(os.path.join(HERE, 'PKG-INFO')) or \
+            not os.path.exists(path):
+        return None
+    with open(path, encoding='utf-8') as fh:
+        text = fh.read()
+    found = archived_version(text, releases())
+    if found is None and 'node: $Format' not in text:
+        raise SystemExit(
+            'ovs-rdt: this git archive export is of commit %s, not a '
+            'release: set PBR_VERSION to its version (e.g. '
+            'PBR_VERSION=0.3.1.dev0), or export a release tag'
+            % dict(line.split(':', 1) for line in text.splitlines()
+                   if ':' in line).get('node', '?').strip())
+    return found
+
+
 def main():
     if not (os.environ.get('PBR_VERSION') or
             os.environ.get('OSLO_PACKAGE_VERSION')):
-        try:
-            found = untagged_version()
-        except ImportError:     # pbr not there yet (setup_requires gets it)
-            found = None
+        found = export_version()
+        if not found:
+            try:
+                found = untagged_version()
+            except ImportError:     # pbr not there yet (setup_requires)
+                found = None
         if found:
             os.environ['PBR_VERSION'] = found
     setuptools.setup(setup_requires=['pbr>=2.0.0'], pbr=True)

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # typing costs the hook ~10 ms at every VM start
     from typing import Any
 
 DEFAULT_CONFIG_FILE = '/etc/ovs-rdt/ovs-rdt.conf'
+#: Read after it when no file or directory is named (oslo.config's
+#: default_config_dirs: ``/etc/<project>/<project>.conf.d``).
+DEFAULT_CONFIG_DIR = '/etc/ovs-rdt/ovs-rdt.conf.d'
 
 # (name, type, default, help, extra); type is one of str, int, float, bool,
 # list, choice, listen (HOST:PORT or empty).
@@ -470,12 +473,15 @@ def config_paths(files: list[str] | tuple[str, ...] = (),
 
     That is oslo.config's: every ``--config-file`` given, in order, then
     the ``*.conf`` files of every ``--config-dir``, each directory's
-    sorted; :data:`DEFAULT_CONFIG_FILE` when neither is given and it
-    exists (else the defaults).  A file or directory that was named and
-    is missing is refused (ConfigError): a moved file must not turn into
-    the defaults without a word.  (No :mod:`glob`: the hook reads this at
-    every event.)
+    sorted; when neither is given, :data:`DEFAULT_CONFIG_FILE` and the
+    ``*.conf`` files of :data:`DEFAULT_CONFIG_DIR`, those that exist (else
+    the defaults).  A file or directory that was named and is missing is
+    refused (ConfigError): a moved file must not turn into the defaults
+    without a word.  (No :mod:`glob`: the hook reads this at every event.)
     """
+    if not files and not dirs:
+        files = [p for p in (DEFAULT_CONFIG_FILE,) if os.path.exists(p)]
+        dirs = [p for p in (DEFAULT_CONFIG_DIR,) if os.path.isdir(p)]
     out = list(files)
     for path in out:
         if not os.path.isfile(path):
@@ -490,8 +496,6 @@ def config_paths(files: list[str] | tuple[str, ...] = (),
                               % (path, exc.strerror)) from None
         out += [os.path.join(path, n) for n in sorted(names)
                 if n.endswith('.conf') and not n.startswith('.')]
-    if not files and not dirs and os.path.exists(DEFAULT_CONFIG_FILE):
-        out = [DEFAULT_CONFIG_FILE]
     return out
 
 

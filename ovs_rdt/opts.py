@@ -8,7 +8,8 @@ every event (``bench/bench_hook.py``; a bare interpreter starts in 8 ms),
 several times per VM start.  The files keep oslo.config's format and its
 command-line conventions: ``--config-file`` (repeatable, later files win),
 ``--config-dir`` (its ``*.conf`` files, sorted, after them), and
-``/etc/ovs-rdt/ovs-rdt.conf`` when neither is given.
+``/etc/ovs-rdt/ovs-rdt.conf`` and ``/etc/ovs-rdt/ovs-rdt.conf.d/*.conf`` when
+neither is given (oslo.config's default files and directories).
 """
 from __future__ import annotations
 
@@ -82,8 +83,9 @@ def add_config_arguments(parser: argparse.ArgumentParser,
     """
     parser.add_argument('--config-file', metavar='PATH', action='append',
                         dest=prefix + 'config_file',
-                        help='a configuration file (default %s); repeatable, '
-                        'later files win' % conf.DEFAULT_CONFIG_FILE)
+                        help='a configuration file (default %s, then the '
+                        '*.conf files of %s); repeatable, later files win'
+                        % (conf.DEFAULT_CONFIG_FILE, conf.DEFAULT_CONFIG_DIR))
     parser.add_argument('--config-dir', metavar='DIR', action='append',
                         dest=prefix + 'config_dir',
                         help='a directory whose *.conf files are read after '

@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# Installs what a fresh Debian machine lacks for ovs-rdt: the Debian
-# packages in bindep.txt and a virtualenv (.venv) with tox and ovs-rdt.
+# Installs what a fresh Debian machine lacks for ovs-rdt, for one profile of
+# bindep.txt:
+#   tools/setup.sh [test]  the test suites (tools/test.sh): the "test"
+#                          packages and a virtualenv (.venv) with tox and
+#                          ovs-rdt;
+#   tools/setup.sh demo    "ovs-rdt demo" only (tools/demo.sh): the "demo"
+#                          packages and a .venv that uses Debian's builds of
+#                          the requirements (no compiler), with mfusepy and
+#                          ovs-rdt.
 # Idempotent; run as root (apt-get, FUSE mounts, libvirtd).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+profile=${1:-test}
+case "$profile" in
+test|demo|build) ;;
+*) echo "tools/setup.sh: unknown profile '$profile' (test, demo or build)" >&2
+   exit 2 ;;
+esac
 if [ "$(id -u)" != 0 ]; then
     echo "tools/setup.sh: run as root (it installs Debian packages and mounts FUSE)" >&2
     exit 1
 fi
 
-pkgs=$(sed -n 's/^\([a-z0-9.+-]*\) \[platform:dpkg.*/\1/p' bindep.txt)
-pkgs="$pkgs python3 python3-venv python3-pip git"
+# bindep.txt's lines of this profile (bindep's own syntax, read here: bindep
+# itself is not in Debian 12).
+pkgs=$(awk -v p="$profile" '/^[a-z0-9]/ && match($0, /\[platform:dpkg[^]]*\]/) {
+    n = split(substr($0, RSTART + 15, RLENGTH - 16), sel, " ")
+    for (i = 1; i <= n; i++) if (sel[i] == p) { print $1; break } }' bindep.txt)
+pkgs="$pkgs python3 python3-venv git"
+[ "$profile" = demo ] || pkgs="$pkgs python3-pip"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
-    echo "== installing Debian packages:$missing"
+    echo "== installing Debian packages ($profile):$missing"
     export DEBIAN_FRONTEND=noninteractive
     # Packages with a daemon (prometheus) would start it from their init
     # script on a machine without systemd: the tests start their own.
@@ -57,13 +75,35 @@ if [ ! -c /dev/fuse ]; then
     fi
 fi
 
+[ "$profile" = build ] && exit 0
+
 PY=${PYTHON:-python3}
 if [ -e .venv ] && [ ! -d .venv ]; then
     rm -f .venv    # a stray file (some tools write their env path there)
 fi
 if [ ! -x .venv/bin/python ]; then
     echo "== creating .venv"
-    "$PY" -m venv .venv
+    if [ "$profile" = demo ]; then
+        # Debian's python3-libvirt, -ovsdbapp, ... (the demo profile).
+        "$PY" -m venv --system-site-packages .venv
+    else
+        "$PY" -m venv .venv
+    fi
+fi
+if [ "$profile" = demo ]; then
+    if [ ! -x .venv/bin/ovs-rdt ] || ! .venv/bin/python -c 'import mfusepy' 2>/dev/null; then
+        echo "== installing ovs-rdt and mfusepy into .venv (log: .venv/pip.log)"
+        # The requirements are Debian's (system site packages); what Debian
+        # lacks, mfusepy, comes from PyPI. setuptools, wheel and pbr:
+        # Debian's too.
+        if ! .venv/bin/pip install -q --disable-pip-version-check \
+                --no-build-isolation -e ".[emulator]" >.venv/pip.log 2>&1; then
+            tail -n 30 .venv/pip.log >&2
+            echo "tools/setup.sh: pip failed (full log: .venv/pip.log)" >&2
+            exit 1
+        fi
+    fi
+    exit 0
 fi
 if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/ovs-rdt ] || [ setup.cfg -nt .venv/.installed ] \
         || [ requirements.txt -nt .venv/.installed ] \

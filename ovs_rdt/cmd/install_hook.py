@@ -88,13 +88,10 @@ def wrapper_text(config_files: Sequence[str] | str,
     """The shipped wrapper with its settings block for this interpreter,
     package directory and configuration.
     """
-    from ovs_rdt.conf import DEFAULT_CONFIG_FILE
-
     python = os.path.abspath(python or sys.executable)
     packages = packages or package_dir()
     options = config_arguments(config_files, config_dirs)
-    shown = ' '.join(options) or '(none: %s if it exists)' % (
-        DEFAULT_CONFIG_FILE)
+    shown = ' '.join(options) or '(none: %s)' % defaults_text()
     text = shipped_wrapper()
     begin = text.index(_SETTINGS[0]) + len(_SETTINGS[0])
     end = text.index(_SETTINGS[1])
@@ -102,6 +99,29 @@ def wrapper_text(config_files: Sequence[str] | str,
         shown.replace('\n', ' '), shlex.quote(python), shlex.quote(packages),
         shlex.quote(' '.join(shlex.quote(o) for o in options))))
     return text[:begin] + settings + text[end:]
+
+
+def defaults_text() -> str:
+    """What a command reads when no configuration is named."""
+    from ovs_rdt.conf import DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_FILE
+
+    return '%s and %s/*.conf if they exist' % (DEFAULT_CONFIG_FILE,
+                                               DEFAULT_CONFIG_DIR)
+
+
+def packaged(path: str) -> ConfigError | None:
+    """Why ``path`` is not ours to replace or remove: a symbolic link is
+    a package's hook (the Debian package links its program in
+    /usr/libexec/ovs-rdt there and removes the link with itself).
+    """
+    if not os.path.islink(path):
+        return None
+    return ConfigError(
+        '%s is a symbolic link to %s, a package\'s hook (removed with the '
+        'package): not changing it; the Debian package\'s hook reads '
+        '/etc/ovs-rdt/ovs-rdt.conf and /etc/ovs-rdt/ovs-rdt.conf.d/*.conf, '
+        'or install this one under another --hooks-dir'
+        % (path, os.readlink(path)))
 
 
 def is_ours(path: str) -> bool:
@@ -121,6 +141,9 @@ def install(path: str, config_files: Sequence[str] | str,
     """
     from ovs_rdt import atomicfile
 
+    link = packaged(path)
+    if link is not None:
+        raise link
     if os.path.lexists(path) and not is_ours(path):
         raise ConfigError('%s exists and is not an ovs-rdt hook wrapper; '
                           'not replacing it' % path)
@@ -134,6 +157,9 @@ def uninstall(path: str) -> bool:
     """Remove the wrapper; False if there was none."""
     if not os.path.lexists(path):
         return False
+    link = packaged(path)
+    if link is not None:
+        raise link
     if not is_ours(path):
         raise ConfigError('%s is not an ovs-rdt hook wrapper; not removing '
                           'it' % path)
@@ -199,6 +225,6 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     install(path, files, dirs)
     print('installed %s (config %s, python %s)'
           % (path, ' '.join(config_arguments(files, dirs))
-             or conf.DEFAULT_CONFIG_FILE + ' if it exists', sys.executable))
+             or defaults_text(), sys.executable))
     print(restart)
     return 0

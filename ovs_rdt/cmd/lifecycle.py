@@ -95,6 +95,14 @@ def command_path(name: str = 'ovs-rdt') -> str:
     return here if os.path.exists(here) else name
 
 
+def importable(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
 def missing(parts: Sequence[str]) -> list[str]:
     """What this machine lacks to run ``parts`` (keys of :data:`TOOLS`),
     one line each naming the fix.
@@ -104,9 +112,12 @@ def missing(parts: Sequence[str]) -> list[str]:
         if not os.path.exists('/dev/fuse'):
             out.append('/dev/fuse is missing: load the fuse module '
                        '(modprobe fuse)')
-        if importlib.util.find_spec('mfusepy') is None:
-            out.append('mfusepy not found (the emulator\'s FUSE binding): '
-                       'pip install "ovs-rdt[emulator]"')
+        lacking = [m for m in ('ovs_rdt.emulator', 'mfusepy')
+                   if not importable(m)]
+        if lacking:
+            from ovs_rdt import install_advice
+            out.append('the resctrl emulator needs %s: %s' % (
+                ' and '.join(lacking), install_advice.emulator()))
     for part in parts:
         for cmd, pkg in TOOLS[part]:
             if shutil.which(cmd) is None:

@@ -120,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     opts.setup_logging(settings)
     name = args.command
     if getattr(args, 'unavailable', None):
-        say(name, 'not available: %s' % args.unavailable)
+        hint = ''
+        if name == 'emulate':
+            from ovs_rdt import install_advice
+            hint = ' (%s)' % install_advice.emulator()
+        say(name, 'not available: %s%s' % (args.unavailable, hint))
         return 2
     if name != 'emulate':         # (which reads no configuration)
         for warning in settings.warnings:

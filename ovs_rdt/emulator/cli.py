@@ -143,9 +143,9 @@ def _check_mountpoint(path: str) -> None:
     try:
         import mfusepy  # noqa: F401
     except (ImportError, OSError, AttributeError) as exc:
-        raise EmulatorError('FUSE is not usable: %s (apt-get install fuse3; '
-                            'pip install "ovs-rdt[emulator]")'
-                            % str(exc).splitlines()[0]) from None
+        from ovs_rdt.install_advice import emulator as advice
+        raise EmulatorError('FUSE is not usable: %s (%s)' % (
+            str(exc).splitlines()[0], advice())) from None
 
 
 def _write(path: str, text: str) -> None:

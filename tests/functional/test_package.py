@@ -2,13 +2,20 @@
 
 * the sdist holds what the Debian build and a reader need; the wheel
   installs into a new virtualenv with the ``[emulator]`` extra;
-* the .deb puts every file at Debian's paths and lintian has nothing to say
-  (info tags aside, each explained in debian/*lintian-overrides);
+* the .debs (the node's ovs-rdt, python3-ovs-rdt, python3-ovs-rdt-nova,
+  ovs-rdt-emulator and python3-mfusepy) put every file at Debian's paths,
+  have no conffile, and lintian has nothing to say (info tags aside, each
+  explained in debian/*lintian-overrides);
 * installed with ``dpkg -i`` on this machine (in a throw-away overlay of
   its root filesystem: nothing reaches the host), the installed files alone
   run ``ovs-rdt apply``/``status``, the agent as its systemd unit starts it
   (OvS PMD threads placed, metrics over TLS with basic auth) and the libvirt
-  hook as libvirtd runs it; ``dpkg --purge`` then leaves nothing behind.
+  hook as libvirtd runs it; ``dpkg --purge`` then leaves nothing behind
+  but another agent's files in /run/ovs-rdt;
+* the upgrade from 0.2.0's package and back, guests running, unattended.
+
+test_package_host.py installs, removes, reinstalls, upgrades and purges
+them on the host itself.
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ import pytest
 
 from ovs_rdt.core.model import PMD_GROUP
 from ovs_rdt.resctrl import Resctrl
-from tests.functional.fixtures.artifacts import Artifacts
+from tests.functional.fixtures.artifacts import Artifacts, NODE_PACKAGES
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.overlay import OverlayRoot
 from tests.functional.fixtures.ovs import OvsTestbed, wait_for
@@ -39,7 +46,7 @@ from tests import tls
 
 CONF = '/etc/ovs-rdt/ovs-rdt.conf'
 HOOK = '/etc/libvirt/hooks/qemu.d/50-ovs-rdt'
-UNIT = '/lib/systemd/system/ovs-rdt-agent.service'
+PROGRAM = '/usr/libexec/ovs-rdt/qemu-hook'
 MAN_DB_SWITCH = '/var/lib/man-db/auto-update'
 #: What differs after the purge and is not the package's: the man-db switch
 #: this test turns off, and libuuid's clock, which OvS's Python IDL (in the
@@ -47,23 +54,45 @@ MAN_DB_SWITCH = '/var/lib/man-db/auto-update'
 #: has called it yet).
 OTHERS = ['-' + MAN_DB_SWITCH, '~/var/lib/libuuid/clock.txt',
           '+/var/lib/libuuid/clock.txt']
-#: Where Debian wants each part (dpkg -c of the .deb must list them all).
-DEBIAN_PATHS = (
-    '/usr/bin/ovs-rdt', '/usr/bin/ovs-rdt-agent', '/usr/bin/ovs-rdt-hook',
-    '/usr/lib/python3/dist-packages/ovs_rdt/__init__.py',
-    '/usr/lib/python3/dist-packages/libvirt_hooks/hook.py',
-    '/usr/lib/python3/dist-packages/nova_plugin/filters.py',
-    CONF, HOOK, UNIT,
-    '/usr/share/ovs-rdt/grafana/ovs-rdt-dashboard.json',
-    '/usr/share/ovs-rdt/ovs-rdt.conf.sample',
-    '/usr/share/doc/ovs-rdt/README.md.gz',
-    '/usr/share/doc/ovs-rdt/RELEASENOTES.md.gz',   # over 4 KiB: dh_compress
-    '/usr/share/doc/ovs-rdt/metrics.md.gz',
-    '/usr/share/doc/ovs-rdt/try-it.md.gz',
-    '/usr/share/doc/ovs-rdt/copyright',
-    '/usr/share/man/man1/ovs-rdt.1.gz', '/usr/share/man/man1/ovs-rdt-agent.1.gz',
-    '/usr/share/man/man1/ovs-rdt-hook.1.gz',
-)
+#: Where Debian wants each part, per binary package (dpkg -c must list
+#: them all).
+DEBIAN_PATHS = {
+    'ovs-rdt': (
+        '/usr/bin/ovs-rdt', '/usr/bin/ovs-rdt-agent', '/usr/bin/ovs-rdt-hook',
+        HOOK, PROGRAM, '/usr/share/ovs-rdt/ovs-rdt.conf',
+        '/usr/share/ovs-rdt/grafana/ovs-rdt-dashboard.json',
+        '/usr/share/doc/ovs-rdt/examples/ovs-rdt.conf.sample',
+        '/usr/share/doc/ovs-rdt/README.md.gz',
+        '/usr/share/doc/ovs-rdt/README.Debian',
+        '/usr/share/doc/ovs-rdt/RELEASENOTES.md.gz',  # over 4 KiB: dh_compress
+        '/usr/share/doc/ovs-rdt/metrics.md.gz',
+        '/usr/share/doc/ovs-rdt/try-it.md.gz',
+        '/usr/share/doc/ovs-rdt/copyright',
+        '/usr/share/man/man1/ovs-rdt.1.gz',
+        '/usr/share/man/man1/ovs-rdt-agent.1.gz',
+        '/usr/share/man/man1/ovs-rdt-hook.1.gz'),
+    'python3-ovs-rdt': (
+        '/usr/lib/python3/dist-packages/ovs_rdt/__init__.py',
+        '/usr/lib/python3/dist-packages/ovs_rdt/agent/service.py',
+        '/usr/lib/python3/dist-packages/libvirt_hooks/hook.py',
+        '/usr/share/doc/python3-ovs-rdt/copyright'),
+    'python3-ovs-rdt-nova': (
+        '/usr/lib/python3/dist-packages/nova_plugin/filters.py',
+        '/usr/lib/python3/dist-packages/nova_plugin/validators.py'),
+    'ovs-rdt-emulator': (
+        '/usr/lib/python3/dist-packages/ovs_rdt/emulator/fs.py',),
+    'python3-mfusepy': ('/usr/lib/python3/dist-packages/mfusepy.py',
+                        '/usr/share/doc/python3-mfusepy/copyright'),
+}
+#: Each package's modules that no other package has.
+NOT_IN = {'python3-ovs-rdt': ('nova_plugin/', 'ovs_rdt/emulator/'),
+          'ovs-rdt': ('dist-packages/',)}
+
+
+def deb_paths(deb: str) -> set[str]:
+    listing = subprocess.run(['dpkg-deb', '-c', deb], capture_output=True,
+                             text=True, check=True).stdout
+    return {line.split()[5].lstrip('.') for line in listing.splitlines()}
 
 
 #: What the package's postinst says on a first install without systemd.
@@ -83,7 +112,9 @@ def test_sdist_and_wheel(artifacts: Artifacts) -> None:
     for needed in ('setup.py', 'setup.cfg', 'releases.txt', 'RELEASENOTES.md',
                    'requirements.txt', 'debian/rules', 'debian/control',
                    'etc/systemd/ovs-rdt-agent.service', 'doc/metrics.md',
-                   'etc/grafana/ovs-rdt-dashboard.json', 'PKG-INFO'):
+                   'etc/grafana/ovs-rdt-dashboard.json', 'PKG-INFO',
+                   'pyproject.toml', 'packaging/mfusepy/debian/control',
+                   'packaging/mfusepy/sdist.txt', 'tests/unit/test_conf.py'):
         assert needed in names, needed
     with zipfile.ZipFile(artifacts.wheel) as whl:
         names = set(whl.namelist())
@@ -99,10 +130,14 @@ def test_sdist_and_wheel(artifacts: Artifacts) -> None:
 
 
 def test_wheel_installs_in_a_new_virtualenv(artifacts: Artifacts,
-                                            tmp_path: Any) -> None:
+                                            tmp_path: Any,
+                                            monkeypatch: Any) -> None:
     venv = str(tmp_path / 'venv')
     subprocess.run([sys.executable, '-m', 'venv', venv], check=True,
                    timeout=120)
+    # The new virtualenv alone (a PYTHONPATH naming a checkout would have
+    # pip find ovs-rdt "already installed" there).
+    monkeypatch.delenv('PYTHONPATH', raising=False)
     pip = subprocess.run(
         [os.path.join(venv, 'bin', 'pip'), 'install', '-q',
          '--disable-pip-version-check', artifacts.wheel + '[emulator]'],
@@ -122,24 +157,35 @@ def test_wheel_installs_in_a_new_virtualenv(artifacts: Artifacts,
 
 
 def test_deb_paths_and_lintian(artifacts: Artifacts) -> None:
-    listing = subprocess.run(['dpkg-deb', '-c', artifacts.deb],
-                             capture_output=True, text=True,
-                             check=True).stdout
-    paths = {line.split()[5].lstrip('.') for line in listing.splitlines()}
-    missing = [p for p in DEBIAN_PATHS if p not in paths]
-    assert not missing, missing
-    assert not [p for p in paths if p.startswith('/usr/local')]
-    info = subprocess.run(['dpkg-deb', '-I', artifacts.deb, 'conffiles'],
-                          capture_output=True, text=True, check=True).stdout
-    assert set(info.split()) == {CONF, HOOK}
+    for name, wanted in DEBIAN_PATHS.items():
+        deb = artifacts.package(name)
+        paths = deb_paths(deb)
+        missing = [p for p in wanted if p not in paths]
+        assert not missing, (name, missing)
+        assert not [p for p in paths if p.startswith('/usr/local')]
+        assert not [p for p in paths if p.startswith('/etc/') and
+                    p.rstrip('/') not in ('/etc', '/etc/libvirt',
+                                          '/etc/libvirt/hooks',
+                                          '/etc/libvirt/hooks/qemu.d', HOOK)
+                    ], name
+        assert not [p for p in paths for part in NOT_IN.get(name, ())
+                    if part in p], name
+        # No conffile: nothing an upgrade could stop to ask about.
+        info = subprocess.run(['dpkg-deb', '-I', deb, 'conffiles'],
+                              capture_output=True, text=True)
+        assert info.returncode != 0 and 'no control component' in info.stderr, (
+            name, info.stdout)
     version = subprocess.run(['dpkg-deb', '-f', artifacts.deb, 'Version'],
                              capture_output=True, text=True,
                              check=True).stdout.strip()
-    assert version.replace('~', '.') == artifacts.version
-    with open(artifacts.lintian, encoding='utf-8') as fh:
-        report = fh.read()
-    assert not [line for line in report.splitlines()
-                if line[:2] in ('E:', 'W:')], report
+    assert version.rsplit('-', 1)[0].replace('~', '.') == artifacts.version
+    assert version.endswith('-1')           # a Debian revision (quilt)
+    assert len(artifacts.lintian_reports) == 2   # ovs-rdt's, mfusepy's
+    for path in artifacts.lintian_reports:
+        with open(path, encoding='utf-8') as fh:
+            report = fh.read()
+        assert not [line for line in report.splitlines()
+                    if line[:2] in ('E:', 'W:')], report
 
 
 # -- the package on this machine ------------------------------------------------
@@ -185,9 +231,17 @@ def configure(root: OverlayRoot, emu: EmulatorFixture, ovs: OvsTestbed,
     root.write(CONF, text)
 
 
+def unit_path(root: OverlayRoot) -> str:
+    """Where dh_installsystemd put the unit (this Debian's place)."""
+    found = [p for p in root.run('dpkg', '-L', 'ovs-rdt').stdout.split()
+             if p.endswith('/ovs-rdt-agent.service')]
+    assert len(found) == 1, found
+    return found[0]
+
+
 def exec_start(root: OverlayRoot) -> list[str]:
     unit = configparser.ConfigParser(strict=False, interpolation=None)
-    unit.read_string(root.read(UNIT))
+    unit.read_string(root.read(unit_path(root)))
     return shlex.split(unit['Service']['ExecStart'])
 
 
@@ -221,7 +275,8 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
     rc = Resctrl(emu.root, emu.sysfs)
     # man-db's trigger rebuilds every manual page index (10 s): off.
     root.run('rm', '-f', MAN_DB_SWITCH)
-    installed = root.run('dpkg', '-i', root.put(artifacts.deb))
+    installed = root.run('dpkg', '-i',
+                         *[root.put(d) for d in artifacts.node_debs], input='')
     # PID 1 is not systemd (the overlay's /run has no /run/systemd/system):
     # nothing reloaded libvirtd or started the agent, and the package says
     # so, after deb-systemd-helper's "Created symlink ..." (only man-db's
@@ -231,8 +286,9 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
     at = said.index(NO_SYSTEMD[0])
     assert said[at:at + len(NO_SYSTEMD)] == NO_SYSTEMD, installed.stderr
     assert [ln for ln in said[:at] if ln.startswith('Created symlink')]
-    for path in DEBIAN_PATHS:
-        root.run('test', '-e', path)
+    for name in NODE_PACKAGES:
+        for path in DEBIAN_PATHS[name]:
+            root.run('test', '-e', path)
     # The installed files only: Debian's python3 imports them from
     # dist-packages, and the commands say the package's version.
     where = root.run('python3', '-c', 'import ovs_rdt, libvirt_hooks; '
@@ -282,7 +338,25 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
 
     agent.terminate()
     assert agent.wait(15) == 0, open(log).read()[-2000:]
-    root.run('dpkg', '--purge', 'ovs-rdt')
+
+    # /run/ovs-rdt at the purge: what an agent of this package killed with
+    # -9 left (its lock and policy state, no holder) goes; another running
+    # agent's (its lock held) and anything else stays (issue 38 item 7).
+    run = '/run/ovs-rdt/'
+    root.run('sh', '-c', 'mkdir -p %s && cd %s && touch agent-0dead.lock '
+             'policy-0dead.json agent-1live.lock policy-1live.json '
+             'other.sock' % (run, run))
+    # (One process: the lock's holder ends with it.)
+    holder = root.popen('sh', '-c', 'exec 9>>%sagent-1live.lock && flock 9 '
+                        '&& exec sleep 600' % run,
+                        log=os.path.join(node['dir'], 'holder.log'))
+    wait_for(lambda: root.run('flock', '-n', run + 'agent-1live.lock',
+                              'true', check=False).returncode == 1,
+             timeout=10, what='the other agent\'s lock held')
+    root.run('dpkg', '--purge', *reversed(NODE_PACKAGES))
+    assert root.run('ls', run).stdout.split() == [
+        'agent-1live.lock', 'other.sock', 'policy-1live.json']
+    holder.terminate()
     left = [c for c in root.changes() if c not in OTHERS]
     assert not left, 'left behind by the purge: %s' % left
 
@@ -300,7 +374,6 @@ GUEST = ("<domain type='%(virt)s'><name>%(name)s</name><uuid>%(uuid)s</uuid>"
          "</rdt:rdt></metadata><memory unit='MiB'>32</memory><vcpu>1</vcpu>"
          "<os><type arch='x86_64' machine='pc'>hvm</type></os><devices>"
          "<emulator>/usr/bin/qemu-system-x86_64</emulator></devices></domain>")
-DPKG_I = ('dpkg', '--force-confdef', '--force-confold', '-i')
 
 
 class InsideLibvirtd:
@@ -381,7 +454,7 @@ def test_upgrade_through_the_package_with_guests_running(
     root, emu, ovs = node['root'], node['emu'], node['ovs']
     rc = Resctrl(emu.root, emu.sysfs)
     root.run('rm', '-f', MAN_DB_SWITCH)
-    root.run(*DPKG_I, root.put(previous_release.deb))
+    root.run('dpkg', '-i', root.put(previous_release.deb), input='')
     configure(root, emu, ovs, '[pool:noisy]\nl3_ways = 2\n')
     root.write(CONF, root.read(CONF).replace('pools = hp', 'pools = noisy'))
     mine = root.read(CONF)
@@ -408,18 +481,27 @@ def test_upgrade_through_the_package_with_guests_running(
             assert lv.vcpus(name) <= set(rc.tasks(group)), name
         before = snapshot(rc)
 
-        for deb, version in ((artifacts.deb, artifacts.version),
-                             (previous_release.deb,
-                              previous_release.version)):
-            # RELEASENOTES.md's steps: the package (the conffile kept),
-            # the agent restarted (systemd would), libvirtd restarted.
-            res = root.run(*DPKG_I, root.put(deb))
-            if deb == artifacts.deb:     # no systemd: nothing restarted it
+        # apt, as README says: dpkg -i alone stops at python3-ovs-rdt's
+        # Breaks on the 0.2.0 package it takes files over from.
+        upgrade = ('apt-get', 'install', '-y', root.put(artifacts.package(
+            'python3-ovs-rdt')), root.put(artifacts.deb))
+        # Back to 0.2.0's one package: python3-ovs-rdt goes (it Breaks
+        # the old ovs-rdt, whose files it took over).
+        downgrade = ('apt-get', 'install', '-y', '--allow-downgrades',
+                     root.put(previous_release.deb), 'python3-ovs-rdt-')
+        for cmd, version in ((upgrade, artifacts.version),
+                             (downgrade, previous_release.version)):
+            # RELEASENOTES.md's steps, unattended (no --force-conf*, no
+            # standard input): the packages (the configuration kept), the
+            # agent restarted (systemd would), libvirtd restarted.
+            res = root.run(*cmd, input='')
+            if cmd is upgrade:      # no systemd: nothing restarted it
                 assert 'restart ovs-rdt-agent by hand' in res.stderr, \
                     res.stderr
-            assert root.read(CONF) == mine, 'the conffile changed'
-            assert root.run('dpkg-query', '-W', '-f', '${Version}',
-                            'ovs-rdt').stdout.replace('~', '.') == version
+            assert root.read(CONF) == mine, 'the configuration changed'
+            installed = root.run('dpkg-query', '-W', '-f', '${Version}',
+                                 'ovs-rdt').stdout
+            assert installed.rsplit('-', 1)[0].replace('~', '.') == version
             agents[-1].terminate()
             assert agents[-1].wait(15) == 0
             agents.append(root.popen(*exec_start(root), log=log))

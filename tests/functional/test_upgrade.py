@@ -115,10 +115,17 @@ class Node:
 
     def settled(self) -> None:
         pmds = set(self.ovs.pmd_threads())
-        wait_for(lambda: pmds and pmds <= self.tasks(PMD_GROUP)
-                 and (self.ovs.external_id('rdt-status') or '')
-                 .startswith('ok'), timeout=60, step=0.1,
-                 what='PMD threads placed (agent log: %s)' % self.log)
+        try:
+            wait_for(lambda: pmds and pmds <= self.tasks(PMD_GROUP)
+                     and (self.ovs.external_id('rdt-status') or '')
+                     .startswith('ok'), timeout=60, step=0.1,
+                     what='PMD threads placed')
+        except AssertionError as exc:
+            with open(self.log, errors='replace') as fh:
+                tail = fh.read()[-3000:]
+            raise AssertionError('%s; rdt-status %r; the agent\'s log ends:'
+                                 '\n%s' % (exc, self.ovs.external_id(
+                                     'rdt-status'), tail)) from None
 
     def upgrade_to(self, wheel: str) -> None:
         """The release notes' steps, guests running."""
@@ -133,8 +140,12 @@ class Node:
 
 @pytest.fixture
 def node(libvirt_testbed: LibvirtTestbed, previous_release: Artifacts,
-         tmp_path: Any) -> Iterator[Node]:
+         tmp_path: Any, monkeypatch: Any) -> Iterator[Node]:
     tb = libvirt_testbed
+    # The virtualenv's releases alone: a PYTHONPATH naming a checkout would
+    # run the checkout's code as "the previous release" (and have pip find
+    # ovs-rdt installed there).
+    monkeypatch.delenv('PYTHONPATH', raising=False)
     emu = EmulatorFixture(PROFILE, rootdir=tb.mount_base)
     ovs = OvsTestbed(tempfile.mkdtemp(prefix='ovsrdt-ovs-'))
     venv = str(tmp_path / 'venv')

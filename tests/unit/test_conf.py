@@ -159,10 +159,19 @@ def test_config_paths_order(tmp_path, monkeypatch):
     assert conf.config_paths([str(b), str(a)], [str(d)]) == [
         str(b), str(a), str(d / '1.conf'), str(d / '2.conf')]
     monkeypatch.setattr(conf, 'DEFAULT_CONFIG_FILE', str(a))
+    monkeypatch.setattr(conf, 'DEFAULT_CONFIG_DIR', str(tmp_path / 'no.d'))
     assert conf.config_paths() == [str(a)]
     assert conf.config_paths([], [str(d)]) == [str(d / '1.conf'),
                                                str(d / '2.conf')]
+    # Neither named: the default file, then the default directory's files
+    # (oslo.config's default_config_dirs), those that exist.
+    monkeypatch.setattr(conf, 'DEFAULT_CONFIG_DIR', str(d))
+    assert conf.config_paths() == [str(a), str(d / '1.conf'),
+                                   str(d / '2.conf')]
+    assert conf.config_paths([str(b)]) == [str(b)]
     monkeypatch.setattr(conf, 'DEFAULT_CONFIG_FILE', str(tmp_path / 'no'))
+    assert conf.config_paths() == [str(d / '1.conf'), str(d / '2.conf')]
+    monkeypatch.setattr(conf, 'DEFAULT_CONFIG_DIR', str(tmp_path / 'no.d'))
     assert conf.config_paths() == []
 
 

@@ -26,12 +26,16 @@ from tests.unit.test_domain import UUID, nova, rdt, xml
 UUID2 = '11111111-2222-3333-4444-555555555555'
 
 FAKE_QEMU = r'''
-import sys, threading, time
+import os, sys, threading, time
 ready = threading.Semaphore(0)
 def vcpu(i):
     tid = threading.get_native_id()
-    with open('/proc/self/task/%d/comm' % tid, 'w') as fh:
-        fh.write('CPU %d/KVM' % i)
+    try:
+        with open('/proc/self/task/%d/comm' % tid, 'w') as fh:
+            fh.write('CPU %d/KVM' % i)
+    except OSError as exc:      # a read-only /proc (some build chroots)
+        print('cannot name a vCPU thread: %s' % exc, flush=True)
+        os._exit(1)
     ready.release()
     time.sleep(600)
 def worker():
@@ -48,7 +52,18 @@ time.sleep(600)
 
 @pytest.fixture
 def node(tmp_path, monkeypatch):
-    """A config file, a fake resctrl tree and sysfs; run(...) runs the hook."""
+    """A config file, a fake resctrl tree and sysfs; run(...) runs the hook.
+
+    The hook, run in this process, routes the ``ovs_rdt`` logger to its own
+    log (handlers, level, no propagation): put back afterwards, for the
+    tests that read records with caplog.
+    """
+    import logging
+
+    core = logging.getLogger('ovs_rdt')
+    monkeypatch.setattr(core, 'handlers', list(core.handlers))
+    monkeypatch.setattr(core, 'propagate', core.propagate)
+    monkeypatch.setattr(core, 'level', core.level)
     root = tmp_path / 'resctrl'
     sysfs = tmp_path / 'cpu'
     make_tree(str(root), sysfs=str(sysfs))
@@ -695,6 +710,26 @@ def test_install_refuses_foreign_files_and_uninstalls(tmp_path):
     assert 'other.conf' in open(path).read()
     assert install.uninstall(path) is True
     assert install.uninstall(path) is False
+
+
+def test_install_leaves_a_packages_link_alone(tmp_path):
+    """The Debian package's hook is a link it owns (and removes with
+    itself): install-hook neither replaces it with a file of its own,
+    which the package would overwrite at its next upgrade, nor removes it.
+    """
+    program = tmp_path / 'libexec' / 'qemu-hook'
+    program.parent.mkdir()
+    program.write_text(install.wrapper_text('/etc/ovs-rdt/ovs-rdt.conf'))
+    path = tmp_path / 'qemu.d' / '50-ovs-rdt'
+    path.parent.mkdir()
+    path.symlink_to(program)
+    for action in (lambda: install.install(str(path), '/etc/other.conf'),
+                   lambda: install.uninstall(str(path))):
+        with pytest.raises(Exception, match='is a symbolic link to %s, a '
+                           'package.s hook' % program):
+            action()
+        assert os.readlink(path) == str(program)
+    assert '/etc/other.conf' not in program.read_text()
 
 
 def test_run_prints_restart_hint(node, tmp_path, capsys):

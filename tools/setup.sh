@@ -77,7 +77,14 @@ fi
 
 [ "$profile" = build ] && exit 0
 
-PY=${PYTHON:-python3}
+# The demo's .venv sees the Debian packages above (python3-libvirt, ...):
+# they are for Debian's own Python, which a "python3" earlier on PATH (pyenv,
+# a hand-built one) need not be.
+if [ "$profile" = demo ] && [ -x /usr/bin/python3 ]; then
+    PY=${PYTHON:-/usr/bin/python3}
+else
+    PY=${PYTHON:-python3}
+fi
 if [ -e .venv ] && [ ! -d .venv ]; then
     rm -f .venv    # a stray file (some tools write their env path there)
 fi

@@ -55,9 +55,12 @@ class Node:
                               env=dict(os.environ, PYTHONPATH=REPO))
 
     def state(self) -> dict[str, tuple[dict, list[int]]]:
-        """Every group's masks and tasks: what a look must not change."""
+        """Every group's masks, and its tasks but the default group's
+        (every process of the host that comes and goes): what a look must
+        not change.
+        """
         return {g.name: ({d: str(m) for d, m in g.l3.items()},
-                         sorted(g.tasks))
+                         sorted(g.tasks) if g.name else [])
                 for g in self.rc.groups(with_tasks=True)}
 
     def dumpxml(self, guest: Guest) -> str:

@@ -496,8 +496,8 @@ def test_upgrade_through_the_package_with_guests_running(
             # agent restarted (systemd would), libvirtd restarted.
             res = root.run(*cmd, input='')
             if cmd is upgrade:      # no systemd: nothing restarted it
-                assert 'restart ovs-rdt-agent by hand' in res.stderr, \
-                    res.stderr
+                said = res.stdout + res.stderr    # apt passes it on
+                assert 'restart ovs-rdt-agent by hand' in said, said
             assert root.read(CONF) == mine, 'the configuration changed'
             installed = root.run('dpkg-query', '-W', '-f', '${Version}',
                                  'ovs-rdt').stdout

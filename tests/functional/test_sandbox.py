@@ -93,7 +93,7 @@ def test_a_guest_and_the_pmds_get_their_groups_and_stop_leaves_nothing(
     virsh = shlex.split(printed(out, r"(virsh -c '[^']+') list --all"))
     vsctl = printed(out, r'(ovs-vsctl --db=\S+) show').split()
     agent_cmd = shlex.split(printed(
-        out, r'\n  (\S+ovs-rdt-agent --config-file \S+)'))
+        out, r'\n  (\S*ovs-rdt-agent --config-file \S+)'))
     config = agent_cmd[-1]
     root = printed(out, r'ls (\S+)\n')
     assert config == os.path.join(WORKDIR, 'ovs-rdt.conf')
@@ -158,7 +158,7 @@ def test_a_guest_and_the_pmds_get_their_groups_and_stop_leaves_nothing(
     host.assert_unchanged(clean_host, MARKERS)
     after = sandbox('status')
     assert after.returncode == 1
-    assert after.stderr.startswith('ovs-rdt sandbox: no sandbox in %s'
+    assert after.stderr.startswith('ovs-rdt sandbox: error: no sandbox in %s'
                                    % WORKDIR), after.stderr
 
 
@@ -176,11 +176,20 @@ def test_emulator_only_refuses_a_second_start_and_stops_clean(
     assert 'OVS_RDT_CONF=%s/ovs-rdt.conf; export OVS_RDT_CONF' % WORKDIR \
         in env.stdout
     assert 'LIBVIRT_DEFAULT_URI' not in env.stdout
-    status = subprocess.run(
-        [sys.executable, '-m', 'ovs_rdt.cmd.main', '--config-file',
-         os.path.join(WORKDIR, 'ovs-rdt.conf'), 'status'],
-        capture_output=True, text=True, timeout=60)
-    assert status.returncode == 0, status.stderr
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, '-m', 'ovs_rdt.cmd.main', '--config-file',
+             os.path.join(WORKDIR, 'ovs-rdt.conf')] + list(args),
+            capture_output=True, text=True, timeout=60)
+
+    # No agent runs: the sandbox's pool hp is configured, not yet applied.
+    status = cli('status')
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert 'sets the masks of pool hp' in status.stdout, status.stdout
+    assert cli('apply').returncode == 0
+    status = cli('status')
+    assert status.returncode == 0, status.stdout + status.stderr
     assert '12 ways' in status.stdout       # the emulated Xeon D-1540
     stop = sandbox('stop')
     assert stop.returncode == 0, stop.stdout + stop.stderr

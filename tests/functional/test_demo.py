@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 import pytest
 
 from tests.functional.fixtures import host
-from tests.functional.fixtures.libvirt import libvirt_missing
+from tests.functional.fixtures.libvirt import node_parts_missing
 
 WORKDIR = '/run/ovs-rdt-demo-test'
 #: What the demo's daemons, mounts and guests carry in their names.
@@ -19,11 +18,7 @@ MARKERS = (WORKDIR, 'ovsrdt-demo-')
 
 @pytest.fixture(autouse=True)
 def real_parts() -> None:
-    why = libvirt_missing()
-    for tool, pkg in (('ovs-vswitchd', 'openvswitch-switch'),
-                      ('fusermount3', 'fuse3')):
-        if shutil.which(tool) is None:
-            why = why or '%s is not installed (%s)' % (tool, pkg)
+    why = node_parts_missing()
     if why:
         pytest.fail('the demo needs real parts: %s' % why, pytrace=False)
 

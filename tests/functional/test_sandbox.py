@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import uuid as uuidlib
@@ -17,7 +16,7 @@ import pytest
 
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures import host
-from tests.functional.fixtures.libvirt import VIRT_TYPE, libvirt_missing
+from tests.functional.fixtures.libvirt import VIRT_TYPE, node_parts_missing
 from tests.functional.fixtures.ovs import wait_for
 
 WORKDIR = '/run/ovs-rdt-sandbox-test'
@@ -51,11 +50,7 @@ def sandbox(*args: str, env: dict[str, str] | None = None
 @pytest.fixture
 def clean_host() -> Iterator[dict[str, list[str]]]:
     """The host's state before; whatever a failing test left is ended."""
-    why = libvirt_missing()
-    for tool, pkg in (('ovs-vswitchd', 'openvswitch-switch'),
-                      ('fusermount3', 'fuse3')):
-        if shutil.which(tool) is None:
-            why = why or '%s is not installed (%s)' % (tool, pkg)
+    why = node_parts_missing()
     if why:
         pytest.fail('the sandbox needs real parts: %s' % why, pytrace=False)
     before = host.snapshot(MARKERS)

@@ -328,9 +328,13 @@ class PrivateLibvirtd:
         return res
 
     def qemu_pids(self) -> list[int]:
-        """Live QEMU processes of this libvirtd's guests (from pidfiles)."""
+        """Live QEMU processes of this libvirtd's guests (from pidfiles;
+        not ``driver.pid``, libvirt's QEMU driver's own: the libvirtd).
+        """
         out = []
         for path in glob.glob(os.path.join(self.qemu_run_dir, '*.pid')):
+            if os.path.basename(path) == 'driver.pid':
+                continue
             pid = _read_pid(path)
             if pid is not None:
                 out.append(pid)

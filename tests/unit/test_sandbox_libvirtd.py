@@ -67,3 +67,17 @@ def test_a_node_of_a_migration_has_its_own_host_uuid_and_name(
     # the host's own file is untouched
     with open(os.path.join(host['etc'], 'libvirtd.conf')) as fh:
         assert '00000001' in fh.read()
+
+
+def test_qemu_pids_are_the_guests_not_libvirtd(tmp_path) -> None:
+    """libvirt's QEMU driver keeps its own pidfile (``driver.pid``: the
+    libvirtd) beside its guests' (``<name>.pid``): only the guests are
+    QEMUs, or a stop would wait for libvirtd as for a QEMU and report it.
+    """
+    sandbox = libvirtd.PrivateLibvirtd(str(tmp_path / 'work'))
+    os.makedirs(sandbox.qemu_run_dir)
+    for name in ('driver', 'vm1'):
+        with open(os.path.join(sandbox.qemu_run_dir, name + '.pid'),
+                  'w') as fh:
+            fh.write('%d\n' % os.getpid())
+    assert sandbox.qemu_pids() == [os.getpid()]

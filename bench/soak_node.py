@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import time
-import uuid
 from typing import Callable
+import uuid
 
 from ovs_rdt import procfs
 from ovs_rdt.resctrl import Resctrl

@@ -35,16 +35,20 @@ needs matplotlib (in the stress environments' requirements).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from typing import Any, Iterator
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 sys.path[:0] = [REPO, os.path.dirname(os.path.abspath(__file__))]
 
+from ovs_rdt.sandbox.wait import SandboxError  # noqa: E402
 import soak_node  # noqa: E402
 from soak_node import Guest, SoakNode  # noqa: E402
 import soak_report  # noqa: E402
@@ -62,26 +66,35 @@ KINDS = ('ways', 'size', 'pool', 'none')
 
 
 class Soak:
-    """The event loop over two nodes."""
+    """The event loop: one worker per node, each driving events that start
+    on its node; an event holds the locks of the nodes it touches (a
+    migration both, taken in order), so each node's checks see no event
+    half-done, while the other node's event runs beside it.  Faults and
+    samples hold every lock.
+    """
 
     def __init__(self, args: argparse.Namespace, work: str) -> None:
         self.args = args
-        self.rng = random.Random(args.seed)
         self.work = work
         self.nodes = [SoakNode(os.path.join(work, 'a'), 'a', 'xeon-gold-6230',
                                args.port, restartable=False),
                       SoakNode(os.path.join(work, 'b'), 'b',
                                'xeon-e7-8890-v4', args.port + 1,
                                restartable=True)]
+        self.locks = {n.name: threading.Lock() for n in self.nodes}
+        #: Guards the bookkeeping below.
+        self.lock = threading.Lock()
         self.guests: list[Guest] = []
         self.serial = 0
-        self.done = 0
+        self.claimed = 0
+        self.faults = 0
         self.counts: dict[str, int] = {}
         self.violations: list[str] = []
         self.report = soak_report.Report(args.out, self.nodes)
         self.leaks: list[str] = []
-        #: Seconds spent in events, in checks and in faults.
-        self.spent: dict[str, float] = {}
+        #: Events that failed, not by ovs-rdt (the environment's).
+        self.errors: list[str] = []
+        self.crash: BaseException | None = None
 
     # -- the run -----------------------------------------------------------
     def run(self) -> int:
@@ -89,36 +102,55 @@ class Soak:
         for node in self.nodes:
             node.start()
         self.report.start()
-        fault = 0
-        while self.done < self.args.events:
-            if self.done and self.done % self.args.fault_every == 0 and \
-                    self.counts.get('fault at', -1) != self.done:
-                self.counts['fault at'] = self.done
-                kind = FAULTS[fault % len(FAULTS)]
-                fault += 1
-                began_fault = time.monotonic()
-                self.fault(kind)
-                self.spent['faults'] = self.spent.get('faults', 0.0) + \
-                    time.monotonic() - began_fault
-            began_event = time.monotonic()
-            what, touched = self.event()
-            self.done += 1
-            self.spent['events'] = self.spent.get('events', 0.0) + \
-                time.monotonic() - began_event
-            began_check = time.monotonic()
-            self.check(touched, '#%d %s' % (self.done, what))
-            self.spent['checks'] = self.spent.get('checks', 0.0) + \
-                time.monotonic() - began_check
-            if self.done % self.args.sample == 0:
-                self.sample()
+        workers = [threading.Thread(target=self.worker, name='soak-' + n.name,
+                                    args=(i,))
+                   for i, n in enumerate(self.nodes)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join()
+        if self.crash is not None:
+            raise self.crash
         self.finish()
-        self.sample()
+        self.sample(self.claimed)
         elapsed = time.monotonic() - began
-        print('soak: seconds in %s' % ', '.join(
-            '%s %.0f' % item for item in sorted(self.spent.items())))
-        return self.report.summary(self.done, elapsed, self.counts,
+        return self.report.summary(self.claimed, elapsed, self.counts,
                                    self.violations, self.leaks,
-                                   strict=not self.args.quick)
+                                   self.errors, strict=not self.args.quick)
+
+    def worker(self, home: int) -> None:
+        rng = random.Random(self.args.seed * 1000 + home)
+        try:
+            while self.crash is None:
+                with self.lock:
+                    if self.claimed >= self.args.events:
+                        return
+                    self.claimed += 1
+                    number = self.claimed
+                if number % self.args.fault_every == 0:
+                    with self.every_node():
+                        self.fault(FAULTS[(number // self.args.fault_every
+                                           - 1) % len(FAULTS)], number, rng)
+                self.event(self.nodes[home], rng)
+                if number % self.args.sample == 0:
+                    self.sample(number)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by run()
+            self.crash = self.crash or exc
+
+    @contextlib.contextmanager
+    def holding(self, nodes: list[SoakNode]) -> Iterator[None]:
+        """The locks of ``nodes``, taken in one order (no deadlock)."""
+        names = sorted({n.name for n in nodes})
+        for name in names:
+            self.locks[name].acquire()
+        try:
+            yield
+        finally:
+            for name in reversed(names):
+                self.locks[name].release()
+
+    def every_node(self) -> Any:
+        return self.holding(self.nodes)
 
     def finish(self) -> None:
         """Every guest stopped: what is left is leaked."""
@@ -129,128 +161,182 @@ class Soak:
             self.leaks += node.leaks()
 
     def count(self, key: str) -> None:
-        self.counts[key] = self.counts.get(key, 0) + 1
+        with self.lock:
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def on(self, node: SoakNode) -> list[Guest]:
+        with self.lock:
+            return [g for g in self.guests if g.node is node]
 
     def check(self, nodes: list[SoakNode], event: str,
               settle: float = 5.0) -> None:
+        """The invariants on ``nodes`` (their locks held)."""
         for node in nodes:
-            problems = node.settle([g for g in self.guests
-                                    if g.node is node], settle)
+            problems = node.settle(self.on(node), settle)
+            problems += node.take_tracebacks()
             for problem in problems:
-                self.violations.append('%s on node %s: %s'
-                                       % (event, node.name, problem))
+                with self.lock:
+                    self.violations.append('%s on node %s: %s'
+                                           % (event, node.name, problem))
                 print('VIOLATION after %s on node %s: %s'
                       % (event, node.name, problem), flush=True)
 
-    def sample(self) -> None:
-        for node in self.nodes:
-            node.settle([g for g in self.guests if g.node is node], 15.0)
-        self.report.sample(self.done, self.counts, len(self.violations),
-                           self.guests)
+    def sample(self, number: int) -> None:
+        with self.every_node():
+            self.check(self.nodes, 'sample at #%d' % number, settle=15.0)
+            with self.lock:
+                counts = dict(self.counts)
+                guests = list(self.guests)
+                violations = len(self.violations)
+            self.report.sample(number, counts, violations, guests)
 
     # -- events ------------------------------------------------------------
-    def running(self, node: SoakNode | None = None) -> list[Guest]:
-        return [g for g in self.guests if node is None or g.node is node]
-
-    def event(self) -> tuple[str, list[SoakNode]]:
+    def event(self, home: SoakNode, rng: random.Random
+              ) -> tuple[str, list[SoakNode]]:
+        """One event that starts on ``home``, checked; what it was."""
         kinds = [k for k, _ in EVENTS]
         weights = [w for _, w in EVENTS]
+        other = self.nodes[1 - self.nodes.index(home)]
         while True:
-            kind = self.rng.choices(kinds, weights)[0]
-            result = getattr(self, 'do_' + kind.replace('-', '_'))()
-            if result is not None:
+            kind = rng.choices(kinds, weights)[0]
+            touched = [home, other] if kind.endswith('migrate') else [home]
+            with self.holding(touched):
+                try:
+                    what = getattr(self, 'do_' + kind.replace('-', '_'))(
+                        home, other, rng)
+                except SandboxError as exc:
+                    # Not ovs-rdt's (e.g. two libvirtds on one machine
+                    # picked the same migration port): counted, the guests
+                    # re-read.
+                    self.count(kind + ' failed, not by ovs-rdt')
+                    with self.lock:
+                        self.errors.append('%s: %s' % (kind, exc))
+                    print('ERROR in %s: %s' % (kind, exc), flush=True)
+                    self.resync(touched)
+                    what = '%s (failed)' % kind
+                if what is None:
+                    continue
                 self.count(kind)
-                return result
+                self.check(touched, what)
+                return what, touched
 
-    def new_guest(self, node: SoakNode, kind: str | None = None) -> Guest:
-        self.serial += 1
-        kind = kind or self.rng.choice(KINDS)
-        vcpus = self.rng.choice((1, 1, 2))
-        return node.define(self.serial, kind, vcpus, self.rng)
+    def resync(self, nodes: list[SoakNode]) -> None:
+        """After an event failed half-way: which guests run, where."""
+        for guest in [g for n in nodes for g in self.on(n)]:
+            for node in [guest.node] + [n for n in nodes
+                                        if n is not guest.node]:
+                if node.running(guest):
+                    guest.node = node
+                    break
+            else:
+                for node in nodes:
+                    node.remove(guest)
+                with self.lock:
+                    self.guests.remove(guest)
 
-    def do_start(self) -> tuple[str, list[SoakNode]] | None:
-        node = self.rng.choice(self.nodes)
-        if len(self.running(node)) >= MAX_RUNNING:
-            return None
-        guest = self.new_guest(node)
-        if node.start_guest(guest):
+    def new_guest(self, node: SoakNode, rng: random.Random,
+                  kind: str | None = None) -> Guest:
+        with self.lock:
+            self.serial += 1
+            serial = self.serial
+        kind = kind or rng.choice(KINDS)
+        return node.define(serial, kind, rng.choice((1, 1, 2)), rng)
+
+    def add(self, guest: Guest) -> None:
+        with self.lock:
             self.guests.append(guest)
-            return 'start %s on %s' % (guest, node.name), [node]
+
+    def drop(self, guest: Guest) -> None:
+        with self.lock:
+            self.guests.remove(guest)
+
+    def do_start(self, node: SoakNode, other: SoakNode,
+                 rng: random.Random) -> str | None:
+        if len(self.on(node)) >= MAX_RUNNING:
+            return None
+        guest = self.new_guest(node, rng)
+        if node.start_guest(guest):
+            self.add(guest)
+            return 'start %s on %s' % (guest, node.name)
         self.count('start refused')
-        return 'start %s on %s (refused)' % (guest, node.name), [node]
+        return 'start %s on %s (refused)' % (guest, node.name)
 
-    def do_stop(self) -> tuple[str, list[SoakNode]] | None:
-        if not self.guests:
+    def do_stop(self, node: SoakNode, other: SoakNode,
+                rng: random.Random) -> str | None:
+        guests = self.on(node)
+        if not guests:
             return None
-        guest = self.rng.choice(self.guests)
-        guest.node.remove(guest)
-        self.guests.remove(guest)
-        return 'stop %s on %s' % (guest, guest.node.name), [guest.node]
+        guest = rng.choice(guests)
+        node.remove(guest)
+        self.drop(guest)
+        return 'stop %s on %s' % (guest, node.name)
 
-    def _migration(self, live: bool) -> tuple[str, list[SoakNode]] | None:
-        if not self.guests:
+    def _migration(self, src: SoakNode, dst: SoakNode, rng: random.Random,
+                   live: bool) -> str | None:
+        guests = self.on(src)
+        if not guests or len(self.on(dst)) >= MAX_RUNNING:
             return None
-        guest = self.rng.choice(self.guests)
-        src = guest.node
-        dst = self.nodes[1 - self.nodes.index(src)]
-        if len(self.running(dst)) >= MAX_RUNNING:
-            return None
+        guest = rng.choice(guests)
         how = 'live' if live else 'cold'
         ok = src.migrate(guest, dst, live)
         if not ok:
             self.count('%s migration refused' % how)
             if not live:             # stopped on the way: gone
-                self.guests.remove(guest)
-        return ('%s-migrate %s %s -> %s%s' % (how, guest, src.name, dst.name,
-                                              '' if ok else ' (refused)'),
-                [src, dst])
+                self.drop(guest)
+        return '%s-migrate %s %s -> %s%s' % (how, guest, src.name, dst.name,
+                                             '' if ok else ' (refused)')
 
-    def do_live_migrate(self) -> tuple[str, list[SoakNode]] | None:
-        return self._migration(True)
+    def do_live_migrate(self, node: SoakNode, other: SoakNode,
+                        rng: random.Random) -> str | None:
+        return self._migration(node, other, rng, True)
 
-    def do_cold_migrate(self) -> tuple[str, list[SoakNode]] | None:
-        return self._migration(False)
+    def do_cold_migrate(self, node: SoakNode, other: SoakNode,
+                        rng: random.Random) -> str | None:
+        return self._migration(node, other, rng, False)
 
-    def do_setvcpus(self) -> tuple[str, list[SoakNode]] | None:
-        grow = [g for g in self.guests if g.vcpus < g.max_vcpus]
+    def do_setvcpus(self, node: SoakNode, other: SoakNode,
+                    rng: random.Random) -> str | None:
+        grow = [g for g in self.on(node) if g.vcpus < g.max_vcpus]
         if not grow:
             return None
-        guest = self.rng.choice(grow)
-        guest.node.setvcpus(guest, guest.vcpus + 1)
-        return 'setvcpus %s %d' % (guest, guest.vcpus), [guest.node]
+        guest = rng.choice(grow)
+        node.setvcpus(guest, guest.vcpus + 1)
+        return 'setvcpus %s %d' % (guest, guest.vcpus)
 
-    def do_pmd(self) -> tuple[str, list[SoakNode]] | None:
-        node = self.rng.choice(self.nodes)
-        mask = node.toggle_pmds()
-        return 'pmd-cpu-mask=%s on %s' % (mask, node.name), [node]
+    def do_pmd(self, node: SoakNode, other: SoakNode,
+               rng: random.Random) -> str | None:
+        return 'pmd-cpu-mask=%s on %s' % (node.toggle_pmds(), node.name)
 
     # -- faults ------------------------------------------------------------
-    def fault(self, kind: str) -> None:
+    def fault(self, kind: str, number: int, rng: random.Random) -> None:
+        """One fault (every node's lock held), then the checks."""
         node = self.nodes[1] if kind == 'agent-kill' else \
-            self.rng.choice(self.nodes)
+            rng.choice(self.nodes)
         label = 'fault %s on %s (before event #%d)' % (kind, node.name,
-                                                       self.done + 1)
+                                                       number)
+        other = self.nodes[1 - self.nodes.index(node)]
         if kind == 'agent-kill':
             node.restart_agent()
         elif kind == 'libvirtd-restart':
             node.restart_libvirtd()
         elif kind == 'qemu-kill':
-            victims = self.running(node)
+            victims = self.on(node)
             if not victims:
                 kind = 'qemu-kill (no guest)'
             else:
-                guest = self.rng.choice(victims)
+                guest = rng.choice(victims)
                 node.kill_qemu(guest)
-                self.guests.remove(guest)
+                self.drop(guest)
                 label += ': ' + str(guest)
         elif kind in ('eio', 'enospc'):
-            guest = self.new_guest(node, 'ways')
+            guest = self.new_guest(node, rng, 'ways')
             rule = ('write /*/schemata EIO' if kind == 'eio' else
                     'mkdir /ovsrdt-vm-* ENOSPC')
             if node.start_under_fault(guest, rule):
-                self.guests.append(guest)      # the write it needed was none
+                self.add(guest)      # it needed no such write
         elif kind == 'foreign-group':
-            node.foreign_group(lambda: self.do_start() or self.do_stop())
+            node.foreign_group(lambda: self.do_start(node, other, rng) or
+                               self.do_stop(node, other, rng))
         elif kind == 'pqos':
             if not node.pqos():
                 kind = 'pqos (not installed)'
@@ -264,8 +350,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--events', type=int, default=10000,
                         help='lifecycle events in the run (default 10000)')
     parser.add_argument('--quick', action='store_true',
-                        help='500 events, a fault every 20 (the stress '
-                        'lane of tools/test.sh)')
+                        help='500 events (the stress lane of '
+                        'tools/test.sh)')
     parser.add_argument('--seed', type=int, default=36,
                         help='the seed of the events (default 36)')
     parser.add_argument('--sample', type=int, default=100,
@@ -280,7 +366,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.events = min(args.events, 500)
-        args.fault_every = min(args.fault_every, 20)
     if args.out is None:
         args.out = tempfile.mkdtemp(prefix='ovsrdt-soak-')
     os.makedirs(args.out, exist_ok=True)

@@ -143,6 +143,8 @@ class SoakNode:
         #: Groups at start (the default group and the pools').
         self.base: set[str] = set()
         self.started = False
+        #: The hook's tracebacks seen in virsh's errors (defects).
+        self.tracebacks: list[str] = []
 
     @property
     def lv(self):  # type: ignore[no-untyped-def]
@@ -275,16 +277,32 @@ class SoakNode:
         guest.node = self
         self._define(guest)
         began = time.monotonic()
-        res = self.lv.virsh('start', guest.name, check=False)
+        res = self.lv.virsh('start', '--paused', guest.name, check=False)
         self.start_times.append(time.monotonic() - began)
         if res.returncode == 0:
             return True
-        if 'ovs-rdt' not in res.stderr:
-            raise SandboxError('node %s: start of %s failed, not by the '
-                               'hook: %s' % (self.name, guest,
-                                             res.stderr.strip()))
+        self.refused(res, 'start of %s' % guest)
         self.lv.virsh('undefine', guest.name, check=False)
         return False
+
+    def refused(self, res: subprocess.CompletedProcess, what: str) -> None:
+        """A failed virsh command: ovs-rdt's refusal (a traceback in it is
+        a defect, kept for the checks), or SandboxError.
+        """
+        if 'ovs-rdt' not in res.stderr:
+            raise SandboxError('node %s: %s failed, not by the hook: %s'
+                               % (self.name, what, res.stderr.strip()))
+        if 'Traceback' in res.stderr:
+            self.tracebacks.append('%s: the hook\'s traceback: %s'
+                                   % (what, res.stderr.strip()))
+
+    def take_tracebacks(self) -> list[str]:
+        out, self.tracebacks = self.tracebacks, []
+        return out
+
+    def running(self, guest: Guest) -> bool:
+        return self.lv.virsh('domstate', guest.name, check=False
+                             ).stdout.strip() in ('running', 'paused')
 
     def remove(self, guest: Guest) -> None:
         self.lv.virsh('destroy', guest.name, check=False)
@@ -298,22 +316,23 @@ class SoakNode:
             res = migrate(self.lv, dst.lv, guest.name, True,
                           ['--persistent', '--undefinesource'])
             if res.returncode != 0:
-                if 'ovs-rdt' not in res.stderr:
-                    raise SandboxError('node %s: live migration of %s '
-                                       'failed, not by the hook: %s' % (
-                                           self.name, guest,
-                                           res.stderr.strip()))
+                self.refused(res, 'live migration of %s' % guest)
                 return False
             guest.node = dst
             return True
         self.lv.virsh('destroy', guest.name)
-        migrate(self.lv, dst.lv, guest.name, False,
-                ['--offline', '--persistent', '--undefinesource'])
+        res = migrate(self.lv, dst.lv, guest.name, False,
+                      ['--offline', '--persistent', '--undefinesource'])
+        if res.returncode != 0:
+            self.lv.virsh('undefine', guest.name, check=False)
+            self.refused(res, 'cold migration of %s' % guest)
+            return False
         guest.node = dst
-        res = dst.lv.virsh('start', guest.name, check=False)
+        res = dst.lv.virsh('start', '--paused', guest.name, check=False)
         if res.returncode == 0:
             return True
         dst.lv.virsh('undefine', guest.name, check=False)
+        dst.refused(res, 'start of %s after a cold migration' % guest)
         return False
 
     def setvcpus(self, guest: Guest, count: int) -> None:
@@ -343,7 +362,9 @@ class SoakNode:
         stop_pid(self.lv.pid(), 30)
         if self.lv.proc is not None:
             self.lv.proc.wait(timeout=30)
-        self.lv.start(die_with_parent=True)
+        # Not die_with_parent: the parent-death signal comes when the
+        # thread that forked it ends (a worker), not the soak.
+        self.lv.start()
 
     def kill_qemu(self, guest: Guest) -> None:
         """SIGKILL its QEMU; libvirt sees it die and runs the release hook."""

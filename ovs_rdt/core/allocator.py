@@ -148,20 +148,42 @@ def _could_free(dom: Domain, live: dict[str, CBM]
     return could
 
 
+def _ceding(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
+    """The layout where the default group leaves the ways other tools
+    wrote for their classes (:meth:`~ovs_rdt.core.layout.Domain.ceding`),
+    when it fits with no group of ours but the default group moving;
+    else none.
+    """
+    ceded = dom.ceding(positions)
+    if ceded is None:
+        return []
+    try:
+        layout = layout_domain(ceded, positions)
+    except AllocationError:
+        return []
+    live = live_groups(dom, positions)
+    live.pop(ROOT, None)
+    return [] if cost(layout, live)[0] else [((0, 0), layout)]
+
+
 def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
     """The domain's layouts and their costs, the one that moves the fewest
     groups (then the fewest ways: :func:`~ovs_rdt.core.layout.cost`) first.
 
-    Every group stays where it is when the requests fit so.  Else, when
-    they fit at all (the whole repacking, the last resort), the smallest
-    sets of groups allowed to move, fewest ways first, until a size of set
-    fits (at most :data:`_MOVE_TRIES` sets).  Raises the whole repacking's
-    error when nothing fits.
+    Every group stays where it is when the requests fit so (first, where
+    it fits too, the layout where the default group leaves the ways other
+    tools wrote: :func:`_ceding`).  Else, when they fit at all (the whole
+    repacking, the last resort), the smallest sets of groups allowed to
+    move, fewest ways first, until a size of set fits (at most
+    :data:`_MOVE_TRIES` sets).  Raises the whole repacking's error when
+    nothing fits.
     """
     try:
-        return [((0, 0), layout_domain(dom, positions))]
+        layout = layout_domain(dom, positions)
     except AllocationError:
         pass
+    else:
+        return _ceding(dom, positions) + [((0, 0), layout)]
     whole = layout_domain(dom, positions, None)
     live = live_groups(dom, positions)
     found = [(cost(whole, live), 0, whole)]

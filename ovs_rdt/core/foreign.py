@@ -28,6 +28,18 @@ one holds, from the kernel's rules:
 * The rest of its mask, the ways no group of ours has (unused ways the
   kernel gave it, ways the tool wrote), it holds (:func:`holds`): ovs-rdt
   never gives them away.
+* Ways a tool wrote are for its class (:func:`written`): those a
+  shareable group whose mask is not the one ``mkdir`` would give it now
+  (:func:`unwritten`; pqos's ``-e llc:3=0x1``) shares with the default
+  group.  The default group leaves them when its floor fits beside
+  without any other group of ours moving (a group of ours that has some
+  keeps them): :meth:`ovs_rdt.core.layout.Domain.ceding`, tried first by
+  :func:`ovs_rdt.core.allocator.layouts`.  Else the rule above holds, so
+  nothing that fitted before is refused.  Once it left them, the group
+  holds them (they share no way with ours).  The limit: the kernel keeps
+  no record of a write, so a bare ``mkdir`` group whose mask drifted
+  (ours changed after its ``mkdir``) reads as written too, and the
+  default group leaves its ways where it has room to.
 * libvirt's copy of the default group's mask on a domain its
   ``<cachetune>`` does not name holds and shares nothing
   (:func:`mirrors_default`): those ways are the default group's.
@@ -131,6 +143,24 @@ def unwritten(platform: Platform, group: Group, domain: int,
     others = [(g.mode, g.l3[domain].value) for g in groups
               if g is not group and domain in g.l3]
     return mask.value in new_group_masks(platform, domain, others)
+
+
+def written(platform: Platform, group: Group, domain: int,
+            groups: list[Group]) -> CBM | None:
+    """The ways a foreign shareable group shares with ours on ``domain``
+    (:func:`shares`) when its mask is not the one ``mkdir`` would give it
+    now (:func:`unwritten`): ways its tool most likely wrote for its
+    class, which the default group leaves to it where it can.  None
+    otherwise.
+
+    The kernel keeps no record of whether a group was written: a bare
+    ``mkdir`` group whose mask drifted (ours changed after it was made)
+    reads as written.
+    """
+    ways = shares(group, domain, groups)
+    if not ways or unwritten(platform, group, domain, groups):
+        return None
+    return ways
 
 
 def blocking(platform: Platform, domain: int, groups: list[Group],

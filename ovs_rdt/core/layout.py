@@ -30,7 +30,9 @@ and the default (root) group on one of them:
   stay free for that tool while it has groups (libvirt counts as free only
   what neither the default group nor any group has).  What a foreign group
   holds, and the ways of ours it shares (which stay where they are and go
-  to no other group of ours), is :mod:`ovs_rdt.core.foreign`'s rule.
+  to no other group of ours), is :mod:`ovs_rdt.core.foreign`'s rule; of
+  those, the ways its tool wrote (:attr:`Domain.written`) the default
+  group leaves where it fits beside them (:meth:`Domain.ceding`).
 * A group that holds no ways on a domain (its tasks never run there) gets
   the default group's mask there; such a group cannot be kernel-exclusive.
 """
@@ -57,14 +59,15 @@ class Domain:
     """What the layout of one cache domain depends on.
 
     The ways foreign groups hold (:attr:`fixed`, :attr:`foreign_exclusive`)
-    or share with ours (:attr:`shared`) and the ways the default group may
-    have (:attr:`root_may`) depend on nothing but the groups as they are,
-    so they are worked out once.
+    or share with ours (:attr:`shared`, of them :attr:`written` those their
+    tool wrote) and the ways the default group may have (:attr:`root_may`)
+    depend on nothing but the groups as they are, so they are worked out
+    once.
     """
 
     __slots__ = ('platform', 'index', 'groups', 'requests', 'system_min_ways',
                  'system_cbm', 'width', 'hw_shared', 'hw_source', 'io_ways',
-                 'fixed', 'shared',
+                 'fixed', 'shared', 'written',
                  'foreign_exclusive', 'root_may')
 
     def __init__(self, platform: Platform, index: int, groups: list[Group],
@@ -84,8 +87,29 @@ class Domain:
         self.hw_source = platform.hw_shared_source(index)
         # Ways reserved for I/O (io_alloc): never part of the system's floor.
         self.io_ways = platform.io_ways(index)
-        self.fixed, self.foreign_exclusive, self.shared = foreign_ways(self)
+        self.fixed, self.foreign_exclusive, self.shared, self.written = \
+            foreign_ways(self)
         self.root_may = root_may(self)
+
+    def ceding(self, positions: Positions) -> Domain | None:
+        """This domain with the :attr:`written` ways no group of ours but
+        the default group holds now (``positions``) held by their tool
+        (fixed, no longer shared): the default group leaves them; a live
+        group of ours keeps its ways.  None when there are none.
+        """
+        ways = self.written
+        root = positions.get(ROOT, {}).get(self.index)
+        for grp in self.groups:
+            mask = positions.get(grp.name, {}).get(self.index)
+            if grp.owned and mask is not None and held(mask, root):
+                ways -= mask
+        if not ways:
+            return None
+        out = Domain.__new__(Domain)
+        for name in Domain.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.fixed, out.shared = self.fixed | ways, self.shared - ways
+        return out
 
 
 class Layout:
@@ -143,12 +167,13 @@ def sparse_spare(spare: CBM, min_bits: int) -> CBM:
     return CBM(value, spare.width)
 
 
-def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM]:
+def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM, CBM]:
     """The ways foreign groups hold on the domain, those of them in
-    groups no other group may overlap (exclusive, pseudo-locked), and the
-    ways of ours they share (:mod:`ovs_rdt.core.foreign`).
+    groups no other group may overlap (exclusive, pseudo-locked), the
+    ways of ours they share, and of those the ways their tool wrote
+    (:mod:`ovs_rdt.core.foreign`).
     """
-    fixed = foreign_exclusive = shared = CBM.empty(dom.width)
+    fixed = foreign_exclusive = shared = written = CBM.empty(dom.width)
     for grp in dom.groups:
         mask = foreign.holds(grp, dom.index, dom.groups)
         if mask is None:
@@ -157,7 +182,9 @@ def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM]:
         if grp.mode in UNSHAREABLE:
             foreign_exclusive |= mask
         shared |= foreign.shares(grp, dom.index, dom.groups) or shared
-    return fixed, foreign_exclusive, shared
+        written |= foreign.written(dom.platform, grp, dom.index,
+                                   dom.groups) or written
+    return fixed, foreign_exclusive, shared, written
 
 
 def shared_away(dom: Domain, name: str) -> CBM:

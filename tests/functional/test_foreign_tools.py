@@ -229,3 +229,31 @@ def test_pqos_first(node: Node, pqos: Pqos) -> None:
     assert node.l3(guest.group) == both(0x4)
     node.tb.destroy(guest)
     assert sorted(node.rc.group_names()) == sorted([ROOT, HP, NOISY])
+
+
+def test_a_class_pqos_wrote_keeps_its_way(node: Node, pqos: Pqos) -> None:
+    """pqos writes one class for a latency-critical core (``-e
+    llc:3=0x1``); the operator removes its other classes.  ovs-rdt's
+    default group then leaves that way to it (its floor fits beside):
+    the system no longer crowds onto the class's way.  Once the class is
+    gone the way is the default group's again.
+    """
+    res = pqos('-e', 'llc:3=0x1')
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert pqos.groups() == ['COS%d' % i for i in range(1, 16)]
+    assert node.l3('COS3') == both(0x1)
+    assert node.l3('COS1') == both(0x7ff)     # mkdir's, not written
+    for name in pqos.groups():
+        if name != 'COS3':
+            os.rmdir(node.rc.path(name))
+    node.apply()
+    assert node.l3(ROOT) == both(0x6)
+    assert node.l3(HP) == both(0x7f0)
+    assert node.l3(NOISY) == both(0x8)
+    assert node.l3('COS3') == both(0x1)
+    assert node.apply().stdout.strip().endswith('(nothing to change)')
+    assert node.l3(ROOT) == both(0x6)
+    os.rmdir(node.rc.path('COS3'))
+    node.apply()
+    assert node.l3(ROOT) == both(0x7)
+    assert sorted(node.rc.group_names()) == sorted([ROOT, HP, NOISY])

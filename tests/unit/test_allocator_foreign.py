@@ -3,6 +3,7 @@ import pytest
 
 from ovs_rdt.core.allocator import mirrors_default, plan
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.core.foreign import written
 from ovs_rdt.core.model import Group, Platform, Request
 from ovs_rdt.exceptions import InsufficientWays
 
@@ -195,3 +196,71 @@ def test_ways_another_tool_took_are_never_given_away():
     assert result.l3[''] == masks(0x003, 0x003)
     with pytest.raises(InsufficientWays, match=r'COS1 \(4\)'):
         plan(gold(), groups, pools() + [Request(VM, ways={0: 1, 1: 1})], 2)
+
+
+# -- a class another tool wrote (pqos -e llc:3=0x1) ---------------------------
+def pqos_wrote(root, cos3):
+    """pqos made its classes (mkdir: every way), wrote COS3 and the
+    operator removed the others.
+    """
+    return [Group('', masks(root, root)), Group('COS3', masks(cos3, cos3))]
+
+
+def test_a_written_class_is_not_the_mkdir_mask():
+    groups = pqos_wrote(0x7ff, 0x001)
+    assert written(gold(), groups[1], 0, groups) == CBM(0x001, W)
+    fresh = applied()
+    fresh.append(mkdir(fresh, 'COS1'))
+    assert written(gold(), fresh[-1], 0, fresh) is None
+
+
+def test_the_default_group_leaves_the_ways_a_tool_wrote():
+    groups = pqos_wrote(0x7ff, 0x001)
+    result = plan(gold(), groups, pools(), 2)
+    assert result.l3[''] == masks(0x006, 0x006)     # its floor, off way 0
+    assert result.l3[NOISY] == masks(0x008, 0x008)
+    assert result.l3[HP] == masks(0x7f0, 0x7f0)
+    assert all(s.group != 'COS3' for s in result.steps)
+    # a request that needs way 0 still fits, as before: the default
+    # group stays over it
+    vm = Request(VM, ways={0: 1, 1: 1})
+    with_vm = plan(gold(), groups, pools() + [vm], 2)
+    assert with_vm.l3[VM][0].count == 1
+    assert with_vm.l3[''][0] == CBM(0x003, W)
+    # applied: COS3 shares no way with ours, it holds it (no way free
+    # after it); nothing changes
+    assert result.free == {0: 0, 1: 0}
+    after = [Group('', result.l3['']), groups[1],
+             Group(HP, result.l3[HP], mode='exclusive'),
+             Group(NOISY, result.l3[NOISY])]
+    assert plan(gold(), after, pools(), 2).steps == []
+    with pytest.raises(InsufficientWays, match=r'COS3 \(1\)'):
+        plan(gold(), after, pools() + [vm], 2)
+    # once COS3 is gone its way goes back to the default group
+    again = plan(gold(), [after[0]] + after[2:], pools(), 2)
+    assert again.l3[''] == masks(0x007, 0x007)
+
+
+def test_a_group_of_ours_keeps_the_ways_a_tool_wrote_over_it():
+    # COS3 wrote way 1 (the default group's) and way 2 (a running VM's)
+    groups = [Group('', masks(0x003, 0x003)),
+              Group(HP, masks(0x7f0, 0x7f0), mode='exclusive'),
+              Group(NOISY, masks(0x008, 0x008)),
+              Group(VM, masks(0x004, 0x004)),
+              Group('COS3', masks(0x006, 0x006))]
+    vm = Request(VM, ways={0: 1, 1: 1}, exclusive=False)
+    result = plan(gold(), groups, pools() + [vm], 1)
+    assert result.l3[VM] == masks(0x004, 0x004)
+    assert result.l3[''] == masks(0x001, 0x001)
+    assert result.moves == []
+
+
+def test_a_written_class_the_floor_needs_changes_nothing():
+    # three ways for the system: it keeps way 0 beside COS3, as before
+    groups = [Group('', masks(0x007, 0x007)),
+              Group(HP, masks(0x7f0, 0x7f0), mode='exclusive'),
+              Group(NOISY, masks(0x008, 0x008)),
+              Group('COS3', masks(0x001, 0x001))]
+    result = plan(gold(), groups, pools(), 3)
+    assert result.steps == []
+    assert result.l3[''] == masks(0x007, 0x007)

@@ -6,18 +6,23 @@ emulated Xeon Gold 6230, node ``b`` an E7-8890 v4, each its own libvirtd
 with the hook), each with a private OvS (one PMD thread in pool ``hp``,
 ``rdt-pmd-pool=hp``) and ``ovs-rdt-agent`` with the dynamic policy (hp and
 noisy) and the metrics endpoint on.  Events are drawn at random from
-``--seed``: KVM guests that ask by ways, by size, by pool or for nothing
-are started and stopped, migrated live and cold from node to node, given a
-vCPU (``setvcpus --live``), and the PMD threads re-created
-(``pmd-cpu-mask``); the metrics of both agents are scraped every second.
+``--seed`` by one worker per node, the two side by side: KVM guests that
+ask by ways, by size, by pool or for nothing are started and stopped,
+migrated live and cold from node to node, given a vCPU (``setvcpus
+--live``), and the PMD threads re-created (``pmd-cpu-mask``); the metrics
+of both agents are scraped every second.  Guests start paused: their vCPU
+threads exist and are placed as any guest's, but run no firmware (a guest
+in SeaBIOS's boot burns a core, and the run would measure QEMU rather than
+ovs-rdt).
 Every ``--fault-every`` events a fault comes, in turn: node b's agent
 killed and restarted, a libvirtd restarted under its guests, a QEMU killed,
 EIO and ENOSPC from the emulator on a write, another tool's group made and
 removed, Intel's real ``pqos -I`` (where installed; its classes then
 removed, as the README tells an operator).
 
-After every event the nodes it touched are checked (:mod:`soak_checks`),
-and the event that broke an invariant is named.  Every ``--sample`` events
+After every event the nodes it touched are checked (:mod:`soak_checks`;
+an event holds the locks of the nodes it touches, so no other event is
+half-done there), and the event that broke an invariant is named.  Every ``--sample`` events
 a row per node goes to ``soak.csv`` (the agent's RSS, fds and threads;
 groups and CLOSIDs against the guests alive; the hook's own time per event,
 p50/p99; the metrics scrape time) and ``soak.png`` is drawn again.  Node
@@ -25,7 +30,7 @@ a's agent runs from start to end (its RSS growth is the leak figure);
 node b's is the one killed.  At the end every guest is stopped: no group
 or CLOSID may be left.  Exit status 0 only when nothing broke.
 
-    python3 bench/soak.py                    (10000 events, ~1 hour)
+    python3 bench/soak.py                    (10000 events, ~45 minutes)
     python3 bench/soak.py --quick            (500 events, < 3 minutes)
     python3 bench/soak.py --events 2000 --seed 7 --out /tmp/soak
 
@@ -39,6 +44,7 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -107,8 +113,15 @@ class Soak:
                    for i, n in enumerate(self.nodes)]
         for thread in workers:
             thread.start()
-        for thread in workers:
-            thread.join()
+        try:
+            for thread in workers:
+                while thread.is_alive():
+                    thread.join(1.0)
+        except BaseException as exc:   # Ctrl-C, SIGTERM: workers end first
+            self.crash = self.crash or exc
+            for thread in workers:
+                thread.join(300)
+            raise
         if self.crash is not None:
             raise self.crash
         self.finish()
@@ -173,7 +186,7 @@ class Soak:
         """The invariants on ``nodes`` (their locks held)."""
         for node in nodes:
             problems = node.settle(self.on(node), settle)
-            problems += node.take_tracebacks()
+            problems += node.take_defects()
             for problem in problems:
                 with self.lock:
                     self.violations.append('%s on node %s: %s'
@@ -217,7 +230,11 @@ class Soak:
                 if what is None:
                     continue
                 self.count(kind)
-                self.check(touched, what)
+                # The hook's work is done when virsh returns: checked at
+                # once (a moment's grace), before the agent's
+                # reconciliation could repair it; the agent's (new PMD
+                # threads) is given its rescan.
+                self.check(touched, what, 5.0 if kind == 'pmd' else 0.5)
                 return what, touched
 
     def resync(self, nodes: list[SoakNode]) -> None:
@@ -372,8 +389,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt('signal %d' % signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # SIGTERM (a test's time-out) tears down as Ctrl-C does.
+    signal.signal(signal.SIGTERM, interrupt)
     why = soak_node.missing()
     if why:
         print('soak: %s' % why)
@@ -384,6 +407,10 @@ def main(argv: list[str] | None = None) -> int:
     problems: list[str] = []
     try:
         status = soak.run()
+    except KeyboardInterrupt as exc:
+        print('soak: interrupted (%s) after %d events: the nodes are torn '
+              'down' % (exc or 'Ctrl-C', soak.claimed), flush=True)
+        status = 130
     finally:
         soak.report.stop()
         for node in soak.nodes:

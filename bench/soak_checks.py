@@ -6,7 +6,9 @@ and /proc:
 * every mask valid for the platform (the kernel's rules:
   :func:`ovs_rdt.core.kernel.validate_mask`);
 * no way given twice: groups of ours that hold ways overlap no other, and
-  a guest's or the PMD group none at all (the default group included);
+  a guest's group and the isolated pool ``hp`` none at all (the default
+  group included); a guest's group holds ways on every domain, as many as
+  it asked by count; the groups of the start are all there;
 * every vCPU thread in the group its annotation says (a guest that asks
   for nothing: in no group of ours), every PMD thread in pool ``hp``
   (``rdt-pmd-pool=hp``).
@@ -66,11 +68,23 @@ def problems(rc: Resctrl, guests: Mapping[Any, set[int]], pmds: set[int],
                               % (name or 'the default group', dom))
             except RDTError as exc:
                 found.append(str(exc))
+    for name in sorted(base - set(groups)):
+        found.append('group %s is gone' % name)
+    asked = {g.group: g.ways for g in guests
+             if g.group and g.group.startswith(VM)}
     for dom, root_mask in root.l3.items():
+        for name in sorted(have & set(asked)):
+            mask = groups[name].l3[dom]
+            # A guest's group holds ways on every domain (its threads may
+            # run anywhere), as many as it asked by count.
+            if mask == root_mask or (asked[name] is not None and
+                                     mask.count != asked[name]):
+                found.append('domain %d: %s has %s, asked %s ways' % (
+                    dom, name, mask, asked[name] or 'some'))
         holders = [(n, groups[n].l3[dom]) for n in ours if n != ROOT and
                    _holds(n, groups[n].l3[dom], root_mask)]
         for i, (name, mask) in enumerate(holders):
-            isolated = name.startswith(VM) or name == PMD_GROUP
+            isolated = name.startswith(VM) or name in (PMD_GROUP, PMD_POOL)
             if isolated and mask.overlaps(root_mask):
                 found.append('domain %d: %s %s overlaps the default group '
                              '%s' % (dom, name, mask, root_mask))

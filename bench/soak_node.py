@@ -62,6 +62,10 @@ reconcile_interval = 5
 [metrics]
 listen = 127.0.0.1:{port}
 """
+#: How the hook's refusals for want of room lead (libvirt_hooks.hook.remedy).
+REFUSALS = ('free cache ways on this host', 'free a CLOSID on this host')
+#: ... and those an injected resctrl fault may bring.
+FAULT_REFUSALS = ('check resctrl on this host',)
 #: Sizes asked by ``kib``: one and two ways on both profiles.
 KIBS = (2048, 4096)
 
@@ -88,8 +92,11 @@ class Guest:
         self.kind = kind
         self.vcpus = vcpus
         self.max_vcpus = 2
+        #: The ways it asks for by count (None: by size, pool or none).
+        self.ways: int | None = None
         if kind == 'ways':
-            self.ask = '<rdt:l3 ways="%d"/>' % rng.choice((1, 2))
+            self.ways = rng.choice((1, 2))
+            self.ask = '<rdt:l3 ways="%d"/>' % self.ways
         elif kind == 'size':
             self.ask = '<rdt:l3 kib="%d"/>' % rng.choice(KIBS)
         elif kind == 'pool':
@@ -143,8 +150,8 @@ class SoakNode:
         #: Groups at start (the default group and the pools').
         self.base: set[str] = set()
         self.started = False
-        #: The hook's tracebacks seen in virsh's errors (defects).
-        self.tracebacks: list[str] = []
+        #: What virsh's errors showed that is not a refusal (defects).
+        self.defects: list[str] = []
 
     @property
     def lv(self):  # type: ignore[no-untyped-def]
@@ -254,6 +261,10 @@ class SoakNode:
         except SandboxError:
             left = set(self.rc.group_names()) ^ self.base
             found.append('node %s: groups %s' % (self.name, sorted(left)))
+        names = self.lv.virsh('list', '--all', '--name', check=False).stdout
+        if names.strip():
+            found.append('node %s: guests still defined: %s'
+                         % (self.name, names.split()))
         try:
             wait_for(lambda: not self.lv.qemu_pids(), 30, 'no QEMU')
         except SandboxError:
@@ -272,7 +283,7 @@ class SoakNode:
             fh.write(guest.xml())
         self.lv.virsh('define', path)
 
-    def start_guest(self, guest: Guest) -> bool:
+    def start_guest(self, guest: Guest, fault: bool = False) -> bool:
         """Define and start it; False (and undefined) when refused."""
         guest.node = self
         self._define(guest)
@@ -281,23 +292,33 @@ class SoakNode:
         self.start_times.append(time.monotonic() - began)
         if res.returncode == 0:
             return True
-        self.refused(res, 'start of %s' % guest)
         self.lv.virsh('undefine', guest.name, check=False)
+        self.refused(res, 'start of %s' % guest, fault)
         return False
 
-    def refused(self, res: subprocess.CompletedProcess, what: str) -> None:
-        """A failed virsh command: ovs-rdt's refusal (a traceback in it is
-        a defect, kept for the checks), or SandboxError.
+    def refused(self, res: subprocess.CompletedProcess, what: str,
+                fault: bool = False) -> None:
+        """A failed virsh command: ovs-rdt's refusal for want of ways or
+        CLOSIDs (or, under an injected ``fault``, of resctrl), or
+        SandboxError (not ovs-rdt's).  Any other line of ours (a bad
+        value, the configuration, a bug, a traceback) is a defect, kept
+        for the checks.
         """
-        if 'ovs-rdt' not in res.stderr:
+        text = res.stderr.strip()
+        if 'ovs-rdt: ' not in text:
             raise SandboxError('node %s: %s failed, not by the hook: %s'
-                               % (self.name, what, res.stderr.strip()))
-        if 'Traceback' in res.stderr:
-            self.tracebacks.append('%s: the hook\'s traceback: %s'
-                                   % (what, res.stderr.strip()))
+                               % (self.name, what, text))
+        if 'Traceback' in text or not any(lead in text for lead in (
+                REFUSALS + (FAULT_REFUSALS if fault else ()))):
+            self.defects.append('%s: not a refusal for want of room: %s'
+                                % (what, text))
 
-    def take_tracebacks(self) -> list[str]:
-        out, self.tracebacks = self.tracebacks, []
+    def take_defects(self) -> list[str]:
+        """The defects seen since the last call, and a dead agent."""
+        out, self.defects = self.defects, []
+        if self.agent is not None and self.agent.poll() is not None:
+            out.append('the agent exited (status %s): %s' % (
+                self.agent.returncode, self.agent_log))
         return out
 
     def running(self, guest: Guest) -> bool:
@@ -380,7 +401,7 @@ class SoakNode:
         """Start ``guest`` while the emulator fails ``rule``'s operation."""
         self.node.emulator.set_faults(rule)
         try:
-            return self.start_guest(guest)
+            return self.start_guest(guest, fault=True)
         finally:
             self.node.emulator.set_faults()
 
@@ -404,6 +425,13 @@ class SoakNode:
         tmp = os.path.join(self.workdir, 'pqos')
         os.makedirs(tmp, exist_ok=True)
         run = real.Pqos(emu.root, emu.sysfs, tmp)
-        run('-s')
+        res = run('-s')
+        made = run.groups()
         run.remove_groups()
+        # With our groups there pqos runs out of CLOSIDs at start (its
+        # classes stay: the operator removes them, as done here).
+        if res.returncode not in (0, 1) or not made:
+            raise SandboxError('node %s: pqos -I -s: status %d, classes %s: '
+                               '%s' % (self.name, res.returncode, made,
+                                       (res.stdout + res.stderr)[-500:]))
         return True

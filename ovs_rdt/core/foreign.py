@@ -28,18 +28,18 @@ one holds, from the kernel's rules:
 * The rest of its mask, the ways no group of ours has (unused ways the
   kernel gave it, ways the tool wrote), it holds (:func:`holds`): ovs-rdt
   never gives them away.
-* Ways a tool wrote are for its class (:func:`written`): those a
-  shareable group whose mask is not the one ``mkdir`` would give it now
-  (:func:`unwritten`; pqos's ``-e llc:3=0x1``) shares with the default
-  group.  The default group leaves them when its floor fits beside
-  without any other group of ours moving (a group of ours that has some
-  keeps them): :meth:`ovs_rdt.core.layout.Domain.ceding`, tried first by
-  :func:`ovs_rdt.core.allocator.layouts`.  Else the rule above holds, so
-  nothing that fitted before is refused.  Once it left them, the group
-  holds them (they share no way with ours).  The limit: the kernel keeps
-  no record of a write, so a bare ``mkdir`` group whose mask drifted
-  (ours changed after its ``mkdir``) reads as written too, and the
-  default group leaves its ways where it has room to.
+* Ways a tool wrote are for its class (:func:`written`): a shareable
+  group that shares fewer ways with the default group than its floor
+  cannot have the mask ``mkdir`` gave it (that mask held the whole
+  default group), so its tool wrote it (pqos's ``-e llc:3=0x1``).  The
+  default group leaves those ways when its floor fits beside them without
+  any other group of ours moving (a group of ours that has some keeps
+  them): :meth:`ovs_rdt.core.layout.Domain.ceding`, tried first by
+  :func:`ovs_rdt.core.allocator.layouts`; else the rule above holds.
+  Once it left them, the group holds them (it shares no way with ours):
+  a request that would need them is refused, naming the group, until the
+  group goes.  A group that shares as many ways is a ``mkdir``'s, as
+  above, whether its tool wrote it or not.
 * libvirt's copy of the default group's mask on a domain its
   ``<cachetune>`` does not name holds and shares nothing
   (:func:`mirrors_default`): those ways are the default group's.
@@ -146,19 +146,30 @@ def unwritten(platform: Platform, group: Group, domain: int,
 
 
 def written(platform: Platform, group: Group, domain: int,
-            groups: list[Group]) -> CBM | None:
+            groups: list[Group], floor: int) -> CBM | None:
     """The ways a foreign shareable group shares with ours on ``domain``
-    (:func:`shares`) when its mask is not the one ``mkdir`` would give it
-    now (:func:`unwritten`): ways its tool most likely wrote for its
-    class, which the default group leaves to it where it can.  None
+    (:func:`shares`) when its tool must have written its mask: ways for
+    its class, which the default group leaves to it where it can.  None
     otherwise.
 
-    The kernel keeps no record of whether a group was written: a bare
-    ``mkdir`` group whose mask drifted (ours changed after it was made)
-    reads as written.
+    The kernel keeps no record of a write, but a ``mkdir`` mask that
+    overlaps the default group holds all of it (the lowest run of every
+    shareable way: :func:`ovs_rdt.core.kernel.new_group_masks`), and the
+    default group keeps the ways it shares (:func:`shares`).  So a group
+    that shares fewer ways with the default group than its ``floor``
+    (``system_min_ways``, at least the platform's minimum) cannot have its
+    ``mkdir`` mask: it was written (pqos's ``-e llc:3=0x1``).  One that
+    shares as many is taken as a ``mkdir``'s (issue 27's rule), written or
+    not: ovs-rdt's own changes since its ``mkdir`` make its mask differ
+    from the one ``mkdir`` would give now (:func:`unwritten`), so that
+    difference alone proves nothing.
     """
     ways = shares(group, domain, groups)
-    if not ways or unwritten(platform, group, domain, groups):
+    root = _root(groups)
+    if not ways or root is None or unwritten(platform, group, domain, groups):
+        return None
+    mask = group.l3.get(domain)
+    if mask is None or (mask & root.l3[domain]).count >= floor:
         return None
     return ways
 

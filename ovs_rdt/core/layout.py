@@ -182,8 +182,9 @@ def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM, CBM]:
         if grp.mode in UNSHAREABLE:
             foreign_exclusive |= mask
         shared |= foreign.shares(grp, dom.index, dom.groups) or shared
-        written |= foreign.written(dom.platform, grp, dom.index,
-                                   dom.groups) or written
+        written |= foreign.written(
+            dom.platform, grp, dom.index, dom.groups,
+            max(dom.system_min_ways, dom.platform.min_cbm_bits)) or written
     return fixed, foreign_exclusive, shared, written
 
 

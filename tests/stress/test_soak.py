@@ -32,11 +32,21 @@ def free_port_pair() -> int:
 
 def test_soak_quick(tmp_path) -> None:
     env = dict(os.environ, PYTHONPATH=bed.REPO)
-    res = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, os.path.join(bed.REPO, 'bench', 'soak.py'),
          '--quick', '--out', str(tmp_path), '--port',
-         str(free_port_pair())], cwd=bed.REPO, env=env, capture_output=True,
-        text=True, timeout=900, check=False)
+         str(free_port_pair())], cwd=bed.REPO, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = proc.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        # SIGTERM: the soak stops its workers and tears its nodes down.
+        proc.terminate()
+        stdout, stderr = proc.communicate(timeout=600)
+        raise AssertionError('the quick soak took over 15 minutes: %s'
+                             % stdout[-3000:]) from None
+    res = subprocess.CompletedProcess(proc.args, proc.returncode, stdout,
+                                      stderr)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-6000:]
     with open(tmp_path / 'soak.csv', encoding='utf-8') as fh:
@@ -44,7 +54,11 @@ def test_soak_quick(tmp_path) -> None:
     assert {r['node'] for r in rows} == {'a', 'b'}
     assert int(rows[-1]['events']) >= 500, rows[-1]
     assert all(r['violations'] == '0' for r in rows), out[-4000:]
-    assert int(rows[-1]['faults']) >= 7, rows[-1]      # every kind
+    assert int(rows[-1]['faults']) >= 7, rows[-1]
+    for kind in ('agent-kill', 'libvirtd-restart', 'qemu-kill', 'eio',
+                 'enospc', 'foreign-group', 'pqos'):     # every kind, real
+        assert 'fault %s ' % kind in res.stdout, (kind, res.stdout[-3000:])
+    assert 'not installed' not in res.stdout
     for row in rows[-2:]:           # after the last stop
         assert row['guests_running'] == '0', row
         # the default group and the two pools: no CLOSID leaked

@@ -213,11 +213,9 @@ def test_foreign_groups_are_obstacles_and_never_written():
     assert mask == CBM(0x070, W)
     assert 'COS1' not in result.l3
     assert all(s.group != 'COS1' for s in result.steps)
-    # COS1's two ways are not the mask mkdir gives (its tool wrote them):
-    # the default group leaves them (its minimum fits beside) and no
-    # group of ours gets them.
-    assert not result.l3[''][0].overlaps(CBM(0x180, W))
-    assert result.free[0] == 11 - 3 - 2 - 2
+    # COS1 shares its two ways with the default group, which keeps them
+    # (its minimum fits there): no group of ours gets them.
+    assert result.free[0] == 11 - 3 - 2
 
 
 def test_default_group_avoids_foreign_exclusive_group():

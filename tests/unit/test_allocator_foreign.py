@@ -208,10 +208,10 @@ def pqos_wrote(root, cos3):
 
 def test_a_written_class_is_not_the_mkdir_mask():
     groups = pqos_wrote(0x7ff, 0x001)
-    assert written(gold(), groups[1], 0, groups) == CBM(0x001, W)
+    assert written(gold(), groups[1], 0, groups, 2) == CBM(0x001, W)
     fresh = applied()
     fresh.append(mkdir(fresh, 'COS1'))
-    assert written(gold(), fresh[-1], 0, fresh) is None
+    assert written(gold(), fresh[-1], 0, fresh, 2) is None
 
 
 def test_the_default_group_leaves_the_ways_a_tool_wrote():
@@ -242,17 +242,32 @@ def test_the_default_group_leaves_the_ways_a_tool_wrote():
 
 
 def test_a_group_of_ours_keeps_the_ways_a_tool_wrote_over_it():
-    # COS3 wrote way 1 (the default group's) and way 2 (a running VM's)
-    groups = [Group('', masks(0x003, 0x003)),
+    # COS3 wrote way 2 (the default group's) and way 3 (a running VM's)
+    groups = [Group('', masks(0x007, 0x007)),
               Group(HP, masks(0x7f0, 0x7f0), mode='exclusive'),
-              Group(NOISY, masks(0x008, 0x008)),
-              Group(VM, masks(0x004, 0x004)),
-              Group('COS3', masks(0x006, 0x006))]
+              Group(VM, masks(0x008, 0x008)),
+              Group('COS3', masks(0x00c, 0x00c))]
     vm = Request(VM, ways={0: 1, 1: 1}, exclusive=False)
-    result = plan(gold(), groups, pools() + [vm], 1)
-    assert result.l3[VM] == masks(0x004, 0x004)
-    assert result.l3[''] == masks(0x001, 0x001)
+    result = plan(gold(), groups, [pools()[0], vm], 2)
+    assert result.l3[VM] == masks(0x008, 0x008)
+    assert result.l3[''] == masks(0x003, 0x003)
     assert result.moves == []
+
+
+def test_a_bare_mkdir_group_keeps_sharing_after_ours_changed():
+    """A group made by ``mkdir`` while a VM ran (it got the default
+    group's 3 ways); the VM stopped and the default group grew back: the
+    group's mask is no longer the one ``mkdir`` gives now, but it shares
+    all the default group had then: not written, nothing to change.
+    """
+    groups = [Group('', masks(0x01f, 0x01f)),
+              Group(NOISY, masks(0x020, 0x020)),
+              Group(HP, masks(0x7c0, 0x7c0), mode='exclusive'),
+              Group('handmade', masks(0x007, 0x007))]
+    assert written(gold(), groups[3], 0, groups, 2) is None
+    requests = [Request(HP, ways={0: 5, 1: 5}, exclusive=True),
+                Request(NOISY, ways={0: 1, 1: 1}, exclusive=False)]
+    assert plan(gold(), groups, requests, 2).steps == []
 
 
 def test_a_written_class_the_floor_needs_changes_nothing():

@@ -37,8 +37,8 @@ class FakeResctrl:
 
 
 class FakeGuest:
-    def __init__(self, group: str | None) -> None:
-        self.group = group
+    def __init__(self, group: str | None, ways: int | None = 2) -> None:
+        self.group, self.ways = group, ways
 
     def __str__(self) -> str:
         return 'guest(%s)' % self.group
@@ -70,6 +70,10 @@ def test_a_good_node_has_no_problem() -> None:
     (lambda m, t: t.update({VM: {10}}), 'vCPU threads [11] not in'),
     (lambda m, t: t.update({HP: set()}), 'PMD threads [1] not in'),
     (lambda m, t: m.update({'COS1': 0x3}), "groups nobody made: ['COS1']"),
+    (lambda m, t: m.update({VM: 0x8}), 'has 8, asked 2 ways'),
+    (lambda m, t: m.update({VM: 0x3, '': 0x3}), 'has 3, asked 2 ways'),
+    (lambda m, t: m.update({HP: 0x702}), 'overlaps the default group'),
+    (lambda m, t: m.pop(NOISY), 'group %s is gone' % NOISY),
 ])
 def test_each_broken_invariant_is_named(change: Any, expect: str) -> None:
     masks, tasks = good()

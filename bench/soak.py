@@ -30,7 +30,7 @@ a's agent runs from start to end (its RSS growth is the leak figure);
 node b's is the one killed.  At the end every guest is stopped: no group
 or CLOSID may be left.  Exit status 0 only when nothing broke.
 
-    python3 bench/soak.py                    (10000 events, ~45 minutes)
+    python3 bench/soak.py                    (10000 events, ~50 minutes)
     python3 bench/soak.py --quick            (500 events, < 3 minutes)
     python3 bench/soak.py --events 2000 --seed 7 --out /tmp/soak
 

@@ -17,19 +17,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.core.kernel import validate_mask
 from ovs_rdt.core.model import PMD_GROUP, ROOT
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.resctrl import Resctrl
+from tests.stress.bed import holds
 
-OURS = 'ovsrdt-'
-VM = 'ovsrdt-vm-'
-PMD_POOL = 'ovsrdt-pool-hp'
-
-
-def _holds(name: str, mask: Any, root: Any) -> bool:
-    """A group of ours with nothing on a domain follows the default group."""
-    return name != ROOT and not (name.startswith(OURS) and mask == root)
+OURS, VM = GROUP_PREFIX, VM_GROUP_PREFIX
+PMD_POOL = POOL_GROUP_PREFIX + 'hp'
 
 
 def _tasks(rc: Resctrl, name: str) -> set[int]:
@@ -82,7 +78,7 @@ def problems(rc: Resctrl, guests: Mapping[Any, set[int]], pmds: set[int],
                 found.append('domain %d: %s has %s, asked %s ways' % (
                     dom, name, mask, asked[name] or 'some'))
         holders = [(n, groups[n].l3[dom]) for n in ours if n != ROOT and
-                   _holds(n, groups[n].l3[dom], root_mask)]
+                   holds(n, groups[n].l3[dom], root_mask)]
         for i, (name, mask) in enumerate(holders):
             isolated = name.startswith(VM) or name in (PMD_GROUP, PMD_POOL)
             if isolated and mask.overlaps(root_mask):

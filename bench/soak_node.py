@@ -14,10 +14,12 @@ import time
 from typing import Callable
 import uuid
 
-from ovs_rdt import procfs
+from ovs_rdt import POOL_GROUP_PREFIX, procfs
+from ovs_rdt.core.model import vm_group
 from ovs_rdt.resctrl import Resctrl
 from ovs_rdt.sandbox import emulator as sandbox_emulator
 from ovs_rdt.sandbox import kvm_problem
+from ovs_rdt.sandbox.libvirtd import PrivateLibvirtd
 from ovs_rdt.sandbox import ovs as sandbox_ovs
 from ovs_rdt.sandbox.node import Node, migrate
 from ovs_rdt.sandbox.ovs import PrivateOvs
@@ -112,9 +114,9 @@ class Guest:
     def group(self) -> str | None:
         """The group its threads belong in (None: the default group)."""
         if self.kind in ('ways', 'size'):
-            return 'ovsrdt-vm-' + self.uuid
+            return vm_group(self.uuid)
         if self.kind == 'pool':
-            return 'ovsrdt-pool-' + POOL
+            return POOL_GROUP_PREFIX + POOL
         return None
 
     def xml(self) -> str:
@@ -154,7 +156,7 @@ class SoakNode:
         self.defects: list[str] = []
 
     @property
-    def lv(self):  # type: ignore[no-untyped-def]
+    def lv(self) -> PrivateLibvirtd:
         return self.node.libvirtd
 
     def config(self, log: str, debug: bool) -> str:

@@ -11,6 +11,7 @@ import time
 import urllib.request
 from typing import Any, Sequence
 
+from ovs_rdt import GROUP_PREFIX, VM_GROUP_PREFIX
 from tests.stress.bed import HOOK_TIME
 
 #: The figures the issue sets: RSS growth from the first window after the
@@ -145,13 +146,13 @@ class Report:
                 'elapsed_s': round(time.monotonic() - self.began, 1),
                 'node': node.name, 'agent_pid': pid, 'agent_rss_kib': rss,
                 'agent_fds': fds, 'agent_threads': threads,
-                'groups_ours': sum(n.startswith('ovsrdt-') for n in names),
+                'groups_ours': sum(n.startswith(GROUP_PREFIX) for n in names),
                 'closids_used': len(names),
                 'closids_total': node.rc.platform().num_closids,
                 'guests_running': len(mine),
                 'guests_with_group': sum(
                     1 for g in mine if g.group and
-                    g.group.startswith('ovsrdt-vm-')),
+                    g.group.startswith(VM_GROUP_PREFIX)),
                 'hook_n': len(hook),
                 'hook_p50_ms': round(pct(hook, 0.5), 1),
                 'hook_p99_ms': round(pct(hook, 0.99), 1),

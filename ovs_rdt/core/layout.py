@@ -182,9 +182,8 @@ def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM, CBM]:
         if grp.mode in UNSHAREABLE:
             foreign_exclusive |= mask
         shared |= foreign.shares(grp, dom.index, dom.groups) or shared
-        written |= foreign.written(
-            dom.platform, grp, dom.index, dom.groups,
-            max(dom.system_min_ways, dom.platform.min_cbm_bits)) or written
+        written |= foreign.written(dom.platform, grp, dom.index,
+                                   dom.groups, floor(dom)) or written
     return fixed, foreign_exclusive, shared, written
 
 
@@ -340,6 +339,13 @@ def place_explicit(dom: Domain, out: dict[str, CBM]) -> CBM:
     return ours
 
 
+def floor(dom: Domain) -> int:
+    """The fewest ways the default group keeps without an explicit system
+    mask: ``system_min_ways``, at least the platform's minimum.
+    """
+    return max(dom.system_min_ways, dom.platform.min_cbm_bits)
+
+
 def system_reserve(dom: Domain, ours: CBM) -> int:
     """Ways kept for the default group (``system_min_ways``).
 
@@ -348,7 +354,7 @@ def system_reserve(dom: Domain, ours: CBM) -> int:
     """
     system_cbm = dom.system_cbm
     if system_cbm is None:
-        return max(dom.system_min_ways, dom.platform.min_cbm_bits)
+        return floor(dom)
     validate_mask(dom.platform, system_cbm,
                   '[allocation] system_l3_cbm on domain %d' % dom.index)
     if system_cbm.overlaps(ours | dom.foreign_exclusive):

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from ovs_rdt import procfs
 from tests.functional.fixtures import host
 from tests.functional.fixtures.libvirt import node_parts_missing
 
@@ -50,16 +51,9 @@ def qemu_threads(name: str) -> tuple[set[int], set[int]]:
     from ovs_rdt.sandbox import Sandbox
     with open(os.path.join(Sandbox(WORKDIR).libvirtd.qemu_run_dir,
                            name + '.pid')) as fh:
-        pid = int(fh.read())
-    tids = set()
-    vcpus = set()
-    for tid in os.listdir('/proc/%d/task' % pid):
-        with open('/proc/%d/task/%s/comm' % (pid, tid)) as fh:
-            comm = fh.read().strip()
-        tids.add(int(tid))
-        if comm.startswith('CPU ') and comm.endswith('/KVM'):
-            vcpus.add(int(tid))
-    return tids, vcpus
+        threads = procfs.threads(int(fh.read()))
+    return ({tid for tid, _ in threads},
+            {tid for tid, comm in threads if procfs.is_vcpu_thread(comm)})
 
 
 def vswitchd_threads() -> tuple[set[int], set[int]]:
@@ -175,12 +169,7 @@ def test_libvirtd_that_never_comes_up_fails_in_one_line_and_cleans_up(
 
     No traceback, and everything started before it is gone again.
     """
-    fake = tmp_path / 'bin'
-    fake.mkdir()
-    (fake / 'libvirtd').write_text('#!/bin/sh\necho "error : cannot bind '
-                                   'socket" >&2\nexit 1\n')
-    (fake / 'libvirtd').chmod(0o755)
-    env = dict(os.environ, PATH='%s:%s' % (fake, os.environ['PATH']))
+    env = host.failing_libvirtd(tmp_path / 'bin')
     before = host.snapshot(MARKERS)
     result = demo(env=env)
     err = result.stderr

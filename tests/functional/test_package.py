@@ -40,6 +40,7 @@ from ovs_rdt.core.model import PMD_GROUP
 from ovs_rdt.resctrl import Resctrl
 from tests.functional.fixtures.artifacts import Artifacts, NODE_PACKAGES
 from tests.functional.fixtures.emulator import EmulatorFixture
+from tests.functional.fixtures import host
 from tests.functional.fixtures.overlay import OverlayRoot
 from tests.functional.fixtures.ovs import OvsTestbed, wait_for
 from tests import tls
@@ -429,13 +430,8 @@ class InsideLibvirtd:
         return name, uuid
 
     def vcpus(self, name: str) -> set[int]:
-        pid = int(self.root.read('/run/libvirt/qemu/%s.pid' % name))
-        out = set()
-        for tid in os.listdir('/proc/%d/task' % pid):
-            with open('/proc/%d/task/%s/comm' % (pid, tid)) as fh:
-                if fh.read().strip().endswith('/KVM'):
-                    out.add(int(tid))
-        return out
+        return host.vcpu_tids(int(self.root.read(
+            '/run/libvirt/qemu/%s.pid' % name)))
 
     def destroy_all(self) -> None:
         for name in self.names:

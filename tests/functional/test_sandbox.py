@@ -70,13 +70,7 @@ def printed(out: str, pattern: str) -> str:
 
 def vcpus(qemu_run_dir: str, name: str) -> set[int]:
     with open(os.path.join(qemu_run_dir, name + '.pid')) as fh:
-        pid = int(fh.read())
-    out = set()
-    for tid in os.listdir('/proc/%d/task' % pid):
-        with open('/proc/%d/task/%s/comm' % (pid, tid)) as fh:
-            if fh.read().strip().endswith('/KVM'):
-                out.add(int(tid))
-    return out
+        return host.vcpu_tids(int(fh.read()))
 
 
 def test_a_guest_and_the_pmds_get_their_groups_and_stop_leaves_nothing(
@@ -194,12 +188,7 @@ def test_emulator_only_refuses_a_second_start_and_stops_clean(
 
 def test_a_daemon_failing_to_start_leaves_nothing(
         clean_host: dict[str, list[str]], tmp_path: Any) -> None:
-    fake = tmp_path / 'bin'
-    fake.mkdir()
-    (fake / 'libvirtd').write_text('#!/bin/sh\necho "error : cannot bind '
-                                   'socket" >&2\nexit 1\n')
-    (fake / 'libvirtd').chmod(0o755)
-    env = dict(os.environ, PATH='%s:%s' % (fake, os.environ['PATH']))
+    env = host.failing_libvirtd(tmp_path / 'bin')
     res = sandbox('start', env=env)
     assert res.returncode == 1, res.stdout + res.stderr
     assert '[3/3]' in res.stdout and 'FAILED' in res.stdout

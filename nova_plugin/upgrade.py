@@ -6,7 +6,7 @@ or a cap also with its trait (:mod:`ovs_rdt.inputs.placement`).  This lists,
 through the Nova API, the flavors that ask the 0.3 way (``rdt:l3_ways``
 alone, which RDTCacheFilter now refuses) with the ``openstack flavor``
 commands that change them (:func:`ovs_rdt.inputs.placement.advice`), and
-the servers still running with such specs: a flavor's change does not
+the servers on a host with such specs: a flavor's change does not
 reach its instances (each keeps a copy), so each is resized to a flavor
 with the new specs.  Nothing is changed.
 
@@ -72,7 +72,8 @@ def report(api: Any, cache_groups: int, out: TextIO) -> int:
     for server in _pages(api, '/servers/detail', 'servers',
                          SERVER_MICROVERSION, 'all_tenants=1'):
         embedded = server.get('flavor') or {}
-        if placement.advice(embedded.get('extra_specs') or {}, cache_groups):
+        if server.get('OS-EXT-SRV-ATTR:host') and placement.advice(
+                embedded.get('extra_specs') or {}, cache_groups):
             old.append(server)
     if old:
         out.write('servers whose flavor copy asks the 0.3 way (Placement does '
@@ -80,8 +81,7 @@ def report(api: Any, cache_groups: int, out: TextIO) -> int:
                   'them): resize each to a flavor with the new specs\n')
         for server in old:
             out.write('  server %s (%s) on %s: flavor %s\n' % (
-                server['id'], server['name'],
-                server.get('OS-EXT-SRV-ATTR:host') or '-',
+                server['id'], server['name'], server['OS-EXT-SRV-ATTR:host'],
                 server['flavor'].get('original_name', '?')))
     if not changed and not old:
         out.write('nothing to change: every flavor and server asks Placement '

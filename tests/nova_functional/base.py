@@ -76,12 +76,16 @@ class RDTMixin:
 
     #: RPC casts as calls: an API call returns when its work is done.
     CAST_AS_CALL = True
+    #: RDTCacheFilter among the scheduler's filters (the benchmark's Nova
+    #: alone runs without).
+    RDT_FILTER = True
 
     def setUp(self) -> None:
         self.flags(api_paste_config=api_paste(), group='wsgi')
         self.flags(available_filters=['nova.scheduler.filters.all_filters',
                                       FILTER],
-                   enabled_filters=NOVA_FILTERS + ['RDTCacheFilter'],
+                   enabled_filters=NOVA_FILTERS + (
+                       ['RDTCacheFilter'] if self.RDT_FILTER else []),
                    group='filter_scheduler')
         self.flags(allow_resize_to_same_host=True)
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')

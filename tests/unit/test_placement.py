@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from libvirt_hooks import domain
 from ovs_rdt.inputs import placement, request
 from ovs_rdt.inputs.request import CacheRequest
 from tests.unit.test_inputs import refused
@@ -74,6 +75,8 @@ def test_one_key_at_a_time_as_nova_api_validates() -> None:
     ('hw:cpu_policy', False), ('quota:CUSTOM_RDT_L3_WAY', False)])
 def test_which_keys_are_ours(key: str, ours: bool) -> None:
     assert request.is_ours(key) is ours
+    # the hook's cheap look before it imports the rules misses none
+    assert domain._maybe_ours(key) or not ours
 
 
 # -- schedulable: what the scheduler filter refuses ---------------------------

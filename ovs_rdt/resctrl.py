@@ -127,6 +127,9 @@ def parse_size(text: str, resource: str = 'L3') -> dict[int, int]:
 
 
 def check_group_name(name: str) -> None:
+    """A name ovs-rdt gives a group it makes or writes (never a check on
+    what it reads: the kernel takes any name without a newline).
+    """
     if name == ROOT:
         return
     if (name in ('.', '..', 'info', 'mon_groups', 'mon_data')
@@ -225,7 +228,11 @@ class Resctrl:
 
     # -- paths and raw I/O ------------------------------------------------
     def path(self, group: str, *parts: str) -> str:
-        check_group_name(group)
+        """A group's directory (or a file in it).  Any name: a group
+        another tool made is read whatever the kernel let it be called;
+        the names ovs-rdt makes are checked where it makes them
+        (:meth:`_owned`).
+        """
         return os.path.join(self.root, group, *parts) if group else \
             os.path.join(self.root, *parts)
 
@@ -244,6 +251,11 @@ class Resctrl:
         Only a full read is followed by another (a ``tasks`` list longer
         than the buffer); a read for end of file after every short one would
         be one more FUSE round trip per file, ~50 per event.
+
+        A file of a group removed meanwhile (another tool's may go at any
+        read) raises FileNotFoundError, whichever way the kernel says so:
+        ENOENT at the open, ENODEV once open (``kernfs_get_active()``
+        fails on a removed node).
         """
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -254,6 +266,11 @@ class Resctrl:
             while chunk:
                 chunk = os.read(fd, _READ_SIZE)
                 chunks.append(chunk)
+        except OSError as exc:
+            if exc.errno == errno.ENODEV:
+                raise FileNotFoundError(exc.errno, 'removed while read',
+                                        path) from None
+            raise
         finally:
             os.close(fd)
         return b''.join(chunks).decode('utf-8')

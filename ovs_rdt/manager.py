@@ -21,7 +21,7 @@ from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_M
 from ovs_rdt.core.model import held_masks, mb_terms, uncapped_mb
 from ovs_rdt.core.plan import RMDIR, Plan, Step
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
-from ovs_rdt.exceptions import InvalidValue, ResctrlError
+from ovs_rdt.exceptions import InvalidValue, ResctrlError, ResctrlUnavailable
 from ovs_rdt.exceptions import RDTError, refuse
 from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX, SELFTEST_GROUP_PREFIX
 from ovs_rdt.inputs import request
@@ -564,7 +564,11 @@ class CacheManager:
         platform = self.resctrl.platform()
         groups = self.resctrl.groups(with_tasks)
         root = next((g for g in groups if g.is_root), None)
-        if root is not None and self.resctrl.platform_stale(root):
+        if root is None:        # (read as gone: unmounted meanwhile)
+            raise ResctrlUnavailable('cannot read the default group at %s: '
+                                     'is resctrl still mounted there?'
+                                     % self.resctrl.root)
+        if self.resctrl.platform_stale(root):
             platform = self.resctrl.platform(refresh=True)
             groups = self.resctrl.groups(with_tasks)
         return platform, groups

@@ -133,6 +133,12 @@ class Agent:
             return bool(self.manager.preview(prune=True).steps)
         except (RDTError, OSError):
             return False
+        except Exception:  # never let a bug end the agent
+            self.counters.inc('errors', source='pools')
+            self._error('pools').fail(
+                'internal error', 'unexpected error comparing resctrl with '
+                'the configuration', exc_info=True)
+            return False
 
     def reload(self) -> None:
         from ovs_rdt import opts

@@ -139,6 +139,18 @@ def test_the_safety_rescan_applies_what_resctrl_no_longer_holds(
     assert applied == [1, 2]
 
 
+def test_a_bug_comparing_with_the_plan_does_not_end_the_agent(
+        agent: service.Agent, caplog: Any) -> None:
+    def boom(prune: bool = False) -> Any:
+        raise StopIteration()
+
+    agent.manager.preview = boom          # type: ignore[method-assign]
+    assert agent.drifted() is False
+    assert agent.drifted() is False
+    assert caplog.text.count('unexpected error comparing resctrl') == 1
+    assert agent.counters.snapshot('errors')[(('source', 'pools'),)] == 2
+
+
 def test_bad_knob_reported_not_fatal(agent: service.Agent) -> None:
     def script() -> None:
         wait(lambda: FakeOvsdb.instances)

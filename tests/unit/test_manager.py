@@ -171,9 +171,11 @@ def test_other_tools_groups_are_read_whatever_their_names(rc):
 
 
 @pytest.mark.parametrize('rel', ['schemata', 'mode', 'tasks', 'cpus_list'])
-def test_a_group_removed_mid_read_is_gone(rc, monkeypatch, rel):
+@pytest.mark.parametrize('err', [errno.ENODEV, errno.ESTALE])
+def test_a_group_removed_mid_read_is_gone(rc, monkeypatch, rel, err):
     """Another tool removes its group while it is read: a file open then
-    reads ENODEV (kernfs_get_active() fails), as gone as ENOENT.
+    reads ENODEV (kernfs_get_active() fails; ESTALE on the emulator's FUSE
+    mount), as gone as ENOENT.
     """
     rc.mkdir_as_another_tool('COS1', '1')
     target = rc.path('COS1', rel)
@@ -181,7 +183,7 @@ def test_a_group_removed_mid_read_is_gone(rc, monkeypatch, rel):
 
     def read(fd, size):
         if os.readlink('/proc/self/fd/%d' % fd) == target:
-            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+            raise OSError(err, os.strerror(err))
         return real_read(fd, size)
 
     monkeypatch.setattr(os, 'read', read)
@@ -273,3 +275,16 @@ def test_what_a_killed_selftest_left_goes_with_the_next_plan(rc, tmp_path):
     finally:
         live.kill()
         live.wait()
+
+
+def test_resctrl_unmounted_is_said_so(rc):
+    """The default group unreadable (resctrl unmounted under an agent):
+    an error of ours, not a StopIteration that would end the agent.
+    """
+    from ovs_rdt.exceptions import ResctrlUnavailable
+
+    mgr = CacheManager(rc, table4())
+    mgr.preview(prune=True)             # (the platform read once, kept)
+    os.rename(rc.path('', 'schemata'), rc.path('', 'schemata.away'))
+    with pytest.raises(ResctrlUnavailable, match='is resctrl still mounted'):
+        mgr.preview(prune=True)

@@ -299,6 +299,10 @@ def test_safety_rescan_finishes_a_plan_killed_half_way(
     assert rc.group(vm).l3 == held
     assert "removing what a selftest that is gone left: %s" % dead in \
         agent.log()
+    # Then resctrl holds the plan: three more re-scans apply nothing.
+    applied = agent.log().count('ovsrdt- groups found')
+    time.sleep(3.5)
+    assert agent.log().count('ovsrdt- groups found') == applied
 
 
 def test_sighup_rereads_config(ovs, emulated_resctrl, rdt_agent) -> None:

@@ -142,15 +142,17 @@ def in_progress(platform: Platform, groups: list[Group],
     refusing a write because another group is in the way (:data:`CROWDED`),
     which the plan checked it was not, means one that does not changed
     resctrl since the read (when ``last_cmd_status`` says nothing any more,
-    its next command cleared it); and a group of theirs with the mask
-    ``mkdir`` gives is one its tool has not written yet (libvirt and pqos
-    write theirs right after, a tool may remove it just as soon).
+    its next command cleared it); and a refusal naming a group of theirs
+    with the mask ``mkdir`` gives names one its tool has not written yet
+    (libvirt and pqos write theirs right after, a tool may remove it just
+    as soon).
     """
     if isinstance(exc, ResctrlError):
         crowded = exc.errno in (errno.EINVAL, errno.ENOSPC) and (
             exc.status is None or exc.status.startswith(CROWDED))
         return 'resctrl changed under the lock' if crowded else ''
-    bare = foreign.unwritten_groups(platform, groups)
+    bare = [name for name in foreign.unwritten_groups(platform, groups)
+            if name in str(exc)]
     return 'not written yet: %s' % ', '.join(bare) if bare else ''
 
 

@@ -1,12 +1,14 @@
 import errno
 import os
+import time
 
 import pytest
 
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import Group, Request
-from ovs_rdt.exceptions import ConfigError, InsufficientWays, NotOwnedError
+from ovs_rdt.exceptions import AllocationError, ConfigError
+from ovs_rdt.exceptions import InsufficientWays, NotOwnedError
 from ovs_rdt.exceptions import ResctrlError
 from ovs_rdt import manager
 from ovs_rdt.manager import CacheManager
@@ -247,6 +249,13 @@ def test_a_refusal_another_tool_may_have_caused_is_planned_again(
     rc.mkdir_as_another_tool('COS2')
     with pytest.raises(InsufficientWays, match='COS2 .*mkdir gave it'):
         mgr.allocate(Request('ovsrdt-vm-b', ways={0: 1}))
+    # A refusal that does not name it is final at once.
+    monkeypatch.setattr(manager, 'SETTLE', 60)
+    began = time.monotonic()
+    with pytest.raises(AllocationError) as refused:
+        mgr.allocate(Request('ovsrdt-vm-b', ways={7: 1}))   # no domain 7
+    assert 'COS2' not in str(refused.value)
+    assert time.monotonic() - began < 10
 
 
 def test_what_a_killed_selftest_left_goes_with_the_next_plan(rc, tmp_path):

@@ -37,6 +37,27 @@ def alive(pid: int | None, proc: str = PROC) -> bool:
     return state is not None and state not in EXITED_STATES
 
 
+def selftest_left(group: str, proc: str = PROC) -> bool:
+    """Whether ``group`` is what an ``ovs-rdt selftest`` left behind: named
+    ``ovsrdt-selftest-<pid>-...`` with no selftest running as that PID now
+    (a ``kill -9`` leaves its groups; a PID that has come back as another
+    process, or as this one, is not it).  Any ovs-rdt process may remove
+    such a group: it is ovs-rdt's own, and nobody's any more.
+    """
+    from ovs_rdt import SELFTEST_GROUP_PREFIX
+
+    if not group.startswith(SELFTEST_GROUP_PREFIX):
+        return False
+    pid = whole(group[len(SELFTEST_GROUP_PREFIX):].partition('-')[0])
+    if not pid or pid == os.getpid() or not alive(pid, proc):
+        return True
+    try:
+        with open(os.path.join(proc, str(pid), 'cmdline'), 'rb') as fh:
+            return b'selftest' not in fh.read()
+    except OSError:
+        return True
+
+
 def threads_alive(pid: int, proc: str = PROC) -> bool:
     """True while any thread of ``pid`` runs (:func:`alive`, per thread).
 

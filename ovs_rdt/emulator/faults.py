@@ -14,8 +14,10 @@ OP is ``read``, ``write``, ``mkdir``, ``rmdir``, ``open``, ``readdir``,
 ``EAGAIN``, ``ENOMEM``, ``EPERM``, ``EACCES``), or ``KILL``: the calling
 process gets SIGKILL instead of an answer, as a ``kill -9`` at exactly that
 step would (the stress suite kills the hook and the agent at each write of a
-plan this way); COUNT how many times the rule fires before it stops
-(default: every time).  The first matching rule wins.
+plan this way); or ``TERM``, ``HUP``, ``INT``: it gets that signal and the
+operation goes through (it handles the signal when the call returns);
+COUNT how many times the rule fires before it stops (default: every
+time).  The first matching rule wins.
 The operation fails before the model sees it, so nothing is half-done, as
 when the kernel refuses a write.  A missing or empty file: no faults; a bad
 line is logged and ignored (the daemon must keep serving).
@@ -31,6 +33,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import logging
+import signal
 from typing import Optional
 
 from ovs_rdt.emulator.monitor import file_stamp
@@ -40,8 +43,12 @@ LOG = logging.getLogger(__name__)
 OPS = ('read', 'write', 'mkdir', 'rmdir', 'open', 'readdir', 'getattr', 'any')
 ERRNOS = ('EIO', 'ENOSPC', 'EBUSY', 'EINVAL', 'ENODEV', 'ENOENT', 'EAGAIN',
           'ENOMEM', 'EPERM', 'EACCES')
+#: Rules that signal the caller: name -> the pseudo-errno (minus the
+#: signal's number).
+SIGNALS = {name: -getattr(signal, 'SIG' + name)
+           for name in ('KILL', 'TERM', 'HUP', 'INT')}
 #: The pseudo-errno of a rule that kills the caller.
-KILL = -1
+KILL = SIGNALS['KILL']
 
 #: name -> how the emulator then differs from the kernel.
 DIVERGENCES = {
@@ -81,13 +88,14 @@ def parse_rules(text: str) -> list[Rule]:
         if not words:
             continue
         if len(words) not in (3, 4) or words[0] not in OPS \
-                or words[2] not in ERRNOS + ('KILL',) or \
+                or words[2] not in ERRNOS + tuple(SIGNALS) or \
                 (len(words) == 4 and not words[3].isdigit()):
             raise ValueError('line %d: %r is not "OP PATH ERRNO [COUNT]" '
                              '(OP: %s; ERRNO: %s)' % (lineno, line,
                                                       ', '.join(OPS),
                                                       ', '.join(ERRNOS)))
-        rules.append(Rule(words[0], words[1], getattr(errno, words[2], KILL),
+        rules.append(Rule(words[0], words[1], SIGNALS.get(words[2]) or
+                          getattr(errno, words[2]),
                           int(words[3]) if len(words) == 4 else None))
     return rules
 
@@ -122,7 +130,7 @@ class Faults:
     def check(self, op: str, path: str) -> Optional[int]:
         """The errno ``op`` on ``path`` must fail with, or None.
 
-        :data:`KILL`: kill the caller.
+        Negative (:data:`SIGNALS`): signal the caller.
         """
         self.refresh()
         for rule in self.rules:
@@ -132,6 +140,7 @@ class Faults:
             if rule.left is not None:
                 rule.left -= 1
             LOG.info('Injected fault: %s %s -> %s', op, path,
-                     errno.errorcode.get(rule.errno, 'KILL'))
+                     errno.errorcode.get(rule.errno) or
+                     signal.Signals(-rule.errno).name)
             return rule.errno
         return None

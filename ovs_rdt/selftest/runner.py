@@ -3,17 +3,19 @@
 Around every behaviour: the lock (``flock(LOCK_EX)`` on the root, which
 libvirt, pqos and ovs-rdt take too, so none of them writes meanwhile),
 a snapshot of every other group's ``schemata`` and ``mode`` (they must not
-change), and afterwards the removal of the behaviour's groups and the end
-of its tasks.  Before the first, :func:`clean_stale` removes what a killed
-run left (``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
+change: when one does, or a group comes or goes, a tool that does not take
+the lock wrote meanwhile, and the behaviour is tried again), and afterwards
+the removal of the behaviour's groups and the end of its tasks.  Before the
+first, :func:`clean_stale` removes what a killed run left
+(``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 import logging
 import os
-import re
 
+from ovs_rdt import procfs
 from ovs_rdt.selftest.behaviours import Behaviour
 from ovs_rdt.selftest.geometry import NEEDS, Geometry
 from ovs_rdt.selftest.node import Mismatch, Node, Skip
@@ -22,7 +24,6 @@ from ovs_rdt import SELFTEST_GROUP_PREFIX
 LOG = logging.getLogger(__name__)
 
 PASS, FAIL, SKIP = 'pass', 'FAIL', 'skip'
-_RUN = re.compile(re.escape(SELFTEST_GROUP_PREFIX) + r'(\d+)-')
 
 
 @dataclass
@@ -36,27 +37,13 @@ class Result:
         return asdict(self)
 
 
-def alive_selftest(pid: int) -> bool:
-    """Whether ``pid`` is a running ``ovs-rdt selftest`` (not this one)."""
-    if pid == os.getpid():
-        return False
-    try:
-        with open('/proc/%d/cmdline' % pid, 'rb') as fh:
-            return b'selftest' in fh.read()
-    except OSError:
-        return False
-
-
 def clean_stale(node: Node) -> list[str]:
     """Remove the groups a killed run left; the names removed."""
     removed = []
     with node.lock():
         for name in node.groups():
-            if not name.startswith(SELFTEST_GROUP_PREFIX):
-                continue
-            match = _RUN.match(name)
-            if match and alive_selftest(int(match.group(1))):
-                continue        # another selftest, running now
+            if not procfs.selftest_left(name):
+                continue        # not a selftest's, or one running now
             try:
                 os.rmdir(node.path(name))
             except FileNotFoundError:
@@ -67,7 +54,26 @@ def clean_stale(node: Node) -> list[str]:
     return removed
 
 
+#: Tries of a behaviour while another writer changes resctrl during it.
+TRIES = 3
+
+
 def run_one(node: Node, behaviour: Behaviour) -> Result:
+    """The behaviour's result; tried again while a tool that does not take
+    the lock changes another group meanwhile (then what the check saw is
+    no verdict on the kernel).
+    """
+    for _ in range(TRIES):
+        res, changed = _run_once(node, behaviour)
+        if not changed:
+            return res
+    return Result(behaviour.name, behaviour.summary, SKIP,
+                  'another writer changed resctrl during the check (%s), %d '
+                  'times: a tool that does not take the lock; run the selftest '
+                  'again when it is quiet' % (', '.join(changed), TRIES))
+
+
+def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
     def result(outcome: str, detail: str) -> Result:
         return Result(behaviour.name, behaviour.summary, outcome, detail)
 
@@ -75,7 +81,7 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
         geo = Geometry.read(node)
         missing = [n for n in behaviour.needs if not geo.has(n)]
         if missing:
-            return result(SKIP, 'the node has no %s' % ', '.join(NEEDS[n] for n in missing))
+            return result(SKIP, 'the node has no %s' % ', '.join(NEEDS[n] for n in missing)), []
         before = _others(node)
         outcome, detail = FAIL, 'interrupted'
         try:
@@ -91,17 +97,16 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
                 type(exc).__name__, exc, _status(node))
         finally:
             problems = node.cleanup()
-        changed = sorted(name or 'the default group' for name, state in _others(node).items()
-                         if before.get(name, state) != state)
-        if changed:
-            problems.append('changed %s' % ', '.join(changed))
+        after = _others(node)
+        changed = sorted(name or 'the default group' for name in set(before) | set(after)
+                         if before.get(name) != after.get(name))
         left = node.mine()
         if left:
             problems.append('left %s' % ', '.join(left))
         if problems:
             outcome = FAIL
             detail = '%s; %s' % (detail, '; '.join(problems))
-    return result(outcome, detail)
+    return result(outcome, detail), changed
 
 
 def _others(node: Node) -> dict[str, tuple[str, str]]:

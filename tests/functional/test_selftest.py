@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -334,3 +335,66 @@ def test_the_effect_part_holds_the_lock_while_its_groups_exist(
     out = effect.run(node, 2, 0.1, cpus(emu))
     assert (out['verdict'], out['explanation']) == ('skipped', 'could not measure: no room')
     assert leftovers(emu) == []
+
+
+# -- stopped by a signal, then a VM start (issue 47) -----------------------------
+#: Where each phase is stopped: a behaviour's group holding a memory load
+#: in a monitor group; the effect part's neighbour, both groups holding
+#: the spare ways of a domain.
+PHASES = {'behaviour': 'write /ovsrdt-selftest-*-mon/mon_groups/m/tasks',
+          'effect': 'write /ovsrdt-selftest-*-neighbour/tasks'}
+ONE_WAY = ('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1"><rdt:l3 ways="%d"/>'
+           '</rdt:rdt>')
+
+
+@pytest.fixture(scope='module')
+def beside_libvirt(libvirt_testbed: Any) -> Iterator[tuple[Any, EmulatorFixture]]:
+    """The libvirt testbed's hook on an emulator of its own."""
+    emu = EmulatorFixture('xeon-gold-6230', rootdir=libvirt_testbed.mount_base)
+    emu.setUp()
+    try:
+        libvirt_testbed.configure_raw(
+            '[resctrl]\nroot = %s\nsysfs_cpu_root = %s\n[allocation]\n'
+            'system_min_ways = 2\n' % (emu.root, emu.sysfs))
+        yield libvirt_testbed, emu
+    finally:
+        libvirt_testbed.remove_guests()
+        emu.cleanUp()
+
+
+@pytest.mark.parametrize('phase', sorted(PHASES))
+@pytest.mark.parametrize('sig', ['TERM', 'HUP', 'INT', 'KILL'])
+def test_a_stopped_selftest_blocks_no_vm(beside_libvirt: Any, cache: str,
+                                         phase: str, sig: str) -> None:
+    """Stopped at each phase by each signal (an SSH session dropped, a
+    systemd timeout, Ctrl-C, ``kill -9``): it removes its groups, or, killed,
+    the hook removes them (its process is gone); the next VM that needs
+    their ways starts.
+    """
+    testbed, emu = beside_libvirt
+    emu.set_faults('%s %s 1' % (PHASES[phase], sig))
+    res = selftest(emu, cache, '--only', phase)
+    emu.set_faults()
+    signum = getattr(signal, 'SIG' + sig)
+    left = leftovers(emu)
+    if sig == 'KILL':
+        assert res.returncode == -signum, res.stdout + res.stderr
+        assert left, 'a kill -9 leaves its groups'
+    else:
+        assert res.returncode == 128 + signum, res.stdout + res.stderr
+        assert res.stderr == ('ovs-rdt selftest: error: stopped by SIG%s; its '
+                              'groups are removed\n' % sig), res.stderr
+        assert left == []
+    no_helpers_left()
+    # 9 of the 11 ways (the default group keeps 2): only if none is the
+    # selftest's.
+    guest = testbed.define(ONE_WAY % 9, vcpus=1, memory_mib=32)
+    try:
+        res = testbed.start(guest, check=False)
+        assert res.returncode == 0, res.stderr
+        assert leftovers(emu) == []
+        if left:
+            assert 'removing what a selftest that is gone left: %s' % ', '.join(
+                left) in testbed.hook_log()
+    finally:
+        testbed.undefine(guest)

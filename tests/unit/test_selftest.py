@@ -314,3 +314,43 @@ def test_summary_names_the_failed_behaviours() -> None:
     assert summary(results) == (
         '4 behaviours: 1 pass, 2 FAIL, 1 skip -- the kernel differs from what ovs-rdt '
         'relies on in: tasks, closids')
+
+
+def test_another_writer_during_a_check_is_no_kernel_difference(tmp_path) -> None:
+    """A tool that does not take the lock writes another group's schemata
+    (or makes a group) at the moment a behaviour runs: the behaviour is
+    tried again, and said so if it is disturbed every time; never a FAIL.
+    """
+    make_tree(str(tmp_path))
+    (tmp_path / 'mon_data' / 'mon_L3_00').mkdir(parents=True)
+    (tmp_path / 'COS1').mkdir()
+    for name, text in (('mode', 'shareable\n'), ('schemata', 'L3:0=ff;1=ff\n')):
+        (tmp_path / 'COS1' / name).write_text(text)
+    node = Node(str(tmp_path))
+    disturb = ['schemata', 'mkdir']
+
+    def check(node: Node, geo: Geometry) -> str:
+        node.mkdir('probe')
+        what = disturb.pop(0) if disturb else None
+        if what == 'schemata':
+            (tmp_path / 'COS1' / 'schemata').write_text('L3:0=1;1=1\n')
+        elif what == 'mkdir':
+            (tmp_path / 'COS2').mkdir()
+        return 'as the kernel does'
+
+    res = runner.run_one(node, Behaviour('calm', 'quiet after two tries', check))
+    assert (res.result, res.detail) == (runner.PASS, 'as the kernel does')
+    assert node.mine() == []
+    disturb[:] = ['schemata'] * runner.TRIES
+    (tmp_path / 'COS1' / 'schemata').write_text('L3:0=ff;1=ff\n')
+
+    def always(node: Node, geo: Geometry) -> str:
+        what = disturb.pop(0)
+        (tmp_path / 'COS1' / what).write_text('L3:0=%x;1=1\n' % len(disturb))
+        return 'as the kernel does'
+
+    res = runner.run_one(node, Behaviour('busy', 'disturbed', always))
+    assert res.result == runner.SKIP
+    assert res.detail == (
+        'another writer changed resctrl during the check (COS1), 3 times: a tool '
+        'that does not take the lock; run the selftest again when it is quiet')

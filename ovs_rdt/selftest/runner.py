@@ -2,10 +2,11 @@
 
 Around every behaviour: the lock (``flock(LOCK_EX)`` on the root, which
 libvirt, pqos and ovs-rdt take too, so none of them writes meanwhile),
-a snapshot of every other group's ``schemata`` and ``mode`` (they must not
-change), and afterwards the removal of the behaviour's groups and the end
-of its tasks.  Before the first, :func:`clean_stale` removes what a killed
-run left (``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
+a snapshot of what it must not change (:mod:`.guard`: every other group's
+files and tasks, monitor groups included, and the node's settings), and
+afterwards the removal of the behaviour's groups and the end of its
+tasks.  Before the first, :func:`clean_stale` removes what a killed run
+left (``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import re
 
 from ovs_rdt.selftest.behaviours import Behaviour
 from ovs_rdt.selftest.geometry import NEEDS, Geometry
+from ovs_rdt.selftest import guard
 from ovs_rdt.selftest.node import Mismatch, Node, Skip
 from ovs_rdt import SELFTEST_GROUP_PREFIX
 
@@ -76,7 +78,7 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
         missing = [n for n in behaviour.needs if not geo.has(n)]
         if missing:
             return result(SKIP, 'the node has no %s' % ', '.join(NEEDS[n] for n in missing))
-        before = _others(node)
+        before = guard.snapshot(node)
         outcome, detail = FAIL, 'interrupted'
         try:
             outcome, detail = PASS, behaviour.check(node, geo)
@@ -91,8 +93,7 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
                 type(exc).__name__, exc, _status(node))
         finally:
             problems = node.cleanup()
-        changed = sorted(name or 'the default group' for name, state in _others(node).items()
-                         if before.get(name, state) != state)
+        changed = guard.changes(before, guard.snapshot(node))
         if changed:
             problems.append('changed %s' % ', '.join(changed))
         left = node.mine()
@@ -102,12 +103,6 @@ def run_one(node: Node, behaviour: Behaviour) -> Result:
             outcome = FAIL
             detail = '%s; %s' % (detail, '; '.join(problems))
     return result(outcome, detail)
-
-
-def _others(node: Node) -> dict[str, tuple[str, str]]:
-    """What must not change: every group's but a selftest's."""
-    return {name: state for name, state in node.states().items()
-            if not name.startswith(SELFTEST_GROUP_PREFIX)}
 
 
 def _status(node: Node) -> str:

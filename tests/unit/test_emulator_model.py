@@ -61,6 +61,10 @@ class FakeHost:
     def last_pid(self) -> Optional[int]:
         return max(self.tasks, default=None)
 
+    def resident(self, tid: int) -> Optional[int]:
+        t = self.tasks.get(tid)
+        return t.get('resident') if t else None
+
 
 class Clock:
     def __init__(self) -> None:

@@ -47,6 +47,9 @@ DIVERGENCES = {
                              'too',
     'exclusive-overlap': "sets a group's mode to exclusive although its "
                          'ways overlap another group',
+    'exclusive-unmarked': "bit_usage marks an exclusive group's ways S, not E",
+    'overlap-taken': "a write over an exclusive group's ways (or an exclusive "
+                     "group's over another's) is taken",
     'cdp-together': 'under CDP a write to L3CODE or L3DATA sets both',
     'cdp-no-peer': 'under CDP the overlap rules ignore the other type '
                    "(another group's CODE may take an exclusive group's DATA)",
@@ -57,6 +60,7 @@ DIVERGENCES = {
     'tasks-stay': 'accepts a write to a tasks file but leaves the task '
                   'where it was',
     'tasks-one-write': 'only the first write on an open tasks file moves a task',
+    'no-task-errno': "refuses a TID no task has with EINVAL, not ESRCH",
     'mon-move-across': "moves a task into another control group's monitor group",
     'rmdir-loses-tasks': "rmdir leaves the group's tasks in no group",
     'removed-group-files': "a removed group's open files still read and write",
@@ -69,10 +73,15 @@ DIVERGENCES = {
                        'not its monitor groups\'',
     'snc-sum': "under SNC a mon_L3_XX file reads its first node's count only",
     'unassigned-zero': "an MBM event with no counter reads 0, not 'Unassigned'",
+    'counter-kept': 'a counter unassigned from a group stays taken (by no group)',
+    'assign-any-domain': 'takes (and ignores) an assignment to a domain that does '
+                         'not exist',
     # memory bandwidth
     'mb-granularity': 'keeps an MB percentage as written instead of '
                       'rounding it up to info/MB/bandwidth_gran',
     'mb-range': 'takes an MB value above the maximum (keeps the maximum)',
+    'nonlinear-mb': 'takes MB percentages on an Intel MBA with non-linear delays '
+                    '(info/MB/delay_linear 0, as --set delay_linear=0 makes it)',
     'mbps-percent': 'under mba_MBps refuses MB values outside [min_bandwidth,100]',
     'mba-event-stays': 'accepts a write to mba_MBps_event but keeps the event',
     # io_alloc

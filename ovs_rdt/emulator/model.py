@@ -10,12 +10,14 @@ Tasks are the host's real threads (``/proc``): a TID can be written to a
 thread that was never moved inherits the group its creator (thread-group
 leader, or parent process) was in when it was born, like ``fork``/``clone``.
 
-Monitoring model (deterministic; documented in ``doc/emulator.md``):
+Monitoring model (documented in ``doc/emulator.md``):
 
-* every task has a cache footprint in bytes: ``default`` (2 MiB unless
-  ``--default-footprint``) or the entry for its TID / ``comm:<name>`` in the
-  ``--footprints`` JSON file (re-read when its mtime changes).  An integer is
-  spread evenly over all L3 domains (tasks have no CPU here); an object
+* every task has a cache footprint in bytes: the entry for its TID /
+  ``comm:<name>`` in the ``--footprints`` JSON file (re-read when its mtime
+  changes), else its ``default`` or ``--default-footprint``, else 2 MiB or,
+  while it runs, its process's resident memory if more
+  (:class:`~ovs_rdt.emulator.monitor.Footprints`).  An integer is spread
+  evenly over all L3 domains (tasks have no CPU here); an object
   ``{"<domain>": bytes}`` places it explicitly;
 * per domain, a CLOSID's demand is the sum of its tasks' footprints, spread
   evenly over the ways of its CBM; each way (``l3_size / cbm_len`` bytes) is
@@ -353,6 +355,8 @@ class Resctrl:
         if zero - first < prof.min_cbm_bits:
             raise self._fail(errno.EINVAL,
                              'Need at least %d bits in the mask\n' % prof.min_cbm_bits)
+        if 'overlap-taken' in self.diverge:
+            return val
         if self._cbm_overlaps(val, dom, closid, True, schema):
             raise self._fail(errno.EINVAL, 'Overlaps with exclusive group\n')
         if (self._cbm_overlaps(val, dom, closid, False, schema)
@@ -363,7 +367,8 @@ class Resctrl:
     def _parse_bw(self, buf: str) -> int:
         """``bw_validate()``: no range check under mba_MBps (MiB/s)."""
         prof = self.profile
-        if not prof.delay_linear and prof.arch_needs_linear:
+        if not prof.delay_linear and prof.arch_needs_linear and \
+                'nonlinear-mb' not in self.diverge:
             raise self._fail(errno.EINVAL, 'No support for non-linear MB domains\n')
         try:
             bw = kstrtouint(buf, 10)
@@ -419,6 +424,8 @@ class Resctrl:
             hw_shareable = prof.shareable_bits
             for i, mode in self._modes().items():
                 if mode == SHAREABLE:
+                    sw |= self.ctrl[schema.name][i][dom]
+                elif mode == EXCLUSIVE and 'exclusive-unmarked' in self.diverge:
                     sw |= self.ctrl[schema.name][i][dom]
                 elif mode == EXCLUSIVE:
                     excl |= self.ctrl[schema.name][i][dom]
@@ -495,7 +502,8 @@ class Resctrl:
         tid = pid or caller.pid
         info = self.host.info(tid)
         if info is None:
-            raise self._fail(errno.ESRCH, 'No task %d\n' % pid)
+            raise self._fail(errno.EINVAL if 'no-task-errno' in self.diverge
+                             else errno.ESRCH, 'No task %d\n' % pid)
         if caller.uid != 0:
             uids = self.host.uids(tid)
             if uids is None or caller.uid not in (uids[0], uids[2]):

@@ -12,6 +12,8 @@ test_emulator_conformance.py, and test_selftest.py on a loaded machine.
 """
 from __future__ import annotations
 
+import os
+import re
 from typing import Callable, Iterator, NamedTuple
 
 import pytest
@@ -25,6 +27,8 @@ from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.test_emulator_conformance import FOOTPRINTS, use
 from tests.functional.test_profiles import enable_io_alloc
 from tests.platform_matrix import CAPACITY_CASES, Case
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def every(case: Case) -> bool:
@@ -44,9 +48,10 @@ class Claim(NamedTuple):
     in_use: bool = False
     #: it leaves the mount unlike the kernel: last on it
     last: bool = False
-    #: on a mount of its own, started with --diverge (what it changes is
-    #: written at start)
+    #: on a mount of its own, started with --diverge and ``extra`` (what it
+    #: changes is written at start, or needs a profile of its own)
     own_mount: bool = False
+    extra: tuple[str, ...] = ()
 
 
 #: divergence -> the claim it makes false.
@@ -77,6 +82,9 @@ CLAIMS = {
                           lambda c: bool(prof(c, 'mba'))),
     'mkdir-takes-exclusive': Claim('new-group', 'ovs-rdt predicts', in_use=True),
     'exclusive-overlap': Claim('exclusive', "expected EINVAL and 'Schemata overlaps"),
+    'exclusive-unmarked': Claim('exclusive', 'of an exclusive group are not E', in_use=True),
+    'overlap-taken': Claim('exclusive', "was accepted, expected EINVAL and 'Overlaps with "
+                           'exclusive group', in_use=True),
     'cdp-together': Claim('schemata-accepted', 'alone the schemata reads L3CODE',
                           lambda c: c.cdp),
     'cdp-no-peer': Claim('cdp', "expected EINVAL and 'Overlaps with exclusive group",
@@ -85,6 +93,7 @@ CLAIMS = {
     'io-alloc-closid': Claim('closids', 'groups made', lambda c: c.io_alloc, last=True),
     'tasks-stay': Claim('tasks', 'tasks reads set() after moving'),
     'tasks-one-write': Claim('tasks', 'two writes on one open moved'),
+    'no-task-errno': Claim('tasks', 'failed with EINVAL, expected ESRCH'),
     'mon-move-across': Claim('tasks', "expected EINVAL and \"Can't move task to "
                              'different control group'),
     'rmdir-loses-tasks': Claim('tasks', 'did not give its tasks to the default group'),
@@ -96,10 +105,17 @@ CLAIMS = {
     'snc-sum': Claim('snc', 'its SNC nodes sum to', lambda c: prof(c, 'snc_nodes') != 1),
     'unassigned-zero': Claim('mbm-assign', "reads '0\\n' with no counter",
                              lambda c: bool(prof(c, 'mbm_cntrs'))),
+    'counter-kept': Claim('mbm-assign', 'unassigning freed counters',
+                          lambda c: bool(prof(c, 'mbm_cntrs'))),
+    'assign-any-domain': Claim('mbm-assign', "was accepted, expected EINVAL and 'Invalid "
+                               'domain id', lambda c: bool(prof(c, 'mbm_cntrs'))),
     'mb-granularity': Claim('mb', 'expected 20 (granularity 10)',
                             lambda c: c.mb == 'percent'),
     'mb-range': Claim('mb', 'was accepted, expected EINVAL and \'MB value',
                       lambda c: c.mb in ('percent', 'amd')),
+    'nonlinear-mb': Claim('mb', "was accepted, expected EINVAL and 'No support for "
+                          'non-linear MB domains', lambda c: c.mb == 'percent',
+                          own_mount=True, extra=('--set', 'delay_linear=0')),
     'mbps-percent': Claim('mb', "'MB value 800 out of range [10,100]\\n'), expected it to "
                           'be accepted', lambda c: c.mb == 'mbps'),
     'mba-event-stays': Claim('mb', 'mba_MBps_event did not change',
@@ -120,9 +136,22 @@ RUNS = sorted(((name, case) for name, claim in CLAIMS.items()
 def test_every_divergence_makes_a_claim_false() -> None:
     assert sorted(CLAIMS) == sorted(DIVERGENCES)
     names = {b.name for b in BEHAVIOURS}
-    assert {c.behaviour for c in CLAIMS.values()} <= names
-    # and every behaviour has a claim to break
-    assert names - {c.behaviour for c in CLAIMS.values()} == set()
+    assert {c.behaviour for c in CLAIMS.values()} == names     # each has claims
+    # doc/platforms.md's table of claims names each divergence on a row of
+    # the line that fails
+    rows: dict[str, list[str]] = {}
+    with open(os.path.join(REPO, 'doc', 'platforms.md'), encoding='utf-8') as fh:
+        text = fh.read()
+    table = text.split('| line | claim (ovs-rdt relies on it) | a FAIL says | divergence |'
+                       )[1].split('\n\n')[0]
+    for line in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip().strip('|').split(' | ')]
+        for name in re.findall(r'`([a-z0-9-]+)`', cells[-1]):
+            rows.setdefault(name, []).append(cells[0])
+    assert sorted(rows) == sorted(CLAIMS)
+    for name, claim in CLAIMS.items():
+        assert any('`%s`' % claim.behaviour in line or line == 'every line'
+                   for line in rows[name]), (name, rows[name])
 
 
 def mount(case: Case, *extra: str) -> EmulatorFixture:
@@ -170,7 +199,7 @@ def test_divergence_fails_the_behaviour(divergence: str, case: Case,
     # a count that never moves fails once the wait is over: wait less
     monkeypatch.setattr(monitoring, 'SETTLE', 0.3)
     if claim.own_mount:
-        emu = mount(case, '--diverge', divergence)
+        emu = mount(case, '--diverge', divergence, *claim.extra)
     else:
         emu = mounts(case, claim.in_use)
         emu.set_faults('diverge ' + divergence)

@@ -61,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--default-footprint', dest='emu_default_footprint', type=int,
                         metavar='BYTES',
                         help='cache footprint of a task not in --footprints (default: '
-                             '%d, or while it runs the memory its process has '
-                             'resident if more)' % DEFAULT_FOOTPRINT)
+                             '%d, or outside the default group while it runs the '
+                             'memory its process has resident if more)' % DEFAULT_FOOTPRINT)
     parser.add_argument('--faults', dest='emu_faults', metavar='FILE',
                         help='inject errors: "OP PATH ERRNO [COUNT]" a line, '
                              're-read when it changes (see doc/emulator.md)')

@@ -15,8 +15,8 @@ Monitoring model (documented in ``doc/emulator.md``):
 * every task has a cache footprint in bytes: the entry for its TID /
   ``comm:<name>`` in the ``--footprints`` JSON file (re-read when its mtime
   changes), else its ``default`` or ``--default-footprint``, else 2 MiB or,
-  while it runs, its process's resident memory if more
-  (:class:`~ovs_rdt.emulator.monitor.Footprints`).  An integer is spread
+  outside the default group and while it runs, its process's resident
+  memory if more (:class:`~ovs_rdt.emulator.monitor.Footprints`).  An integer is spread
   evenly over all L3 domains (tasks have no CPU here); an object
   ``{"<domain>": bytes}`` places it explicitly;
 * per domain, a CLOSID's demand is the sum of its tasks' footprints, spread

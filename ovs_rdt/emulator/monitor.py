@@ -50,7 +50,8 @@ class Footprints:
     A task the file does not name has the file's ``default``, else the
     ``default`` given here; with neither, :data:`DEFAULT_FOOTPRINT` or,
     while it runs, the memory its process has resident if that is more (a
-    task streaming through 128 MiB misses in any L3, as on hardware).
+    task streaming through 128 MiB misses in any L3, as on hardware), which
+    :meth:`vector` asks ``resident`` for.
     """
 
     def __init__(self, path: Optional[str] = None,
@@ -164,12 +165,12 @@ class Monitor:
     def task_moved(self, tid: int, src: int, dst: int) -> None:
         if self.demand is None or src == dst:
             return
-        vec = self._footprint(tid)
+        old, new = self._footprint(tid, src), self._footprint(tid, dst)
         src_vec = self.demand.setdefault(src, [0.0] * self.ndom)
         dst_vec = self.demand.setdefault(dst, [0.0] * self.ndom)
         for dom in range(self.ndom):
-            src_vec[dom] = max(src_vec[dom] - vec[dom], 0.0)
-            dst_vec[dom] += vec[dom]
+            src_vec[dom] = max(src_vec[dom] - old[dom], 0.0)
+            dst_vec[dom] += new[dom]
         self.rates = None
 
     # -- reads ---------------------------------------------------------------
@@ -182,16 +183,22 @@ class Monitor:
             self._scan()
             self.demand_at = now
 
-    def _footprint(self, tid: int) -> list[float]:
+    def _footprint(self, tid: int, rmid: int) -> list[float]:
+        """Its demand per domain in the group of ``rmid``: resident memory
+        counts outside the default group only (every other thread of the
+        host is there: reading each one's state at every scan made the
+        scan five times slower, for a group that already holds them all).
+        """
         fps = self.rc.footprints
         comm = self.rc.host.comm(tid) if fps.uses_comm else None
-        return fps.vector(tid, comm, self.ndom, self.rc.host.resident)
+        return fps.vector(tid, comm, self.ndom, self.rc.host.resident
+                          if rmid != self.rc.root.rmid else lambda _tid: None)
 
     def _scan(self) -> None:
         demand: dict[int, list[float]] = {}
         for tid, (_tgid, grp) in self.rc.tasks.snapshot().items():
             vec = demand.setdefault(grp.rmid, [0.0] * self.ndom)
-            for dom, nbytes in enumerate(self._footprint(tid)):
+            for dom, nbytes in enumerate(self._footprint(tid, grp.rmid)):
                 vec[dom] += nbytes
         self.demand = demand
         self.rates = None

@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 CTRL_FILES = ('mode', 'schemata', 'cpus', 'cpus_list', 'mba_MBps_event',
               'mbm_L3_assignments')
 MON_FILES = ('cpus', 'cpus_list', 'mbm_L3_assignments')
-#: info/L3_MON files readable only in mbm_event mode (else EINVAL and a
-#: last_cmd_status line, which would clobber what a behaviour checks).
-COUNTER_MODE_ONLY = ('mbm_assign_on_mkdir', 'event_configs')
+#: Files readable only in mbm_event mode (else EINVAL and a last_cmd_status
+#: line, which would clobber what a behaviour checks).
+COUNTER_MODE_ONLY = ('mbm_assign_on_mkdir', 'event_configs', 'mbm_L3_assignments')
 HZ = os.sysconf('SC_CLK_TCK')
 
 
@@ -55,15 +55,16 @@ def _read(node: 'Node', rel: str, names: tuple[str, ...], have: set[str]
     out = {}
     for name in names:
         if name in have:
-            out[name] = node.read(os.path.join(rel, name))
+            try:
+                out[name] = node.read(os.path.join(rel, name))
+            except OSError as exc:     # compared too: a file that stops reading
+                out[name] = 'unreadable: %s' % exc.strerror
     return out
 
 
-def _settings(node: 'Node') -> dict[str, str]:
+def _settings(node: 'Node', counters: bool) -> dict[str, str]:
     """The writable files of ``info/`` that may be read without side effect."""
     out = {}
-    counters = node.exists('info/L3_MON/mbm_assign_mode') and \
-        '[mbm_event]' in node.read('info/L3_MON/mbm_assign_mode')
     for base, dirs, files in os.walk(node.path('info')):
         rel = os.path.relpath(base, node.root)
         if not counters:
@@ -76,24 +77,28 @@ def _settings(node: 'Node') -> dict[str, str]:
             if name == 'io_alloc_cbm' and node.read(
                     os.path.join(rel, 'io_alloc')).strip() != 'enabled':
                 continue
-            out[path] = node.read(path)
+            out[path] = _read(node, rel, (name,), {name})[name]
     return out
 
 
 def snapshot(node: 'Node') -> Snapshot:
     snap = Snapshot(_boot_ticks())
-    snap.files['info'] = _settings(node)
+    counters = node.exists('info/L3_MON/mbm_assign_mode') and \
+        '[mbm_event]' in node.read('info/L3_MON/mbm_assign_mode')
+    skip = set() if counters else set(COUNTER_MODE_ONLY)
+    snap.files['info'] = _settings(node, counters)
     for name in node.groups():
         if name.startswith(SELFTEST_GROUP_PREFIX):
             continue
         try:
-            have = set(node.listdir(name))
+            have = set(node.listdir(name)) - skip
             snap.files[name] = _read(node, name, CTRL_FILES, have)
             if name:
                 snap.tasks[name] = node.tids(name)
             for mon in node.listdir(os.path.join(name, 'mon_groups')):
                 rel = os.path.join(name, 'mon_groups', mon)
-                snap.files[rel] = _read(node, rel, MON_FILES, set(node.listdir(rel)))
+                snap.files[rel] = _read(node, rel, MON_FILES,
+                                        set(node.listdir(rel)) - skip)
                 snap.tasks[rel] = node.tids(rel)
         except (FileNotFoundError, NotADirectoryError):
             continue        # removed by its owner meanwhile

@@ -413,9 +413,10 @@ def test_no_room_for_a_group_is_a_skip(emulator_factory: Factory) -> None:
 
 def test_newer_kernels_and_operators(emulator_factory: Factory) -> None:
     """A sparse-mask platform whose kernel keeps a new group's mask whole
-    (tip's cbm_ensure_valid()), and an AMD node whose default group's MB
-    an operator capped: both pass (before: FAIL, a new group's mask "not
-    as ovs-rdt predicts"; MB's maximum taken from the capped value).
+    (tip's cbm_ensure_valid()), an AMD node whose default group's MB an
+    operator capped, and one in the default MBM mode: all pass (before:
+    FAIL, a new group's mask "not as ovs-rdt predicts"; MB's maximum taken
+    from the capped value).
     """
     emu = emulator_factory('epyc-9654', ['--set', 'sparse_new_group=1'])
     doms = range(24)
@@ -430,6 +431,14 @@ def test_newer_kernels_and_operators(emulator_factory: Factory) -> None:
                                                       'whole sparse set)'), res.detail
     res = run_one(node, behaviour('mb'))
     assert res.result == PASS and res.detail.startswith('MB in [0,2048] by 1'), res.detail
+    # Counters switched off (mbm_event mode off): what the guard compares
+    # never reads the files that refuse readers then (EINVAL, and a
+    # last_cmd_status line read-only would see).
+    emu = emulator_factory('epyc-9575f')
+    write(emu, 'info/L3_MON/mbm_assign_mode', 'default\n')
+    node = Node(emu.root, emu.sysfs)
+    assert [run_one(node, behaviour(name)).result for name in ('read-only', 'mbm-assign')
+            ] == [PASS, SKIP]
 
 
 def test_the_effect_part_holds_the_lock_while_its_groups_exist(

@@ -16,8 +16,9 @@ Monitoring model (documented in ``doc/emulator.md``):
   ``comm:<name>`` in the ``--footprints`` JSON file (re-read when its mtime
   changes), else its ``default`` or ``--default-footprint``, else 2 MiB or,
   outside the default group and while it runs, its process's resident
-  memory if more (:class:`~ovs_rdt.emulator.monitor.Footprints`).  An integer is spread
-  evenly over all L3 domains (tasks have no CPU here); an object
+  memory if more (:class:`~ovs_rdt.emulator.monitor.Footprints`).  An
+  integer is spread evenly over all L3 domains (tasks have no CPU here); an
+  object
   ``{"<domain>": bytes}`` places it explicitly;
 * per domain, a CLOSID's demand is the sum of its tasks' footprints, spread
   evenly over the ways of its CBM; each way (``l3_size / cbm_len`` bytes) is
@@ -376,18 +377,14 @@ class Resctrl:
             raise self._fail(errno.EINVAL, 'Invalid MB value %s\n' % buf) from None
         if self.mount.mba_sc and 'mbps-percent' not in self.diverge:
             return bw
-        if self.mount.mba_sc and not prof.min_bandwidth <= bw <= 100:
+        top = 100 if self.mount.mba_sc else prof.mb_max      # mbps-percent: as percent
+        if bw > top and 'mb-range' in self.diverge:
+            return top
+        if bw < prof.min_bandwidth or bw > top:
             raise self._fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
-                             % (bw, prof.min_bandwidth, 100))
-        if self.mount.mba_sc:
-            return bw
-        if bw > prof.mb_max and 'mb-range' in self.diverge:
-            return prof.mb_max
-        if bw < prof.min_bandwidth or bw > prof.mb_max:
-            raise self._fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
-                             % (bw, prof.min_bandwidth, prof.mb_max))
+                             % (bw, prof.min_bandwidth, top))
         gran = prof.bandwidth_gran
-        if 'mb-granularity' in self.diverge:
+        if self.mount.mba_sc or 'mb-granularity' in self.diverge:
             return bw
         return -(-bw // gran) * gran
 
@@ -622,11 +619,10 @@ class Resctrl:
             self.rmid_free.append(rmid)
             raise
         self.mon.advance()
+        low = self.profile.min_bandwidth if 'new-group-mb' in self.diverge else None
         for schema in self.schema_list:
             if not schema.is_cache:                     # rdtgroup_init_mba()
                 for dom in self.profile.domains:
-                    low = self.profile.min_bandwidth if 'new-group-mb' in self.diverge \
-                        else None
                     if schema.name == 'MB' and self.mount.mba_sc:
                         self.mbps[closid][dom] = MBA_MAX_MBPS if low is None else low
                     else:

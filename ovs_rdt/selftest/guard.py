@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import os
-import time
 from typing import TYPE_CHECKING
 
-from ovs_rdt import SELFTEST_GROUP_PREFIX
+from ovs_rdt import SELFTEST_GROUP_PREFIX, procfs
 
 if TYPE_CHECKING:
     from ovs_rdt.selftest.node import Node
@@ -33,7 +32,6 @@ MON_FILES = ('cpus', 'cpus_list', 'mbm_L3_assignments')
 #: Files readable only in mbm_event mode (else EINVAL and a last_cmd_status
 #: line, which would clobber what a behaviour checks).
 COUNTER_MODE_ONLY = ('mbm_assign_on_mkdir', 'event_configs', 'mbm_L3_assignments')
-HZ = os.sysconf('SC_CLK_TCK')
 
 
 @dataclass
@@ -44,10 +42,6 @@ class Snapshot:
     files: dict[str, dict[str, str]] = field(default_factory=dict)
     #: group path -> TIDs in its tasks (not the default group's)
     tasks: dict[str, set[int]] = field(default_factory=dict)
-
-
-def _boot_ticks() -> int:
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * HZ)
 
 
 def _read(node: 'Node', rel: str, names: tuple[str, ...], have: set[str]
@@ -82,7 +76,7 @@ def _settings(node: 'Node', counters: bool) -> dict[str, str]:
 
 
 def snapshot(node: 'Node') -> Snapshot:
-    snap = Snapshot(_boot_ticks())
+    snap = Snapshot(procfs.boot_ticks())
     counters = node.exists('info/L3_MON/mbm_assign_mode') and \
         '[mbm_event]' in node.read('info/L3_MON/mbm_assign_mode')
     skip = set() if counters else set(COUNTER_MODE_ONLY)
@@ -105,16 +99,6 @@ def snapshot(node: 'Node') -> Snapshot:
     return snap
 
 
-def _started(tid: int) -> int | None:
-    """The start of thread ``tid`` in clock ticks since boot (None: gone)."""
-    try:
-        with open('/proc/%d/stat' % tid, encoding='latin-1') as fh:
-            text = fh.read()
-        return int(text[text.rfind(')') + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def changes(before: Snapshot, after: Snapshot) -> list[str]:
     """What differs, one entry a group: ``COS1 (schemata, tasks)``."""
     out = []
@@ -126,7 +110,7 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
         if rel in after.tasks and rel in before.tasks:
             moved = before.tasks[rel] ^ after.tasks[rel]
             # a thread born before the first reading that is still there
-            if any((_started(t) or before.tick) < before.tick for t in moved):
+            if any((procfs.started(t) or before.tick) < before.tick for t in moved):
                 what.append('tasks')
         if what:
             out.append('%s (%s)' % ({'': 'the default group', 'info': 'the settings in info/'}

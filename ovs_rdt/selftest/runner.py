@@ -2,12 +2,12 @@
 
 Around every behaviour: the lock (``flock(LOCK_EX)`` on the root, which
 libvirt, pqos and ovs-rdt take too, so none of them writes meanwhile),
-a snapshot of every other group's ``schemata`` and ``mode`` (they must not
-change: when one does, or a group comes or goes, a tool that does not take
-the lock wrote meanwhile, and the behaviour is tried again), and afterwards
-the removal of the behaviour's groups and the end of its tasks.  Before the
-first, :func:`clean_stale` removes what a killed run left
-(``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
+a snapshot of what it must not change (:mod:`.guard`: every other group's
+files and tasks, monitor groups included, and the node's settings), and
+afterwards the removal of the behaviour's groups and the end of its
+tasks (when one changes, a tool that does not take the lock wrote
+meanwhile, and the behaviour is tried again).  Before the first, :func:`clean_stale` removes what a killed run
+left (``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import os
 from ovs_rdt import procfs
 from ovs_rdt.selftest.behaviours import Behaviour
 from ovs_rdt.selftest.geometry import NEEDS, Geometry
+from ovs_rdt.selftest import guard
 from ovs_rdt.selftest.node import Mismatch, Node, Skip
-from ovs_rdt import SELFTEST_GROUP_PREFIX
 
 LOG = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
         missing = [n for n in behaviour.needs if not geo.has(n)]
         if missing:
             return result(SKIP, 'the node has no %s' % ', '.join(NEEDS[n] for n in missing)), []
-        before = _others(node)
+        before = guard.snapshot(node)
         outcome, detail = FAIL, 'interrupted'
         try:
             outcome, detail = PASS, behaviour.check(node, geo)
@@ -97,9 +97,7 @@ def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
                 type(exc).__name__, exc, _status(node))
         finally:
             problems = node.cleanup()
-        after = _others(node)
-        changed = sorted(name or 'the default group' for name in set(before) | set(after)
-                         if before.get(name) != after.get(name))
+        changed = guard.changes(before, guard.snapshot(node))
         left = node.mine()
         if left:
             problems.append('left %s' % ', '.join(left))
@@ -107,13 +105,6 @@ def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
             outcome = FAIL
             detail = '%s; %s' % (detail, '; '.join(problems))
     return result(outcome, detail), changed
-
-
-def _others(node: Node) -> dict[str, tuple[str, str]]:
-    """What must not change: every group's but a selftest's."""
-    return {name: state for name, state in node.states().items()
-            if not name.startswith(SELFTEST_GROUP_PREFIX)}
-
 
 def _status(node: Node) -> str:
     try:

@@ -1,13 +1,16 @@
 """``ovs-rdt selftest`` as an operator runs it, on the mounted emulator.
 
 Every profile and mount option passes the behaviours in
-test_emulator_conformance.py (the same descriptions, the same runner);
-here: the command itself, its failure on an emulator started with each
-kernel divergence (naming the behaviour), a run killed mid-way and the
-next one cleaning up, libvirt's and the real pqos's groups untouched and
-their ways left to them, a node with no room for a group (a skip, not a
-FAIL), what newer kernels do differently, and the effect part holding the
-lock while its groups exist.
+test_emulator_conformance.py (the same descriptions, the same runner), and
+fails each on the divergence that makes its claims false in
+test_selftest_claims.py; here: the command itself, its exit status 1 and
+the behaviour named on the divergences of issue 50, every profile passing
+on a busy machine with and without a footprints file, the guard on what a
+behaviour must leave alone, a run killed mid-way and the next one cleaning
+up, libvirt's and the real pqos's groups untouched and their ways left to
+them, a node with no room for a group (a skip, not a FAIL), what newer
+kernels do differently, and the effect part holding the lock while its
+groups exist.
 """
 from __future__ import annotations
 
@@ -22,26 +25,21 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from ovs_rdt.emulator.faults import DIVERGENCES
+from ovs_rdt.emulator.profiles import PROFILES
 from ovs_rdt.selftest.behaviours import BEHAVIOURS, Behaviour
 from ovs_rdt.selftest import effect, probe
+from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Node, Skip
-from ovs_rdt.selftest.runner import PASS, SKIP, run_one
+from ovs_rdt.selftest.runner import FAIL, PASS, SKIP, run_one
 from ovs_rdt import SELFTEST_GROUP_PREFIX
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.pqos import Pqos
+from tests.functional.test_emulator_conformance import FOOTPRINTS, NEED_FREE_WAYS, case_has
+from tests.functional.test_profiles import enable_io_alloc
+from tests.functional.test_selftest_claims import CLAIMS
+from tests.platform_matrix import CAPACITY_CASES, Case, ids
 
 Factory = Callable[..., EmulatorFixture]
-#: The behaviour each divergence of the emulator must fail.
-CAUGHT_BY = {
-    'sparse-masks': 'schemata-refused',
-    'status-text': 'schemata-refused',
-    'exclusive-overlap': 'exclusive',
-    'tasks-stay': 'tasks',
-    'num-closids': 'closids',
-    'mb-granularity': 'mb',
-    'mbm-frozen': 'mon-data',
-}
 HELPERS = ('ovsrdt-load', 'ovsrdt-probe', 'ovsrdt-stream')
 
 
@@ -149,23 +147,190 @@ def test_bad_arguments_and_no_resctrl(tmp_path: Any, cache: str) -> None:
                                  % tmp_path)
 
 
-def test_every_divergence_is_named() -> None:
-    assert sorted(CAUGHT_BY) == sorted(DIVERGENCES)
+#: Issue 50's divergences (before: each passed unnoticed) -> the line that
+#: names it and, on xeon-gold-6230, what it says.
+ISSUE_50 = {
+    'schemata-reset': ('schemata-accepted', 'after writing L3:1=c alone the schemata '
+                       'reads L3:0=7ff (expected 3), MB:0=100 (expected 50), MB:1=100 '
+                       '(expected 50)'),
+    'new-group-cpus': ('tree', "a new group has cpus_list '0\\n'"),
+    'occupancy-stuck': ('mon-data', 'llc_occupancy stayed at 5242880 bytes under a '
+                        'memory load (5242880 idle)'),
+    'mkdir-drops-cpu': ('tree', 'group and monitor group files, mon_data per L3 domain; '
+                        'a new group starts shareable, it and its monitor group with no '
+                        'task and no CPU; changed the default group (cpus, cpus_list)'),
+}
+#: What a lost CPU fails: every line that made a group.
+MADE_A_GROUP = ['tree', 'read-only', 'schemata-refused', 'schemata-accepted', 'new-group',
+                'exclusive', 'closids', 'tasks', 'removed-group', 'mon-data', 'mb']
 
 
-@pytest.mark.parametrize('divergence', sorted(CAUGHT_BY))
-def test_fails_naming_the_behaviour(emulator_factory: Factory, cache: str,
-                                    divergence: str) -> None:
-    emu = emulator_factory('xeon-gold-6230', ['--diverge', divergence])
-    res = selftest(emu, cache, '--only', 'behaviour')
+def failed(res: subprocess.CompletedProcess) -> dict[str, str]:
+    """The FAIL lines of a run, by name; the summary must name the same."""
     assert res.returncode == 1, res.stdout
-    name = CAUGHT_BY[divergence]
-    row = [line for line in res.stdout.splitlines() if line.split()[:1] == [name]]
-    assert row and row[0].split()[1] == 'FAIL', res.stdout
+    rows = {line.split()[0]: line for line in res.stdout.splitlines()
+            if line.split()[1:2] == ['FAIL']}
     summary = res.stdout.splitlines()[-1]
-    assert 'the kernel differs from what ovs-rdt relies on in: ' in summary
-    assert name in summary.split(': ')[-1].split(', ')
+    assert summary.split('relies on in: ')[1].split(', ') == list(rows), res.stdout
+    return rows
+
+
+@pytest.mark.parametrize('case', CAPACITY_CASES, ids=ids(CAPACITY_CASES))
+def test_exits_1_naming_the_behaviour(emulator_factory: Factory, cache: str,
+                                      case: Case) -> None:
+    # every profile: a write that resets what it does not name, a new group
+    # with a CPU (occupancy-stuck, in mon-data's two seconds, on one profile
+    # below; every divergence on every profile: test_selftest_claims.py)
+    emu = emulator_factory(case.profile, case.options)
+    enable_io_alloc(emu.root, case)
+    emu.set_faults('diverge schemata-reset', 'diverge new-group-cpus')
+    rows = failed(selftest(emu, cache, '--only', 'behaviour'))
+    # one domain with L3 only (xeon-d-1540): nothing a reset could change
+    assert sorted(rows) == sorted(ISSUE_50[name][0] for name in ISSUE_50
+                                  if name in ('schemata-reset', 'new-group-cpus') and
+                                  CLAIMS[name].applies(case))
     assert leftovers(emu) == []
+
+
+def test_exits_1_naming_the_behaviour_each(emulated_resctrl: EmulatorFixture,
+                                           cache: str) -> None:
+    emu = emulated_resctrl
+    for name, (line, said) in ISSUE_50.items():      # the CPU lost last
+        emu.set_faults('diverge ' + name)
+        rows = failed(selftest(emu, cache, '--only', 'behaviour'))
+        assert said in rows[line], rows
+        assert list(rows) == (MADE_A_GROUP if name == 'mkdir-drops-cpu' else [line])
+        assert leftovers(emu) == []
+
+
+@pytest.fixture
+def busy() -> Iterator[None]:
+    """Both cores busy (issue 50: a busy machine)."""
+    loops = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
+             for _ in range(os.cpu_count() or 2)]
+    yield
+    for proc in loops:
+        proc.kill()
+        proc.wait()
+
+
+def kept(case: Case) -> int:
+    """Domain values a one-domain schemata write must keep: every domain
+    of every L3 schema (CODE and DATA under CDP), MB and SMBA, but one.
+    """
+    prof = PROFILES[case.profile]
+    return case.domains * (1 + case.cdp + prof.mba + prof.smba) - 1
+
+
+@pytest.mark.parametrize('case', CAPACITY_CASES, ids=ids(CAPACITY_CASES))
+def test_every_profile_passes_on_a_busy_machine(emulator_factory: Factory, busy: None,
+                                                case: Case) -> None:
+    # Before: with no footprints file, mon-data failed on epyc-9575f, epyc-9654
+    # and xeon-6-granite-rapids-snc3 ("mbm_total_bytes stayed at 0 under a
+    # memory load"): the emulator counted the load's 128 MiB stream as 2 MiB.
+    emu = emulator_factory(case.profile, case.options)
+    enable_io_alloc(emu.root, case)
+    node = Node(emu.root, emu.sysfs)
+    for behaviour in BEHAVIOURS:
+        res = run_one(node, behaviour)
+        wanted = all(case_has(case, n) for n in behaviour.needs)
+        assert res.result == (PASS if wanted and behaviour.name not in NEED_FREE_WAYS
+                              else SKIP), (behaviour.name, res.detail)
+        if behaviour.name == 'schemata-accepted':
+            assert res.detail.startswith(
+                'one domain written, the other %d domain values kept' % kept(case)
+                if kept(case) else 'the only domain of the only resource written'), \
+                res.detail
+    emu.set_footprints(FOOTPRINTS)
+    for behaviour in BEHAVIOURS:
+        if behaviour.name in ('mon-data', 'snc') and Geometry.read(node).has('snc') >= (
+                behaviour.name == 'snc'):
+            res = run_one(node, behaviour)
+            assert res.result == PASS, (behaviour.name, res.detail)
+
+
+@pytest.fixture
+def sleepers() -> Iterator[Callable[[], int]]:
+    procs: list[subprocess.Popen] = []
+
+    def spawn() -> int:
+        procs.append(subprocess.Popen(['sleep', '300']))
+        return procs[-1].pid
+
+    yield spawn
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_guard_compares_every_file_and_task(emulated_resctrl: EmulatorFixture,
+                                                sleepers: Callable[[], int]) -> None:
+    # Before: only mode and schemata were compared: a CPU, a task or a
+    # setting changed went unnoticed.
+    emu = emulated_resctrl
+    os.mkdir(emu.path('COS1'))
+    os.mkdir(emu.path('COS1/mon_groups/m'))
+    one, two = sleepers(), sleepers()
+    write(emu, 'COS1/tasks', '%d\n' % one)
+    write(emu, 'COS1/tasks', '%d\n' % two)
+    write(emu, 'COS1/mon_groups/m/tasks', '%d\n' % one)
+    node = Node(emu.root, emu.sysfs)
+
+    def as_kernel(*writes: tuple[str, str], then: Callable[[], None] = lambda: None
+                  ) -> str:
+        """A behaviour during which "the kernel" writes another group's files."""
+        def check(node: Node, geo: Geometry) -> str:
+            node.mkdir('x')
+            for rel, text in writes:
+                write(emu, rel, text)
+            then()
+            return 'done'
+        res = run_one(node, Behaviour('x', 'a kernel that writes', check))
+        return res.result + ': ' + res.detail
+
+    assert as_kernel() == PASS + ': done'
+    assert as_kernel(('COS1/tasks', '%d\n' % one)) == \
+        FAIL + ': done; changed COS1/mon_groups/m (tasks)'
+    assert as_kernel(('COS1/mon_groups/m/tasks', '%d\n' % two)) == \
+        FAIL + ': done; changed COS1/mon_groups/m (tasks)'
+    assert as_kernel(('tasks', '%d\n' % two)) == \
+        FAIL + ': done; changed COS1 (tasks), COS1/mon_groups/m (tasks)'
+    assert as_kernel(('COS1/cpus_list', '3\n')) == FAIL + (
+        ': done; changed the default group (cpus, cpus_list), COS1 (cpus, cpus_list)')
+    assert as_kernel(('COS1/mon_groups/m/cpus_list', '3\n')) == \
+        FAIL + ': done; changed COS1/mon_groups/m (cpus, cpus_list)'
+    assert as_kernel(('info/L3_MON/max_threshold_occupancy', '65536\n')) == \
+        FAIL + ': done; changed the settings in info/ (info/L3_MON/max_threshold_occupancy)'
+    # a task of another group born or ended meanwhile changes nothing
+    shell = subprocess.Popen(['sh', '-c', 'read x; sleep 300; :'], stdin=subprocess.PIPE)
+    try:
+        write(emu, 'COS1/tasks', '%d\n' % shell.pid)
+        write(emu, 'COS1/mon_groups/m/tasks', '%d\n' % shell.pid)
+        children = '/proc/%d/task/%d/children' % (shell.pid, shell.pid)
+
+        def fork() -> None:
+            assert shell.stdin is not None
+            shell.stdin.write(b'go\n')
+            shell.stdin.close()
+            wait_for(lambda: open(children).read().split(), 'the shell\'s child')
+
+        assert as_kernel(then=fork) == PASS + ': done'
+        child = int(open(children).read().split()[0])
+        assert child in Node(emu.root).tids('COS1/mon_groups/m')
+    finally:
+        shell.kill()
+        shell.wait()
+    os.kill(child, signal.SIGKILL)
+    gone = subprocess.Popen(['sleep', '300'])
+    write(emu, 'COS1/tasks', '%d\n' % gone.pid)
+    assert as_kernel(then=lambda: (gone.kill(), gone.wait()) and None) == PASS + ': done'
+
+
+def wait_for(ready: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not ready():
+        assert time.monotonic() < deadline, 'no ' + what
+        time.sleep(0.05)
 
 
 def test_killed_run_is_cleaned_up_by_the_next(emulated_resctrl: EmulatorFixture,
@@ -195,20 +360,6 @@ def test_killed_run_is_cleaned_up_by_the_next(emulated_resctrl: EmulatorFixture,
         in res.stdout
     assert leftovers(emu) == []
     no_helpers_left()
-
-
-@pytest.fixture
-def sleepers() -> Iterator[Callable[[], int]]:
-    procs: list[subprocess.Popen] = []
-
-    def spawn() -> int:
-        procs.append(subprocess.Popen(['sleep', '300']))
-        return procs[-1].pid
-
-    yield spawn
-    for proc in procs:
-        proc.kill()
-        proc.wait()
 
 
 def test_libvirt_and_pqos_groups_untouched(emulated_resctrl: EmulatorFixture, cache: str,
@@ -287,9 +438,10 @@ def test_no_room_for_a_group_is_a_skip(emulator_factory: Factory) -> None:
 
 def test_newer_kernels_and_operators(emulator_factory: Factory) -> None:
     """A sparse-mask platform whose kernel keeps a new group's mask whole
-    (tip's cbm_ensure_valid()), and an AMD node whose default group's MB
-    an operator capped: both pass (before: FAIL, a new group's mask "not
-    as ovs-rdt predicts"; MB's maximum taken from the capped value).
+    (tip's cbm_ensure_valid()), an AMD node whose default group's MB an
+    operator capped, and one in the default MBM mode: all pass (before:
+    FAIL, a new group's mask "not as ovs-rdt predicts"; MB's maximum taken
+    from the capped value).
     """
     emu = emulator_factory('epyc-9654', ['--set', 'sparse_new_group=1'])
     doms = range(24)
@@ -304,6 +456,14 @@ def test_newer_kernels_and_operators(emulator_factory: Factory) -> None:
                                                       'whole sparse set)'), res.detail
     res = run_one(node, behaviour('mb'))
     assert res.result == PASS and res.detail.startswith('MB in [0,2048] by 1'), res.detail
+    # Counters switched off (mbm_event mode off): what the guard compares
+    # never reads the files that refuse readers then (EINVAL, and a
+    # last_cmd_status line read-only would see).
+    emu = emulator_factory('epyc-9575f')
+    write(emu, 'info/L3_MON/mbm_assign_mode', 'default\n')
+    node = Node(emu.root, emu.sysfs)
+    assert [run_one(node, behaviour(name)).result for name in ('read-only', 'mbm-assign')
+            ] == [PASS, SKIP]
 
 
 def test_the_effect_part_holds_the_lock_while_its_groups_exist(

@@ -11,13 +11,15 @@ and who is in whose ``tasks``: a thread that was in another group (or in
 none but the default group) before the behaviour and is elsewhere after.
 Threads born meanwhile, and those that ended, are no change: another
 group's tasks may start threads and end.  The default group's ``tasks``
-(every other thread of the node) is never read.  A group its owner removed
-meanwhile is left out.
+(every other thread of the node) is never read.  A group (or monitor
+group) that came or went is a change too.  :func:`watch` looks for a
+change while the selftest does nothing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 import os
+import time
 from typing import TYPE_CHECKING
 
 from ovs_rdt import SELFTEST_GROUP_PREFIX, procfs
@@ -100,13 +102,16 @@ def snapshot(node: 'Node') -> Snapshot:
 
 
 def changes(before: Snapshot, after: Snapshot) -> list[str]:
-    """What differs, one entry a group: ``COS1 (schemata, tasks)``."""
+    """What differs, one entry a group: ``COS1 (schemata, tasks)``,
+    ``COS2 (new)``, ``COS3 (gone)``.
+    """
     out = []
-    for rel, files in after.files.items():
-        old = before.files.get(rel)
-        if old is None:
-            continue
-        what = [name for name in files if old.get(name, files[name]) != files[name]]
+    for rel in list(after.files) + [r for r in before.files if r not in after.files]:
+        old, files = before.files.get(rel), after.files.get(rel)
+        if old is None or files is None:
+            what = ['new' if old is None else 'gone']
+        else:
+            what = [name for name in files if old.get(name, files[name]) != files[name]]
         if rel in after.tasks and rel in before.tasks:
             moved = before.tasks[rel] ^ after.tasks[rel]
             # a thread born before the first reading that is still there
@@ -116,3 +121,16 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
             out.append('%s (%s)' % ({'': 'the default group', 'info': 'the settings in info/'}
                                     .get(rel, rel), ', '.join(what)))
     return out
+
+
+def watch(node: 'Node', start: Snapshot, seconds: float, step: float = 0.1) -> list[str]:
+    """What changes from ``start`` within ``seconds`` while the selftest
+    does nothing (read every ``step``, so that a change undone within the
+    time is seen too): another writer's.
+    """
+    end = time.monotonic() + seconds
+    while True:
+        time.sleep(max(0.0, min(step, end - time.monotonic())))
+        seen = changes(start, snapshot(node))
+        if seen or time.monotonic() >= end:
+            return seen

@@ -5,8 +5,8 @@ libvirt, pqos and ovs-rdt take too, so none of them writes meanwhile),
 a snapshot of what it must not change (:mod:`.guard`: every other group's
 files and tasks, monitor groups included, and the node's settings), and
 afterwards the removal of the behaviour's groups and the end of its
-tasks (when one changes, a tool that does not take the lock wrote
-meanwhile, and the behaviour is tried again).  Before the first, :func:`clean_stale` removes what a killed run
+tasks.  A change is the kernel's or another writer's: :func:`run_one` tells
+which.  Before the first, :func:`clean_stale` removes what a killed run
 left (``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now).
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 import logging
 import os
+import time
 
 from ovs_rdt import procfs
 from ovs_rdt.selftest.behaviours import Behaviour
@@ -54,26 +55,47 @@ def clean_stale(node: Node) -> list[str]:
     return removed
 
 
-#: Tries of a behaviour while another writer changes resctrl during it.
+#: Tries of a behaviour that changes what it must not (:func:`run_one`).
 TRIES = 3
+#: After such a try the selftest watches, doing nothing, this many times as
+#: long as the try took, and at least and at most these seconds.
+IDLE_TIMES, IDLE_MIN, IDLE_MAX = 3, 0.2, 3.0
 
 
 def run_one(node: Node, behaviour: Behaviour) -> Result:
-    """The behaviour's result; tried again while a tool that does not take
-    the lock changes another group meanwhile (then what the check saw is
-    no verdict on the kernel).
+    """The behaviour's result.
+
+    A try that changed what it must not (:mod:`.guard`) changed it itself
+    (the kernel did, at one of its writes) or another writer did meanwhile
+    (a tool that does not take the lock).  To tell which, the selftest then
+    keeps the lock and does nothing for :data:`IDLE_TIMES` as long, watching
+    the same: a change then is another writer's.  The behaviour is tried
+    again, :data:`TRIES` times in all: the first try that changes nothing
+    gives the verdict.  When every try changed something: ``skip`` (another
+    writer) if anything changed while the selftest did nothing, else FAIL
+    naming what changed, since then nothing but the selftest's own actions
+    was there to change it.
     """
+    idle: list[str] = []
     for _ in range(TRIES):
-        res, changed = _run_once(node, behaviour)
+        res, changed, idle = _run_once(node, behaviour, idle)
         if not changed:
             return res
-    return Result(behaviour.name, behaviour.summary, SKIP,
-                  'another writer changed resctrl during the check (%s), %d '
-                  'times: a tool that does not take the lock; run the selftest '
-                  'again when it is quiet' % (', '.join(changed), TRIES))
+    if idle:
+        return Result(behaviour.name, behaviour.summary, SKIP,
+                      'another writer changed resctrl during the check, %d times, '
+                      'and while the selftest did nothing (%s): a tool that does not '
+                      'take the lock; run the selftest again when it is quiet'
+                      % (TRIES, ', '.join(idle)))
+    return res
 
 
-def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
+def _run_once(node: Node, behaviour: Behaviour, idle: list[str]
+              ) -> tuple[Result, list[str], list[str]]:
+    """One try: its result, what it changed and, with ``idle`` (what
+    changed while the selftest did nothing, so far) empty, what changed
+    in the watch after a try that changed something.
+    """
     def result(outcome: str, detail: str) -> Result:
         return Result(behaviour.name, behaviour.summary, outcome, detail)
 
@@ -81,7 +103,9 @@ def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
         geo = Geometry.read(node)
         missing = [n for n in behaviour.needs if not geo.has(n)]
         if missing:
-            return result(SKIP, 'the node has no %s' % ', '.join(NEEDS[n] for n in missing)), []
+            return result(SKIP, 'the node has no %s' % ', '.join(
+                NEEDS[n] for n in missing)), [], idle
+        start = time.monotonic()
         before = guard.snapshot(node)
         outcome, detail = FAIL, 'interrupted'
         try:
@@ -97,14 +121,21 @@ def _run_once(node: Node, behaviour: Behaviour) -> tuple[Result, list[str]]:
                 type(exc).__name__, exc, _status(node))
         finally:
             problems = node.cleanup()
-        changed = guard.changes(before, guard.snapshot(node))
+        after = guard.snapshot(node)
+        changed = guard.changes(before, after)
+        if changed:
+            problems.append('changed %s' % ', '.join(changed))
+            if not idle:
+                idle = guard.watch(node, after, min(max(
+                    IDLE_TIMES * (time.monotonic() - start), IDLE_MIN), IDLE_MAX))
         left = node.mine()
         if left:
             problems.append('left %s' % ', '.join(left))
         if problems:
             outcome = FAIL
             detail = '%s; %s' % (detail, '; '.join(problems))
-    return result(outcome, detail), changed
+    return result(outcome, detail), changed, idle
+
 
 def _status(node: Node) -> str:
     try:

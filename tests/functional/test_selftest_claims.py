@@ -22,6 +22,7 @@ from ovs_rdt.emulator.divergences import DIVERGENCES
 from ovs_rdt.emulator.profiles import PROFILES
 from ovs_rdt.selftest.behaviours import BEHAVIOURS, monitoring
 from ovs_rdt.selftest.node import Node
+from ovs_rdt.selftest import runner
 from ovs_rdt.selftest.runner import FAIL, run_one
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.test_emulator_conformance import FOOTPRINTS, use
@@ -196,8 +197,11 @@ def test_divergence_fails_the_behaviour(divergence: str, case: Case,
                                         mounts: Callable[[Case, bool], EmulatorFixture],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     claim = CLAIMS[divergence]
-    # a count that never moves fails once the wait is over: wait less
+    # a count that never moves fails once the wait is over: wait less; so
+    # does a change of another group at each try once the selftest has
+    # watched it not change by itself (test_selftest.py: the command's)
     monkeypatch.setattr(monitoring, 'SETTLE', 0.3)
+    monkeypatch.setattr(runner, 'IDLE_MIN', 0.05)
     if claim.own_mount:
         emu = mount(case, '--diverge', divergence, *claim.extra)
     else:

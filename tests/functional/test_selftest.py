@@ -35,8 +35,7 @@ from ovs_rdt import SELFTEST_GROUP_PREFIX
 from tests.functional.fixtures.emulator import EmulatorFixture
 from tests.functional.fixtures.pqos import Pqos
 from tests.functional.test_emulator_conformance import FOOTPRINTS, NEED_FREE_WAYS, case_has
-from tests.functional.test_profiles import enable_io_alloc
-from tests.functional.test_selftest_claims import CLAIMS
+from tests.functional.test_selftest_claims import CLAIMS, mount
 from tests.platform_matrix import CAPACITY_CASES, Case, ids
 
 Factory = Callable[..., EmulatorFixture]
@@ -179,13 +178,12 @@ EXIT_1 = [c for c in CAPACITY_CASES if c.id in EVERY_LINE + ['xeon-d-1540']]
 
 @pytest.fixture(scope='module')
 def mounted(request: pytest.FixtureRequest) -> Iterator[tuple[Case, EmulatorFixture]]:
-    """A mount of the case ``request.param``, shared by its tests."""
-    case = request.param
-    emu = EmulatorFixture(case.profile, list(case.options))
-    emu.setUp()
+    """A mount of the case ``request.param`` (no footprints file), shared
+    by its tests.
+    """
+    emu = mount(request.param, footprints=False)
     try:
-        enable_io_alloc(emu.root, case)
-        yield case, emu
+        yield request.param, emu
     finally:
         emu.cleanUp()
 

@@ -155,11 +155,12 @@ def test_every_divergence_makes_a_claim_false() -> None:
                    for line in rows[name]), (name, rows[name])
 
 
-def mount(case: Case, *extra: str) -> EmulatorFixture:
+def mount(case: Case, *extra: str, footprints: bool = True) -> EmulatorFixture:
     emu = EmulatorFixture(case.profile, list(case.options) + list(extra))
     emu.setUp()
     try:
-        emu.set_footprints(FOOTPRINTS)      # the load's counts at once, however busy
+        if footprints:
+            emu.set_footprints(FOOTPRINTS)      # the load's counts at once, however busy
         enable_io_alloc(emu.root, case)
     except BaseException:
         emu.cleanUp()

@@ -45,9 +45,11 @@ NOVA_NS_OLD = 'http://openstack.org/xmlns/libvirt/nova/1.0'
 
 #: Largest domain XML accepted (libvirt's own documents are a few KiB).
 MAX_XML_BYTES = 4 * 1024 * 1024
-#: Deepest element nesting accepted: libxml2's own limit, so anything libvirt
-#: accepted (it refuses "Excessive depth in document: 256") parses here too.
-MAX_DEPTH = 256
+#: Deepest element nesting accepted (``<domain>`` is level 1): libxml2's own
+#: limit, so anything libvirt accepted parses here too.  libxml2 refuses an
+#: element with more than 256 open above it ("Excessive depth in document:
+#: 256"): one 257 levels deep parses.
+MAX_DEPTH = 257
 #: Largest text kept for one element.
 MAX_TEXT = 4096
 #: Bounds of the values we accept before looking at the platform.

@@ -226,24 +226,37 @@ class Hook:
         return self.started(dom)
 
     def release(self, dom: Domain) -> int:
-        from ovs_rdt.exceptions import RDTError
+        from ovs_rdt.exceptions import ConfigError
         from ovs_rdt import VM_GROUP_PREFIX
 
         # By UUID, whatever the XML says now: libvirt passes the live XML,
         # and `virsh metadata --live` may have dropped the annotation of a
-        # VM that holds a group.  A VM that asks for nothing never depends
-        # on a readable configuration, nor imports the rules.
+        # VM that holds a group.  Never on the configuration: the group is
+        # the UUID under the root it was made in, read from whatever of
+        # the configuration still reads (conf.salvage).
         group = VM_GROUP_PREFIX + dom.uuid
         try:
-            exists = os.path.isdir(os.path.join(self.settings.resctrl.root,
-                                                group))
-        except RDTError:
-            if dom.wants_something:
-                raise
-            return 0
-        if exists:      # (looked at once: GuestCache.release would again)
+            settings, why = self.settings, ''
+        except ConfigError as exc:
+            from ovs_rdt import conf
+            settings = self._settings = conf.salvage(self.config_files,
+                                                     self.config_dirs)
+            self.log.configure(settings.default.log_file,
+                               settings.default.debug)
+            why = str(exc)
+        if not os.path.isdir(os.path.join(settings.resctrl.root, group)):
+            return 0        # (looked at once: a release would look again)
+        if not why:
             self.guests.manager.release(group)
             self.log('info', 'removed group %s' % group)
+            return 0
+        self.guests.manager.release_alone(group, why)
+        self.log('warning', 'removed group %s alone, every other group as it '
+                 'is: the configuration does not read (%s), and releasing '
+                 'needs none: the group is the domain\'s UUID under [resctrl] '
+                 'root %s; its ways go back to the default group at the next '
+                 '"ovs-rdt apply" or VM start' % (group, why,
+                                                  settings.resctrl.root))
         return 0
 
     def preview(self, dom: Domain) -> tuple[CacheRequest | None,

@@ -468,7 +468,8 @@ def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
 
 
 def config_paths(files: list[str] | tuple[str, ...] = (),
-                 dirs: list[str] | tuple[str, ...] = ()) -> list[str]:
+                 dirs: list[str] | tuple[str, ...] = (),
+                 strict: bool = True) -> list[str]:
     """The files to read, in order: the one rule of every command.
 
     That is oslo.config's: every ``--config-file`` given, in order, then
@@ -478,25 +479,92 @@ def config_paths(files: list[str] | tuple[str, ...] = (),
     the defaults).  A file or directory that was named and is missing is
     refused (ConfigError): a moved file must not turn into the defaults
     without a word.  (No :mod:`glob`: the hook reads this at every event.)
+    Not ``strict`` (:func:`salvage`): what is missing is left out.
     """
     if not files and not dirs:
         files = [p for p in (DEFAULT_CONFIG_FILE,) if os.path.exists(p)]
         dirs = [p for p in (DEFAULT_CONFIG_DIR,) if os.path.isdir(p)]
-    out = list(files)
+    out = [p for p in files if strict or os.path.isfile(p)]
     for path in out:
         if not os.path.isfile(path):
             raise ConfigError('config file %s does not exist' % path)
     for path in dirs:
         if not os.path.isdir(path):
+            if not strict:
+                continue
             raise ConfigError('config directory %s does not exist' % path)
         try:
             names = os.listdir(path)
         except OSError as exc:
+            if not strict:
+                continue
             raise ConfigError('config directory %s: %s'
                               % (path, exc.strerror)) from None
         out += [os.path.join(path, n) for n in sorted(names)
                 if n.endswith('.conf') and not n.startswith('.')]
     return out
+
+
+def given(section: str, raw: str | None) -> str | None:
+    """An option's raw value as read; None when unset, or blank outside
+    ``[DEFAULT]`` (``root =`` keeps the default).
+    """
+    if raw is not None and raw.strip() == '' and section != 'DEFAULT':
+        return None
+    return raw
+
+
+def read_text(path: str) -> str:
+    """A config file's text; ConfigError naming it unless it is a regular
+    file in UTF-8 (a FIFO would block every reader: the hook at each event).
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError('config file %s is not a regular file'
+                                  % path)
+            chunks = []
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return b''.join(chunks).decode('utf-8')
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError('config file %s: %s' % (path, exc)) from None
+
+
+def salvage(files: list[str], dirs: list[str]) -> Settings:
+    """What can still be read of a configuration that does not load: the
+    ``[DEFAULT]`` and ``[resctrl]`` options of each file that parses, each
+    that converts; the defaults for everything else.  For releasing only
+    (the hook's ``release end``), which never needs the configuration: a
+    VM's group is its UUID under the root it was made in.
+    """
+    raw: dict[str, dict[str, str]] = {'DEFAULT': {}, 'resctrl': {}}
+    for path in config_paths(files, dirs, strict=False):
+        try:
+            parsed = parse_ini(read_text(path), path)
+        except ConfigError:
+            continue
+        for section, values in raw.items():
+            values.update(parsed.get(section, {}))
+    found: dict[str, dict[str, Any]] = {}
+    for section, values in raw.items():
+        found[section] = {}
+        for name, type_, default, _help, extra in SPEC[section]:
+            try:
+                found[section][name] = convert(
+                    section, name, type_, given(section, values.get(name)),
+                    default, extra)
+            except ConfigError:
+                found[section][name] = default
+    return Settings.defaults(**found)
 
 
 def load(path: str | None = None) -> Settings:
@@ -516,21 +584,14 @@ def load_files(paths: list[str]) -> Settings:
     sections: dict[str, dict[str, str]] = {}
     origins: dict[str, str] = {}
     for path in paths:
-        try:
-            with open(path, encoding='utf-8') as fh:
-                parsed = parse_ini(fh.read(), path)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError('config file %s: %s' % (path, exc)) from None
+        parsed = parse_ini(read_text(path), path)
         check_names(parsed, path)
         for name, values in parsed.items():
             sections.setdefault(name, {}).update(values)
             origins.setdefault(name, path)
 
     def get(section: str, name: str) -> str | None:
-        raw = sections.get(section, {}).get(name)
-        if raw is not None and raw.strip() == '' and section != 'DEFAULT':
-            return None
-        return raw
+        return given(section, sections.get(section, {}).get(name))
 
     return from_lookup(get, sections.__contains__,
                        dict(sections.get('flavors', {})),

@@ -9,18 +9,21 @@ left half-applied.
 """
 from __future__ import annotations
 
+import errno
+import time
+
 from ovs_rdt.conf import Settings
-from ovs_rdt.core import allocator
+from ovs_rdt.core import allocator, foreign
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
 from ovs_rdt.core.model import held_masks, mb_terms, uncapped_mb
-from ovs_rdt.core.plan import Plan, Step
+from ovs_rdt.core.plan import RMDIR, Plan, Step
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
-from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.exceptions import InvalidValue, ResctrlError, ResctrlUnavailable
 from ovs_rdt.exceptions import RDTError, refuse
-from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX
+from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX, SELFTEST_GROUP_PREFIX
 from ovs_rdt.inputs import request
 from ovs_rdt.resctrl import Resctrl
 
@@ -62,6 +65,12 @@ def _drop(*args: object, **kwargs: object) -> None:
 
 
 LOG = _Log()
+
+#: Seconds an operation is planned again while another tool changes
+#: resctrl under it without the lock (:meth:`CacheManager._mutate`).
+SETTLE = 2.0
+#: Seconds between two tries.
+SETTLE_STEP = 0.02
 
 
 def parse_domain_masks(text: str, platform: Platform,
@@ -118,6 +127,33 @@ def split_pair(hp: Request, be: Request, hp_ways: dict[int, int],
                              exclusive=be.exclusive,
                              mb_percent=be.mb_percent, mb=be_mb,
                              mb_mbps=be.mb_mbps, mb_event=be.mb_event)}
+
+
+#: The kernel's ``last_cmd_status`` when another group is in the way.
+CROWDED = ('Overlaps with', 'Schemata overlaps', 'Out of CLOSIDs',
+           'Out of RMIDs', 'No space on')
+
+
+def in_progress(platform: Platform, groups: list[Group],
+                exc: RDTError) -> str:
+    """Why a refusal may be another tool's change in progress ('' if not).
+
+    Under ``LOCK_EX`` no tool that takes the lock writes, so the kernel
+    refusing a write because another group is in the way (:data:`CROWDED`),
+    which the plan checked it was not, means one that does not changed
+    resctrl since the read (when ``last_cmd_status`` says nothing any more,
+    its next command cleared it); and a refusal naming a group of theirs
+    with the mask ``mkdir`` gives names one its tool has not written yet
+    (libvirt and pqos write theirs right after, a tool may remove it just
+    as soon).
+    """
+    if isinstance(exc, ResctrlError):
+        crowded = exc.errno in (errno.EINVAL, errno.ENOSPC) and (
+            exc.status is None or exc.status.startswith(CROWDED))
+        return 'resctrl changed under the lock' if crowded else ''
+    bare = [name for name in foreign.unwritten_groups(platform, groups)
+            if name in str(exc)]
+    return 'not written yet: %s' % ', '.join(bare) if bare else ''
 
 
 class CacheManager:
@@ -419,6 +455,17 @@ class CacheManager:
         """
         return self._mutate(None, name)
 
+    def release_alone(self, name: str, why: str) -> Plan:
+        """Remove one group of ours alone, every other group as it is,
+        when the configuration cannot be read (``why``): releasing never
+        needs it (:func:`ovs_rdt.core.allocator.freeing`).
+        """
+        with self.resctrl.lock():
+            platform, groups = self._read()
+            target = allocator.freeing(groups, name, why)
+            self.execute(target, groups)
+        return target
+
     def assign(self, group: str, tids: list[int]) -> list[int]:
         """Move TIDs into ``group`` (ROOT for the default); returns exited."""
         with self.resctrl.lock():
@@ -458,24 +505,53 @@ class CacheManager:
                 prune: bool) -> Plan:
         """The plan of an operation; a release whose whole plan is refused
         removes its group alone (:func:`ovs_rdt.core.allocator.freeing`).
+        What a selftest left (:func:`ovs_rdt.procfs.selftest_left`) is
+        removed first, its ways and CLOSIDs planned as free.
         """
+        from ovs_rdt import procfs
+
+        left = [g.name for g in groups if procfs.selftest_left(g.name)]
+        groups = [g for g in groups if g.name not in left]
         try:
-            return self._plan(platform, groups, change, remove, prune)
+            target = self._plan(platform, groups, change, remove, prune)
         except (AllocationError, ConfigError) as exc:
             if remove is None or change is not None or prune:
                 raise
-            return allocator.freeing(groups, remove, str(exc))
+            target = allocator.freeing(groups, remove, str(exc))
+        target.steps[:0] = [Step(RMDIR, name) for name in left]
+        return target
 
     def _mutate(self, change: Request | None, remove: str | None,
                 prune: bool = False) -> Plan:
+        """Plan from what resctrl holds now and apply, under ``LOCK_EX``.
+
+        Tools that take no lock may make and remove groups meanwhile: a
+        refusal that may be theirs is planned again from a new read, for
+        up to :data:`SETTLE` seconds (:func:`in_progress`).
+        """
+        deadline = time.monotonic() + SETTLE
         with self.resctrl.lock():
-            platform, groups = self._read()
-            target = self._target(platform, groups, change, remove, prune)
-            if target.unplaced and target.remove:
-                LOG.warning('removing %s alone, every other group as it '
-                            'is: %s', remove, target.unplaced)
-            self.execute(target, groups)
-        return target
+            while True:
+                platform, groups = self._read()
+                try:
+                    target = self._target(platform, groups, change, remove,
+                                          prune)
+                    if target.unplaced and target.remove:
+                        LOG.warning('removing %s alone, every other group '
+                                    'as it is: %s', remove, target.unplaced)
+                    left = [s.group for s in target.steps if s.op == RMDIR
+                            and s.group.startswith(SELFTEST_GROUP_PREFIX)]
+                    if left:
+                        LOG.warning('removing what a selftest that is gone '
+                                    'left: %s', ', '.join(left))
+                    self.execute(target, groups)
+                    return target
+                except (AllocationError, ResctrlError) as exc:
+                    why = in_progress(platform, groups, exc)
+                    if not why or time.monotonic() >= deadline:
+                        raise
+                    LOG.info('planning again (%s): %s', why, exc)
+                time.sleep(SETTLE_STEP)
 
     def _read(self, with_tasks: bool = False
               ) -> tuple[Platform, list[Group]]:
@@ -490,7 +566,11 @@ class CacheManager:
         platform = self.resctrl.platform()
         groups = self.resctrl.groups(with_tasks)
         root = next((g for g in groups if g.is_root), None)
-        if root is not None and self.resctrl.platform_stale(root):
+        if root is None:        # (read as gone: unmounted meanwhile)
+            raise ResctrlUnavailable('cannot read the default group at %s: '
+                                     'is resctrl still mounted there?'
+                                     % self.resctrl.root)
+        if self.resctrl.platform_stale(root):
             platform = self.resctrl.platform(refresh=True)
             groups = self.resctrl.groups(with_tasks)
         return platform, groups

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from ovs_rdt.inputs.integers import whole
 from ovs_rdt.inputs import uuids
@@ -15,15 +16,35 @@ PROC = '/proc'
 EXITED_STATES = ('Z', 'X')
 
 
-def state_of(pid: int, proc: str = PROC, tid: int | None = None) -> str | None:
-    """The state letter of ``pid`` (or of its thread ``tid``); None if gone."""
-    path = (os.path.join(proc, str(pid), 'task', str(tid), 'stat')
-            if tid is not None else os.path.join(proc, str(pid), 'stat'))
+def _stat(path: str) -> list[str]:
+    """A ``stat`` file's fields after the command name (state first); []
+    if gone.
+    """
     try:
         with open(path, encoding='ascii', errors='replace') as fh:
-            return fh.read().rsplit(')', 1)[1].split()[0]
+            return fh.read().rsplit(')', 1)[1].split()
     except (OSError, IndexError):
-        return None
+        return []
+
+
+def state_of(pid: int, proc: str = PROC, tid: int | None = None) -> str | None:
+    """The state letter of ``pid`` (or of its thread ``tid``); None if gone."""
+    fields = _stat(os.path.join(proc, str(pid), 'task', str(tid), 'stat')
+                   if tid is not None else os.path.join(proc, str(pid), 'stat'))
+    return fields[0] if fields else None
+
+
+def started(tid: int, proc: str = PROC) -> int | None:
+    """When thread ``tid`` started, in clock ticks since boot (``stat``'s
+    field 22); None if gone.
+    """
+    fields = _stat(os.path.join(proc, str(tid), 'stat'))
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def boot_ticks() -> int:
+    """Now, in :func:`started`'s clock ticks."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf('SC_CLK_TCK'))
 
 
 def alive(pid: int | None, proc: str = PROC) -> bool:
@@ -35,6 +56,27 @@ def alive(pid: int | None, proc: str = PROC) -> bool:
         return False
     state = state_of(pid, proc)
     return state is not None and state not in EXITED_STATES
+
+
+def selftest_left(group: str, proc: str = PROC) -> bool:
+    """Whether ``group`` is what an ``ovs-rdt selftest`` left behind: named
+    ``ovsrdt-selftest-<pid>-...`` with no selftest running as that PID now
+    (a ``kill -9`` leaves its groups; a PID that has come back as another
+    process, or as this one, is not it).  Any ovs-rdt process may remove
+    such a group: it is ovs-rdt's own, and nobody's any more.
+    """
+    from ovs_rdt import SELFTEST_GROUP_PREFIX
+
+    if not group.startswith(SELFTEST_GROUP_PREFIX):
+        return False
+    pid = whole(group[len(SELFTEST_GROUP_PREFIX):].partition('-')[0])
+    if not pid or pid == os.getpid() or not alive(pid, proc):
+        return True
+    try:
+        with open(os.path.join(proc, str(pid), 'cmdline'), 'rb') as fh:
+            return b'selftest' not in fh.read()
+    except OSError:
+        return True
 
 
 def threads_alive(pid: int, proc: str = PROC) -> bool:

@@ -126,7 +126,27 @@ def parse_size(text: str, resource: str = 'L3') -> dict[int, int]:
             resource_lines(text).get(resource, {}).items() if v}
 
 
+#: What reading a file of a group removed meanwhile gives: ENOENT (the
+#: path; or the kernel's ``show`` racing the removal), ENODEV (a file open
+#: before: ``kernfs_get_active()`` fails on a removed node), ESTALE (a FUSE
+#: mount, the emulator: the node went between the lookup and its use).
+GONE = (errno.ENOENT, errno.ENODEV, errno.ESTALE)
+
+
+def gone(exc: OSError) -> OSError:
+    """``exc``, as FileNotFoundError when it says the file's group went
+    (:data:`GONE`): what every reader of resctrl takes as "gone".
+    """
+    if exc.errno in GONE and not isinstance(exc, FileNotFoundError):
+        return FileNotFoundError(exc.errno, os.strerror(exc.errno),
+                                 exc.filename)
+    return exc
+
+
 def check_group_name(name: str) -> None:
+    """A name ovs-rdt gives a group it makes or writes (never a check on
+    what it reads: the kernel takes any name without a newline).
+    """
     if name == ROOT:
         return
     if (name in ('.', '..', 'info', 'mon_groups', 'mon_data')
@@ -225,7 +245,11 @@ class Resctrl:
 
     # -- paths and raw I/O ------------------------------------------------
     def path(self, group: str, *parts: str) -> str:
-        check_group_name(group)
+        """A group's directory (or a file in it).  Any name: a group
+        another tool made is read whatever the kernel let it be called;
+        the names ovs-rdt makes are checked where it makes them
+        (:meth:`_owned`).
+        """
         return os.path.join(self.root, group, *parts) if group else \
             os.path.join(self.root, *parts)
 
@@ -244,18 +268,24 @@ class Resctrl:
         Only a full read is followed by another (a ``tasks`` list longer
         than the buffer); a read for end of file after every short one would
         be one more FUSE round trip per file, ~50 per event.
+
+        A file of a group removed meanwhile (another tool's may go at any
+        read) raises FileNotFoundError, however it is said (:func:`gone`).
         """
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            chunk = os.read(fd, _READ_SIZE)
-            if len(chunk) < _READ_SIZE:
-                return chunk.decode('utf-8')
-            chunks = [chunk]
-            while chunk:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
                 chunk = os.read(fd, _READ_SIZE)
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
+                if len(chunk) < _READ_SIZE:
+                    return chunk.decode('utf-8')
+                chunks = [chunk]
+                while chunk:
+                    chunk = os.read(fd, _READ_SIZE)
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise gone(exc) from None
         return b''.join(chunks).decode('utf-8')
 
     def last_cmd_status(self) -> str | None:
@@ -807,14 +837,20 @@ class Resctrl:
         out: dict[int, dict[str, int]] = {}
         try:
             entries = os.listdir(base)
-        except FileNotFoundError:
-            return out
+        except OSError as exc:
+            if exc.errno in GONE:
+                return out
+            raise
         for entry in entries:
             if not entry.startswith('mon_L3_'):
                 continue
             dom = int(entry[len('mon_L3_'):])
             vals: dict[str, int] = {}
-            for feat in os.listdir(os.path.join(base, entry)):
+            try:
+                feats = os.listdir(os.path.join(base, entry))
+            except OSError as exc:
+                raise gone(exc) from None
+            for feat in feats:
                 try:
                     text = self.read(os.path.join(base, entry, feat)).strip()
                 except OSError:

@@ -26,9 +26,11 @@ def root_only(path: str) -> str:
 def ensure_dir(run_dir: str = RUN_DIR) -> str:
     """Make ``run_dir`` (mode 0700) if missing and check it before use: a
     real directory (no symlink) owned by this user that no one else may
-    write to.  One left 0755 by an earlier release is made 0700.
-    Returns ``run_dir``; raises :class:`~ovs_rdt.exceptions.ConfigError`
-    naming the path and what is wrong.
+    write to.  One left 0755 by an earlier release is made 0700; one that
+    others could write to is refused (whatever they put there, a symlink
+    to a file of root's, would be used).  Returns ``run_dir``; raises
+    :class:`~ovs_rdt.exceptions.ConfigError` naming the path and what is
+    wrong.
     """
     import stat
 
@@ -56,6 +58,11 @@ def ensure_dir(run_dir: str = RUN_DIR) -> str:
             raise ConfigError('%s is owned by uid %d, not by this user (uid '
                               '%d): remove it' % (run_dir, st.st_uid,
                                                   os.geteuid()))
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ConfigError('%s is writable by others (mode %04o): what '
+                              'they may have put there would be used; remove '
+                              'it (ovs-rdt makes it again, mode 0700)'
+                              % (run_dir, stat.S_IMODE(st.st_mode)))
         if stat.S_IMODE(st.st_mode) != 0o700:
             os.fchmod(fd, 0o700)
     finally:

@@ -18,7 +18,7 @@ from typing import Iterable, NamedTuple
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import label_of
-from ovs_rdt.resctrl import Resctrl
+from ovs_rdt.resctrl import GONE, Resctrl
 
 
 class GroupSample(NamedTuple):
@@ -57,7 +57,9 @@ def sample(rc: Resctrl, names: Iterable[str] | None = None,
                 else:
                     l3, tasks = {}, rc.tasks(name)
                 mon = rc.read_mon(name)
-            except FileNotFoundError:
-                continue      # removed while we listed
+            except OSError as exc:
+                if exc.errno in GONE:
+                    continue      # removed while we listed
+                raise
             out.append(GroupSample(name, ident, l3, tasks, mon))
     return out

@@ -26,8 +26,12 @@ class AgentLock:
         """Take the lock; False when another agent holds it."""
         ensure_dir(os.path.dirname(self.path))
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                         0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+                             | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:
+                raise ConfigError('%s: %s (a symlink put there? remove it)'
+                                  % (self.path, exc.strerror)) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -63,7 +67,7 @@ class AgentLock:
         cannot tell.
         """
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except PermissionError:
             raise ConfigError(root_only(self.path)) from None
         except OSError:

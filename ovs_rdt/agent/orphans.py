@@ -181,8 +181,10 @@ class NodeReconciler:
                 with self.manager.resctrl.lock():
                     if not self._orphaned(name, live):
                         continue
-                    LOG.warning('removing %s: %s (it ended without the '
-                                'release hook)', name, why)
+                    LOG.warning('removing %s: %s, and no release hook '
+                                'removed it (none installed, one that '
+                                'failed: see the hook\'s log, or libvirtd '
+                                'ended first)', name, why)
                     self.manager.release(name)
                 removed.append(name)
             except RDTError as exc:

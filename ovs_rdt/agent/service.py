@@ -4,7 +4,9 @@ Wakes up on OVSDB update notifications (``Open_vSwitch`` row), on
 ovs-vswitchd's pidfile changing (a restart) and on signals; after each it
 re-scans ovs-vswitchd's threads in ``/proc`` every few milliseconds for a
 short while (new PMD threads appear some time after the change that asked
-for them), and it re-scans anyway every ``[ovs] rescan_interval`` seconds.
+for them), and it re-scans anyway every ``[ovs] rescan_interval`` seconds,
+then also applies the configuration again where resctrl no longer holds
+its plan (a process killed half-way through one, a selftest's leftovers).
 A thread of its own (:mod:`ovs_rdt.agent.guests`) follows libvirt's
 domain events over a read-only connection to ``[libvirt] uri``: a VM
 group left behind is removed as its domain stops, a domain started without
@@ -119,6 +121,24 @@ class Agent:
             self._recovered('pools', 'the configured pools are applied')
             self._pools_ok = True
         return self._pools_ok
+
+    def drifted(self) -> bool:
+        """Whether resctrl no longer holds what ``apply`` would make: an
+        ``apply``, hook or agent killed half-way through a plan left a
+        group of ours ``shareable`` or its ways half-moved, a selftest
+        killed left its groups.  (A plan refused now: ``apply_pools``
+        says why when it retries.)
+        """
+        try:
+            return bool(self.manager.preview(prune=True).steps)
+        except (RDTError, OSError):
+            return False
+        except Exception:  # never let a bug end the agent
+            self.counters.inc('errors', source='pools')
+            self._error('pools').fail(
+                'internal error', 'unexpected error comparing resctrl with '
+                'the configuration', exc_info=True)
+            return False
 
     def reload(self) -> None:
         from ovs_rdt import opts
@@ -277,7 +297,7 @@ class Agent:
                 if force:
                     next_rescan = now + self.settings.ovs.rescan_interval
                     self.watch.rearm()
-                    if not self._pools_ok:
+                    if not self._pools_ok or self.drifted():
                         self.apply_pools()
                     if self.metrics is not None:
                         self.metrics.retry()

@@ -5,12 +5,20 @@ Runs on ``[resctrl] root`` (``/sys/fs/resctrl``), in temporary groups of its
 own (``ovsrdt-selftest-<pid>-*``); see :mod:`ovs_rdt.selftest` and
 doc/platforms.md.  Exit status 0 only when every behaviour matched (a skip
 is no mismatch); the effect part's verdict does not change it.
+
+SIGTERM, SIGHUP (an SSH session dropped, a systemd timeout) and SIGINT
+stop it where it is: its groups are removed, then it exits with 128 + the
+signal's number.  A ``kill -9`` leaves them: the next selftest, ``ovs-rdt
+apply``, the agent or the hook removes them once its process is gone
+(:func:`ovs_rdt.procfs.selftest_left`).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from typing import Any
 
 from ovs_rdt.cmd import say
 from ovs_rdt.conf import Settings
@@ -50,7 +58,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'thread or pinned vCPU uses)')
 
 
+#: What stops a selftest, its groups removed first.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class Stopped(BaseException):
+    """A stop signal came (not an Exception: no check catches it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, _frame: Any) -> None:
+    for sig in STOP_SIGNALS:        # the clean-up runs once, undisturbed
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
 def run(settings: Settings, args: argparse.Namespace) -> int:
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop)
+    node = None
+    try:
+        cfg = settings.resctrl
+        node = Node(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
+        return _run(node, args)
+    except Stopped as exc:
+        left = node.cleanup() if node is not None else []
+        say('selftest', 'stopped by %s; %s' % (
+            signal.Signals(exc.signum).name, '; '.join(left) or
+            'its groups are removed'))
+        return 128 + exc.signum
+
+
+def _run(node: Node, args: argparse.Namespace) -> int:
     try:
         cpus = cpulists.parse(args.cpus, '--cpus') if args.cpus else None
     except RDTError as exc:
@@ -60,8 +102,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if args.ways < 1 or not 0 < args.seconds <= MAX_SECONDS:
         return _usage('--ways must be at least 1 and --seconds more than 0 and at most %g '
                       '(got --ways %d --seconds %g)' % (MAX_SECONDS, args.ways, args.seconds))
-    cfg = settings.resctrl
-    node = Node(cfg.root, cfg.sysfs_cpu_root, cfg.lock_timeout)
     node.rc.check()
     fstype, options = node.rc.mount_entry() or (None, [])
     facts = report.node_facts(node.root, fstype, options)

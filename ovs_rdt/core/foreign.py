@@ -145,6 +145,15 @@ def unwritten(platform: Platform, group: Group, domain: int,
     return mask.value in new_group_masks(platform, domain, others)
 
 
+def unwritten_groups(platform: Platform, groups: list[Group]) -> list[str]:
+    """Other tools' groups that have, on some domain, the mask ``mkdir``
+    gives (:func:`unwritten`): their tools are making them now, or left
+    them bare.
+    """
+    return [g.name for g in groups if not g.is_root and not g.owned and
+            any(unwritten(platform, g, d, groups) for d in g.l3)]
+
+
 def written(platform: Platform, group: Group, domain: int,
             groups: list[Group], floor: int) -> CBM | None:
     """The ways a foreign shareable group shares with ours on ``domain``

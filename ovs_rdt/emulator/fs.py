@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
 import stat
 import threading
 from typing import Any, Callable, Optional
@@ -30,11 +29,12 @@ def _oserror(err: int) -> OSError:
 
 
 class _Handle:
-    __slots__ = ('node', 'content')
+    __slots__ = ('node', 'content', 'writes')
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self.content: Optional[bytes] = None
+        self.writes = 0
 
 
 class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
@@ -46,7 +46,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
                  on_ready: Optional[Callable[[], None]] = None,
                  faults: Optional[Faults] = None) -> None:
         self.model = model
-        self.faults = faults or Faults()
+        self.faults = faults or Faults(diverge=model.diverge)
         self._on_ready = on_ready
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
@@ -59,16 +59,19 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
         return Caller(uid=uid, gid=gid, pid=pid)
 
     def _fault(self, op: str, path: str) -> None:
-        """Fail with an injected errno (see faults.py), before the model."""
+        """Fail with an injected errno (see faults.py), before the model;
+        or signal the caller (a killed one gets EIO, which it never reads).
+        """
         err = self.faults.check(op, path)
-        if err == KILL:
+        self.model.diverge = self.faults.diverge
+        if err is not None and err < 0:
             pid = self._caller().pid
             if pid > 1 and pid != os.getpid():
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(pid, -err)
                 except OSError:
                     pass
-            err = errno.EIO     # what the dying caller would never read
+            err = errno.EIO if err == KILL else None
         if err is not None:
             raise _oserror(err)
 
@@ -76,7 +79,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
         handle = self._handles.get(fi.fh)
         if handle is None:
             raise _oserror(errno.EBADF)
-        if not handle.node.alive:
+        if not handle.node.alive and 'removed-group-files' not in self.model.diverge:
             raise _oserror(errno.ENODEV)
         return handle
 
@@ -102,18 +105,22 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
                 'st_size': 0, 'st_blksize': 4096, 'st_atime': when, 'st_mtime': when,
                 'st_ctime': when}
 
-    def readdir(self, path: str, fh: Any) -> list[tuple[str, dict[str, int], int]]:
+    def readdir(self, path: Optional[str], fh: Any) -> list[tuple[str, dict[str, int], int]]:
         """The entries with their types, as kernfs gives them (``d_type``:
-        ``scandir`` callers need no stat per entry).
+        ``scandir`` callers need no stat per entry).  A directory removed
+        since it was opened (libfuse then has no path for it) lists
+        nothing, as kernfs lists no entry of a removed node.
         """
+        out = [('.', {'st_mode': stat.S_IFDIR}, 0),
+               ('..', {'st_mode': stat.S_IFDIR}, 0)]
+        if path is None:
+            return out
         with self._lock:
             self._fault('readdir', path)
             node = self.model.lookup(path)
             if not node.is_dir:
                 raise _oserror(errno.ENOTDIR)
             base = path.rstrip('/')
-            out = [('.', {'st_mode': stat.S_IFDIR}, 0),
-                   ('..', {'st_mode': stat.S_IFDIR}, 0)]
             for name in self.model.entries(node):
                 child = self.model.lookup(base + '/' + name)
                 out.append((name, {'st_mode': stat.S_IFDIR if child.is_dir
@@ -190,6 +197,10 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
             self.model.check_write(node, data)
             if node.write is None:
                 raise _oserror(errno.EINVAL)
+            handle.writes += 1
+            if handle.writes > 1 and node.name == 'tasks' and \
+                    'tasks-one-write' in self.model.diverge:
+                return len(data)
             node.write(data, self._caller())
         return len(data)
 

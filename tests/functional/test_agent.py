@@ -273,6 +273,38 @@ def test_mb_percent_and_safety_rescan_repairs_drift(
              what='mask repaired')
 
 
+def test_safety_rescan_finishes_a_plan_killed_half_way(
+        ovs, emulated_resctrl, rdt_agent) -> None:
+    """An ``apply``, hook or agent killed between two writes of a move
+    leaves a running VM's group ``shareable`` (its ways its own: the
+    write order keeps that true after every write), a selftest killed
+    with SIGKILL its groups.  With no event, the agent's safety re-scan
+    applies again: the group is isolated again, the selftest's gone.
+    """
+    from ovs_rdt import conf
+    from ovs_rdt.core.model import Request, vm_group
+    from ovs_rdt.manager import CacheManager
+    rc, agent = setup(ovs, emulated_resctrl, rdt_agent, rescan_interval=1)
+    mgr = CacheManager(rc, conf.load(agent.config_file))
+    vm = vm_group(str(uuid.uuid4()))
+    mgr.allocate(Request(vm, ways={0: 2, 1: 2}))
+    assert rc.group(vm).mode == 'exclusive'
+    rc.write(rc.path(vm, 'mode'), 'shareable\n')
+    dead = 'ovsrdt-selftest-%d-probe' % (2 ** 22 + 1)     # no such PID
+    os.mkdir(rc.path(dead))
+    held = rc.group(vm).l3
+    wait_for(lambda: rc.group(vm).mode == 'exclusive' and
+             not exists(rc, dead), timeout=TIMEOUT,
+             what='the group isolated again, the leftovers gone')
+    assert rc.group(vm).l3 == held
+    assert "removing what a selftest that is gone left: %s" % dead in \
+        agent.log()
+    # Then resctrl holds the plan: three more re-scans apply nothing.
+    applied = agent.log().count('ovsrdt- groups found')
+    time.sleep(3.5)
+    assert agent.log().count('ovsrdt- groups found') == applied
+
+
 def test_sighup_rereads_config(ovs, emulated_resctrl, rdt_agent) -> None:
     rc, agent = setup(ovs, emulated_resctrl, rdt_agent)
     ovs.other_config(rdt_pmd_pool='noisy')

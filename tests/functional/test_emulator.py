@@ -600,16 +600,53 @@ def test_cpus_offline_and_mon_groups(emulator_factory: Factory) -> None:
 
 # -- stale handles, flock, several mounts ----------------------------------------------
 def test_removed_group_handle_gives_enodev(emulated_resctrl: EmulatorFixture) -> None:
+    """kernfs_get_active() fails on a removed node: reads and writes of a
+    file opened before give ENODEV; a directory of it opened before lists
+    nothing (kernfs_fop_readdir() skips inactive nodes); a new open: ENOENT.
+    """
     emu = emulated_resctrl
     os.mkdir(emu.path('a'))
-    fd = os.open(emu.path('a/schemata'), os.O_WRONLY)
+    files = ('schemata', 'tasks', 'mode', 'cpus', 'cpus_list', 'size',
+             'mon_data/mon_L3_00/llc_occupancy')
+    fds = [os.open(emu.path('a/schemata'), os.O_WRONLY)] + [
+        os.open(emu.path('a', rel), os.O_RDONLY) for rel in files]
+    mon = os.open(emu.path('a/mon_data'), os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.rmdir(emu.path('a'))
         with pytest.raises(OSError) as exc:
-            os.write(fd, b'L3:0=1\n')
+            os.write(fds[0], b'L3:0=1\n')
         assert exc.value.errno == errno.ENODEV
+        for rel, fd in zip(files, fds[1:]):
+            with pytest.raises(OSError) as exc:
+                os.read(fd, 4096)
+            assert exc.value.errno == errno.ENODEV, rel
+        assert os.listdir(mon) == []
+        with pytest.raises(FileNotFoundError):
+            os.open(emu.path('a/tasks'), os.O_RDONLY)
     finally:
-        os.close(fd)
+        for fd in fds + [mon]:
+            os.close(fd)
+
+
+#: rdtgroup_mkdir() refuses only a name with a newline (EINVAL); kernfs
+#: has no length limit of its own (FUSE's is 1024 bytes).
+KERNEL_NAMES = ('qemu-5-vm-vcpus_0,2', 'with space', 'a@b+c', '-dash',
+                '.hidden', 'tab\there', '\x01ctl', 'caf\u00e9-\u65e5\u672c',
+                '"quote\'s', 'back\\slash', 'x' * 255, 'y' * 256)
+
+
+def test_every_name_the_kernel_takes(emulated_resctrl: EmulatorFixture) -> None:
+    emu = emulated_resctrl
+    for name in KERNEL_NAMES:
+        os.mkdir(emu.path(name))
+        with open(emu.path(name, 'schemata'), encoding='utf-8') as fh:
+            assert 'L3:' in fh.read(), name
+    assert set(KERNEL_NAMES) <= set(os.listdir(emu.root))
+    with pytest.raises(OSError) as exc:
+        os.mkdir(emu.path('new\nline'))
+    assert exc.value.errno == errno.EINVAL
+    for name in KERNEL_NAMES:
+        os.rmdir(emu.path(name))
 
 
 LOCKER = ('import fcntl, os, sys, time\n'

@@ -164,3 +164,70 @@ def test_cachetune_guests_beside_apply(bed):
     assert libvirt_groups(emu.root) == []
     result = apply(config)
     assert result.returncode == 0, result.stderr
+
+
+def cli(config: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                           '--config-file', config, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_cachetune_named_by_its_vcpus_stops_nothing(bed, tmp_path):
+    """libvirt 9.0 names the group of ``<cachetune vcpus='0,2'>``
+    ``qemu-N-NAME-vcpus_0,2``: a name ovs-rdt never makes, read and counted
+    like any other tool's (issue 47): ``status``, ``apply``, an annotated
+    guest's start and stop and the agent all work beside it.
+    """
+    from tests.functional.fixtures.libvirt import wait_for
+    from tests.functional.fixtures.ovs import AgentProcess
+
+    testbed, emu = bed
+    with open(os.path.join(emu.root, 'schemata'), 'w') as fh:
+        fh.write('L3:0=01f;1=01f\n')
+    odd = testbed.define(vcpus=3, cputune=(
+        "<cputune><cachetune vcpus='0,2'><cache id='0' level='3' "
+        "type='both' size='%d' unit='KiB'/></cachetune></cputune>"
+        % WAY_KIB))
+    testbed.start(odd)
+    [group] = libvirt_groups(emu.root)
+    assert group.endswith('-vcpus_0,2'), group
+    held = l3(read(emu.root, group, 'schemata'))[0]
+
+    config = testbed.config
+    result = apply(config)
+    assert result.returncode == 0, result.stderr
+    status = cli(config, 'status')
+    assert status.returncode == 0, status.stderr
+    assert group in status.stdout
+    dedicated = testbed.define(
+        '<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1"><rdt:l3 ways="1"/>'
+        '</rdt:rdt>', vcpus=1, memory_mib=32)
+    res = testbed.start(dedicated, check=False)
+    assert res.returncode == 0, res.stderr
+    mine = l3(read(emu.root, dedicated.group, 'schemata'))
+    assert not mine[0] & held
+    assert cli(config, 'status').returncode == 0
+    with open(os.path.join(str(tmp_path), 'guest.xml'), 'w') as fh:
+        fh.write(testbed.virsh('dumpxml', dedicated.name).stdout)
+    check = cli(config, 'check-domain', os.path.join(str(tmp_path),
+                                                     'guest.xml'))
+    assert check.returncode == 0, check.stderr
+
+    # The agent (no OvS here: its pools and its guests' reconciliation).
+    agent = AgentProcess(config, os.path.join(str(tmp_path), 'agent.log'))
+    agent.start()
+    try:
+        wait_for(lambda: 'ovsrdt- groups found' in agent.log()
+                 or 'cannot apply' in agent.log(), timeout=60,
+                 what='the agent applied its pools')
+        assert 'cannot apply' not in agent.log(), agent.log()
+        testbed.destroy(dedicated)
+        assert not os.path.isdir(os.path.join(emu.root, dedicated.group)), \
+            testbed.hook_log()[-2000:]
+        assert 'not a valid resctrl group name' not in agent.log()
+    finally:
+        agent.stop()
+    assert libvirt_groups(emu.root) == [group]
+    assert l3(read(emu.root, group, 'schemata'))[0] == held
+    testbed.destroy(odd)
+    assert libvirt_groups(emu.root) == []

@@ -428,6 +428,23 @@ def test_a_name_like_an_option_is_a_name(env: Env, name: str) -> None:
         env.tb.undefine(guest)
 
 
+def test_metadata_as_deep_as_libvirt_takes(env: Env) -> None:
+    """libxml2 (so libvirt) takes elements 257 levels deep, <domain> the
+    first, and refuses 258 ("Excessive depth in document: 256"): the hook
+    takes what libvirt took.
+    """
+    def nested(levels: int) -> str:     # below <domain> and <metadata>
+        return ('<x:a xmlns:x="urn:x">' + '<x:a>' * (levels - 3)
+                + '</x:a>' * (levels - 3) + '</x:a>')
+
+    with pytest.raises(AssertionError, match='Excessive depth'):
+        env.tb.define(nested(258) + rdt('<rdt:l3 ways="1"/>'))
+    guest = env.tb.define(nested(257) + rdt('<rdt:l3 ways="1"/>'))
+    env.tb.start(guest)
+    env.assert_isolated(guest.group, 1)
+    env.tb.undefine(guest)
+
+
 def test_annotation_dropped_live_then_destroyed(env: Env) -> None:
     free = env.free()
     guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
@@ -488,6 +505,47 @@ def test_moved_config_refuses_starts_never_running_guests(
         install.install(env.tb.hook, env.tb.config)
         for name in os.listdir(confd):
             os.unlink(os.path.join(confd, name))
+        os.rmdir(confd)
+
+
+def test_a_config_error_at_release_frees_the_vm_all_the_same(
+        env: Env) -> None:
+    """An operator's typo in conf.d, then ``virsh destroy`` (issue 47): the
+    VM's group goes, alone, and the hook's log says why the configuration
+    was not needed; once the typo is fixed the ways go back.
+    """
+    from ovs_rdt.cmd import install_hook as install
+
+    confd = env.tb.config + '.d'
+    typo = os.path.join(confd, 'typo.conf')
+    os.makedirs(confd)
+    install.install(env.tb.hook, [env.tb.config], [confd])
+    guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    try:
+        free = env.free()
+        env.tb.start(guest)
+        root = env.rc.group(ROOT).l3
+        with open(typo, 'w') as fh:
+            fh.write('[allocation]\nsystem_min_way = 3\n')
+        env.tb.destroy(guest)
+        assert guest.group not in env.groups(), env.tb.hook_log()[-2000:]
+        assert env.rc.group(ROOT).l3 == root        # alone
+        log = env.tb.hook_log()
+        assert ("release end: removed group %s alone, every other group as "
+                "it is: the configuration does not read (config file %s: "
+                "unknown option 'system_min_way' in [allocation]"
+                % (guest.group, typo)) in log, log[-2000:]
+        assert ("releasing needs none: the group is the domain's UUID under "
+                "[resctrl] root %s;" % env.emu.root) in log
+        os.unlink(typo)
+        env.tb.start(guest)
+        env.tb.destroy(guest)
+        assert env.free() == free
+    finally:
+        env.tb.undefine(guest)
+        install.install(env.tb.hook, env.tb.config)
+        if os.path.exists(typo):
+            os.unlink(typo)
         os.rmdir(confd)
 
 

@@ -21,13 +21,37 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
+import threading
+import time
 
 from ovs_rdt.cmd import install_hook as install
 from ovs_rdt.core.model import ROOT
 from tests.functional import test_upgrade as upgrade
 from tests.stress import bed, figures
+from tests.stress.conftest import LONG
 
 FOREIGN = ('qemu-1-ovsrdt-foreign-vcpus_0', 'handmade')
+#: Names the kernel takes (it refuses only a newline) and ovs-rdt never
+#: gives: libvirt 9.0's ``<cachetune vcpus='0,2'>``, spaces, ``@``, ``+``,
+#: non-ASCII, quotes, 255 bytes.
+ODD_NAMES = ('qemu-5-guest-vcpus_0,2', 'a group', 'pqos@2+x',
+             'caf\u00e9-\u65e5\u672c', '"q\'s\\', 'x' * 255)
+#: A tool that takes no flock: ``mkdir``/``rmdir`` of one group in a loop.
+CHURNER = '''
+import os, sys, time
+path, end, cycles = sys.argv[1], time.monotonic() + float(sys.argv[2]), 0
+while time.monotonic() < end:
+    try:
+        os.mkdir(path)
+        os.rmdir(path)
+        cycles += 1
+    except OSError:
+        pass
+print(cycles)
+'''
+CHURN_SECONDS = 60 if LONG else 20
 
 
 def pqos_start(node: bed.Node) -> list[str]:
@@ -157,3 +181,96 @@ def test_upgrade_in_place_moves_nothing(node: bed.Node) -> None:
     for guest in guests:
         node.tb.undefine(guest)
     figures.add('upgrades in place with guests running (nothing moved)')
+
+
+def test_odd_names_and_a_churning_tool_stop_nothing(node: bed.Node) -> None:
+    """Other tools' groups, whatever the kernel let them be called, and
+    one that comes and goes without the flock (a ``mkdir``/``rmdir`` of
+    ``COS1`` in a loop), while guests start and stop, and ``status`` and
+    ``apply`` run: none refused, no traceback, nothing of theirs touched.
+    """
+    base_groups = node.our_groups()
+    free0 = bed.check_invariants(node)
+    root = node.groups()[ROOT].l3
+    for name in ODD_NAMES:      # each written: the default group's lowest way
+        os.mkdir(node.rc.path(name))
+        write(node, name, 'schemata', 'L3:' + ';'.join(
+            '%d=%x' % (d, m.value & -m.value) for d, m in sorted(root.items()))
+            + '\n')
+    theirs = {k: v for k, v in snapshot(node).items() if k in ODD_NAMES}
+    assert len(theirs) == len(ODD_NAMES)
+    churner = subprocess.Popen(
+        [sys.executable, '-c', CHURNER, node.rc.path('COS1'),
+         str(CHURN_SECONDS)], stdout=subprocess.PIPE, text=True)
+    results: dict[str, list[subprocess.CompletedProcess]] = {
+        'start': [], 'stop': [], 'status': [], 'apply': []}
+    guests = []
+    cli_done = threading.Event()
+
+    def cli() -> None:      # status and apply, over and over
+        env = dict(os.environ, PYTHONPATH=bed.REPO)
+        while not cli_done.is_set():
+            for what in ('status', 'apply'):
+                results[what].append(subprocess.run(
+                    [sys.executable, '-m', 'ovs_rdt.cmd.main',
+                     '--config-file', node.tb.config, what],
+                    capture_output=True, text=True, env=env, timeout=120,
+                    check=False))
+
+    since = node.hook_log_size()
+    thread = threading.Thread(target=cli)
+    thread.start()
+    try:
+        end = time.monotonic() + CHURN_SECONDS - 2
+        i = 0
+        while time.monotonic() < end:
+            meta = bed.pooled() if i % 3 == 2 else bed.dedicated(1)
+            guest = node.tb.define(meta, vcpus=1, memory_mib=32)
+            results['start'].append(node.tb.start(guest, check=False))
+            if results['start'][-1].returncode:
+                node.tb.undefine(guest)
+            else:
+                guests.append(guest)
+            if len(guests) >= 4:            # CLOSIDs: keep a few running
+                old = guests.pop(0)
+                results['stop'].append(node.tb.destroy(old, check=False))
+                node.tb.undefine(old)
+            i += 1
+    finally:
+        cli_done.set()
+        thread.join()
+        cycles = int(churner.communicate(timeout=CHURN_SECONDS + 30)[0])
+        for guest in guests:
+            node.tb.undefine(guest)
+    failed = {what: [r.stderr for r in res if r.returncode not in (0, 3)
+                     or (what != 'status' and r.returncode)]
+              for what, res in results.items()}
+    counts = {what: '%d of %d' % (len(failed[what]), len(results[what]))
+              for what in results}
+    figures.record('churn: COS1 made and removed, times', cycles)
+    figures.record('churn: refused or failed (start, stop, status, apply)',
+                   counts)
+    with open(node.tb.log, 'rb') as fh:
+        fh.seek(since)
+        hook_log = fh.read().decode('utf-8', 'replace')
+    # (libvirt words every hook failure "internal error: Child process";
+    # ours: "report this bug: internal error: ...")
+    tracebacks = hook_log.count('internal error') + sum(
+        r.stderr.count('Traceback') + r.stderr.count('report this bug') +
+        (r.stderr.count('internal error') if what in ('status', 'apply')
+         else 0) for what, res in results.items() for r in res)
+    figures.record('churn: tracebacks', tracebacks)
+    figures.record('churn: plans made again', hook_log.count('planning again'))
+    assert cycles > 100, cycles
+    assert not any(failed.values()), counts
+    assert tracebacks == 0, hook_log[-3000:]
+    assert 'internal error' not in node.agent.log() if node.agent else True
+    # Theirs as they were; ours back where they were.
+    assert {k: v for k, v in snapshot(node).items() if k in ODD_NAMES} \
+        == theirs
+    for name in ODD_NAMES:
+        os.rmdir(node.rc.path(name))
+    bed.wait_for(lambda: node.our_groups() == base_groups and
+                 bed.check_invariants(node) == free0, timeout=30,
+                 what='the ways back (%s)' % bed.check_invariants(node))
+    figures.add('groups leaked', 0)

@@ -99,6 +99,29 @@ class FakeKernelTree(Resctrl):
             os.unlink(self.path(name, fname))
         super().rmdir(name)
 
+    def mkdir_as_another_tool(self, name, mask=None):
+        """Another tool's group, any name: ``mask`` on every domain, else
+        the mask the kernel's ``mkdir`` gives (not written yet).
+        """
+        from ovs_rdt.core.kernel import new_group_mask
+
+        platform = self.platform()
+        groups = self.groups()
+        os.mkdir(self.path(name))
+        l3 = {d: int(mask, 16) if mask else new_group_mask(
+            platform, d, [(g.mode, g.l3[d].value) for g in groups])
+            for d in platform.domains}
+        for fname, text in (('schemata', 'L3:%s\n' % ';'.join(
+                '%d=%x' % i for i in sorted(l3.items()))),
+                ('mode', 'shareable\n'), ('tasks', ''), ('cpus_list', '\n')):
+            with open(self.path(name, fname), 'w') as fh:
+                fh.write(text)
+
+    def rmdir_as_another_tool(self, name):
+        for fname in os.listdir(self.path(name)):
+            os.unlink(self.path(name, fname))
+        os.rmdir(self.path(name))
+
     def _write_fd(self, fd, path, value):
         # (Each write to the open file: the fake file is replaced instead.)
         if path == self.path('', 'schemata'):

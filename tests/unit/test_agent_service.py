@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,9 +19,16 @@ from tests.unit.test_agent_placement import FakeManager
 
 class Manager(FakeManager):
     applied = 0
+    #: The steps ``apply`` would take now (none: resctrl holds the plan).
+    drift: list[str] = []
 
     def apply(self) -> None:
         self.applied += 1
+        self.drift = []
+
+    def preview(self, prune: bool = False) -> Any:
+        assert prune
+        return SimpleNamespace(steps=list(self.drift))
 
 
 class FakeOvsdb:
@@ -106,6 +114,41 @@ def test_loop_status_sighup_sigterm(agent: service.Agent) -> None:
     # SIGTERM keeps allocations: nothing released.
     assert PMD_GROUP in first.resctrl.members
     assert not any(c[0] == 'release' for c in first.calls)
+
+
+def test_the_safety_rescan_applies_what_resctrl_no_longer_holds(
+        agent: service.Agent) -> None:
+    """A process killed half-way through a plan left a VM's group
+    shareable (or a selftest its groups): with no event, the next safety
+    re-scan applies again; while resctrl holds the plan, it does not.
+    """
+    applied = []
+
+    def script() -> None:
+        try:
+            wait(lambda: agent.manager.applied == 1)
+            time.sleep(1.5)             # a re-scan with nothing to do
+            applied.append(agent.manager.applied)
+            agent.manager.drift = ['mode ovsrdt-vm-x exclusive']
+            wait(lambda: agent.manager.applied == 2)
+        finally:
+            applied.append(agent.manager.applied)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    assert run_with(agent, script) == 0
+    assert applied == [1, 2]
+
+
+def test_a_bug_comparing_with_the_plan_does_not_end_the_agent(
+        agent: service.Agent, caplog: Any) -> None:
+    def boom(prune: bool = False) -> Any:
+        raise StopIteration()
+
+    agent.manager.preview = boom          # type: ignore[method-assign]
+    assert agent.drifted() is False
+    assert agent.drifted() is False
+    assert caplog.text.count('unexpected error comparing resctrl') == 1
+    assert agent.counters.snapshot('errors')[(('source', 'pools'),)] == 2
 
 
 def test_bad_knob_reported_not_fatal(agent: service.Agent) -> None:

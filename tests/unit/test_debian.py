@@ -207,3 +207,64 @@ def test_a_traceback_fails_the_build_not_becomes_the_manual(tmp_path) -> None:
     assert res.returncode == 0, res.stderr
     page = (tmp_path / 'man' / 'ovs-rdt-agent.1').read_text()
     assert '\\-\\-config\\-file' in page
+
+
+def _script(tmp_path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """debian/ovs-rdt.NAME run as dpkg --root runs it: below $DPKG_ROOT
+    (``tmp_path/root``), debhelper's snippets left out.
+    """
+    path = tmp_path / name
+    path.write_text(read('debian', 'ovs-rdt.' + name).replace(
+        '#DEBHELPER#', ':'))
+    env = dict(os.environ, DPKG_ROOT=str(tmp_path / 'root'))
+    res = subprocess.run(['sh', str(path), *args], capture_output=True,
+                         text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_purge_removes_only_the_configuration_the_package_made(
+        tmp_path) -> None:
+    """postinst makes ovs-rdt.conf when it is missing and leaves one that is
+    there; purge removes it only if postinst made it (issue 47: it removed
+    an administrator's own).  0.3.0 kept no record: an upgrade takes the
+    untouched template as made, an edited file as the administrator's.
+    """
+    root = tmp_path / 'root'
+    conf = root / 'etc' / 'ovs-rdt' / 'ovs-rdt.conf'
+    template = root / 'usr' / 'share' / 'ovs-rdt' / 'ovs-rdt.conf'
+    template.parent.mkdir(parents=True)
+    template.write_text(read('debian', 'ovs-rdt.conf'))
+    system = ['etc', 'var', 'var/lib', 'run']       # a node has those
+    for name in system:
+        (root / name).mkdir(exist_ok=True)
+
+    def tree() -> list[str]:
+        """What the package's scripts left."""
+        return sorted(path for path in (
+            os.path.relpath(os.path.join(d, n), root)
+            for d, dirs, files in os.walk(root) for n in dirs + files)
+            if path not in system and not path.startswith('usr'))
+
+    # Installed on a node without it: made, and purged.
+    _script(tmp_path, 'postinst', 'configure', '')
+    assert conf.read_text() == template.read_text()
+    _script(tmp_path, 'postrm', 'purge')
+    assert tree() == []
+    # The administrator's, there before the package: kept, purged or not.
+    conf.parent.mkdir()
+    conf.write_text('[allocation]\npools = hp\n')
+    _script(tmp_path, 'postinst', 'configure', '')
+    _script(tmp_path, 'postrm', 'purge')
+    assert conf.read_text() == '[allocation]\npools = hp\n'
+    # An upgrade from 0.3.0, which made it and kept no record: the
+    # template untouched is the package's; once edited, the administrator's.
+    conf.write_text(template.read_text())
+    _script(tmp_path, 'postinst', 'configure', '0.3.0-1')
+    _script(tmp_path, 'postrm', 'purge')
+    assert tree() == []
+    conf.parent.mkdir()
+    conf.write_text(template.read_text() + '[allocation]\npools = hp\n')
+    _script(tmp_path, 'postinst', 'configure', '0.3.0-1')
+    _script(tmp_path, 'postrm', 'purge')
+    assert tree() == ['etc/ovs-rdt', 'etc/ovs-rdt/ovs-rdt.conf']

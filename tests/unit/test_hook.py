@@ -834,3 +834,38 @@ def test_allocating_and_releasing_import_nothing_heavy(tmp_path):
     heavy, left = out.stdout.splitlines()
     assert heavy == '[]'
     assert left == '[]'          # allocated, then released
+
+
+@pytest.mark.timeout(60)      # (before: a FIFO in conf.d blocked for good)
+def test_release_needs_no_configuration(node, capsys):
+    """A typo in conf.d, then ``virsh destroy``: the VM's group goes all
+    the same (its UUID under the root it was made in), alone, and the log
+    says why the configuration was not needed (issue 47).
+    """
+    assert node.run(L3_3) == 0
+    before = node.masks('')
+    confd = node.config.parent / 'conf.d'
+    confd.mkdir()
+    (confd / '50-typo.conf').write_text('[pool:noisy]\nl3_ways = tw0\n')
+    run = ['--config-file', str(node.config), '--config-dir', str(confd)]
+    assert hook.run(run + ['vm1', 'prepare', 'begin', '-'], L3_3) == 1
+    assert hook.run(run + ['vm1', 'release', 'end', '-'], L3_3) == 0
+    assert GROUP not in node.groups()
+    assert node.masks('') == before        # alone: nothing else written
+    log = node.log.read_text()
+    assert ("release end: removed group %s alone, every other group as it "
+            "is: the configuration does not read ([pool:noisy] l3_ways: "
+            "'tw0' is not a whole number" % GROUP) in log, log
+    assert ("and releasing needs none: the group is the domain's UUID under "
+            "[resctrl] root %s;" % node.root) in log
+    # A FIFO in conf.d (a reader of it would block for good): refused by
+    # name at prepare, and releasing does not wait on it either.
+    (confd / '50-typo.conf').unlink()
+    assert hook.run(run + ['vm1', 'prepare', 'begin', '-'], L3_3) == 0
+    os.mkfifo(str(confd / '60-fifo.conf'))
+    capsys.readouterr()
+    assert hook.run(run + ['vm1', 'prepare', 'begin', '-'], L3_3) == 1
+    assert 'config file %s is not a regular file' % (
+        confd / '60-fifo.conf') in capsys.readouterr().err
+    assert hook.run(run + ['vm1', 'release', 'end', '-'], L3_3) == 0
+    assert GROUP not in node.groups()

@@ -1,9 +1,16 @@
+import errno
+import os
+import time
+
 import pytest
 
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import Group, Request
-from ovs_rdt.exceptions import ConfigError, InsufficientWays, ResctrlError
+from ovs_rdt.exceptions import AllocationError, ConfigError
+from ovs_rdt.exceptions import InsufficientWays, NotOwnedError
+from ovs_rdt.exceptions import ResctrlError
+from ovs_rdt import manager
 from ovs_rdt.manager import CacheManager
 from tests.unit.fakes import FakeKernelTree
 from tests.unit.fakes import make_tree
@@ -63,6 +70,7 @@ def test_allocate_release_and_pools_survive(rc):
 def test_failed_step_is_undone(rc, monkeypatch):
     settings = table4(hp={'l3_cbm': '7f0', 'isolated': True})
     mgr = CacheManager(rc, settings)
+    monkeypatch.setattr(manager, 'SETTLE', 0)     # (no second plan)
 
     def refuse(name, mode):
         raise ResctrlError(rc.path(name, 'mode'), mode, 22,
@@ -142,3 +150,150 @@ def test_ways_held_where_the_default_group_has_no_mask() -> None:
     assert CacheManager.existing_request(pool, root).cbm == {1: CBM(0xc, 11)}
     from ovs_rdt.core.model import held_masks
     assert held_masks(vm, root) == {0: CBM(0x3, 11), 1: CBM(0xc, 11)}
+
+
+# -- groups other tools make (issue 47) ---------------------------------------
+#: Names the kernel takes (it refuses only a newline), none of them ours.
+ODD_NAMES = ('qemu-5-vm-vcpus_0,2', 'a group', 'caf\u00e9@2+x', '"q\'s\\',
+             'x' * 255)
+
+
+def test_other_tools_groups_are_read_whatever_their_names(rc):
+    for name in ODD_NAMES:
+        rc.mkdir_as_another_tool(name, '1')
+    mgr = CacheManager(rc, table4(hp={'l3_ways': 3, 'isolated': True}))
+    mgr.apply()
+    assert set(ODD_NAMES) <= {g.name for g in rc.groups(with_tasks=True)}
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))
+    mgr.release('ovsrdt-vm-a')
+    assert all(masks(rc, n) == {0: '1', 1: '1'} for n in ODD_NAMES)
+    with pytest.raises(NotOwnedError, match='not a valid resctrl group'):
+        with rc.lock():
+            rc.mkdir('ovsrdt-pool-a b')
+
+
+@pytest.mark.parametrize('rel', ['schemata', 'mode', 'tasks', 'cpus_list'])
+@pytest.mark.parametrize('err', [errno.ENODEV, errno.ESTALE])
+def test_a_group_removed_mid_read_is_gone(rc, monkeypatch, rel, err):
+    """Another tool removes its group while it is read: a file open then
+    reads ENODEV (kernfs_get_active() fails; ESTALE on the emulator's FUSE
+    mount), as gone as ENOENT.
+    """
+    rc.mkdir_as_another_tool('COS1', '1')
+    target = rc.path('COS1', rel)
+    real_read = os.read
+
+    def read(fd, size):
+        if os.readlink('/proc/self/fd/%d' % fd) == target:
+            raise OSError(err, os.strerror(err))
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, 'read', read)
+    names = [g.name for g in rc.groups(with_tasks=True)]
+    assert 'COS1' not in names or rel in ('mode', 'cpus_list')  # (optional)
+    with pytest.raises(FileNotFoundError):
+        rc.read(target)
+    CacheManager(rc, table4()).apply()
+
+
+def test_a_refusal_another_tool_may_have_caused_is_planned_again(
+        rc, monkeypatch):
+    """Tools that take no flock change resctrl under the lock: a write the
+    kernel refuses for another group in the way (which the plan checked it
+    was not), or a plan refused while another tool's group has the mask
+    mkdir gives it, is planned again from a new read; any other refusal is
+    final at once.
+    """
+    mgr = CacheManager(rc, table4(hp={'l3_ways': 3, 'isolated': True}))
+    write_mode = rc.write_mode
+    refusals = [ResctrlError(rc.path('x', 'mode'), 'exclusive', errno.EINVAL,
+                             'Overlaps with other group')]
+
+    def flaky(name, mode):
+        if refusals:
+            raise refusals.pop()
+        write_mode(name, mode)
+
+    monkeypatch.setattr(rc, 'write_mode', flaky)
+    mgr.apply()
+    assert rc.group('ovsrdt-pool-hp').mode == 'exclusive' and not refusals
+
+    refusals.append(ResctrlError(rc.path('x', 'mode'), 'exclusive',
+                                 errno.EIO, None, 'Input/output error'))
+    with pytest.raises(ResctrlError, match='Input/output error'):
+        mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1, 1: 1}))
+    assert 'ovsrdt-vm-a' not in rc.group_names()
+    refusals.append(ResctrlError(rc.path('x', 'mode'), 'exclusive',
+                                 errno.EINVAL, 'Unknown or unsupported mode'))
+    with pytest.raises(ResctrlError, match='Unknown or unsupported mode'):
+        mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1, 1: 1}))
+    assert 'ovsrdt-vm-a' not in rc.group_names()
+
+    # A bare mkdir holds every free way: planned again until it goes.
+    rc.mkdir_as_another_tool('COS1')
+    read = rc.groups
+    reads = []
+
+    def removed_after_two(*args, **kwargs):
+        reads.append(1)
+        if len(reads) == 3:
+            rc.rmdir_as_another_tool('COS1')
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(rc, 'groups', removed_after_two)
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))
+    assert len(reads) == 3 and 'ovsrdt-vm-a' in rc.group_names()
+
+    # One that stays: refused, naming it, once SETTLE is over.
+    monkeypatch.setattr(manager, 'SETTLE', 0.1)
+    rc.mkdir_as_another_tool('COS2')
+    with pytest.raises(InsufficientWays, match='COS2 .*mkdir gave it'):
+        mgr.allocate(Request('ovsrdt-vm-b', ways={0: 1}))
+    # A refusal that does not name it is final at once.
+    monkeypatch.setattr(manager, 'SETTLE', 60)
+    began = time.monotonic()
+    with pytest.raises(AllocationError) as refused:
+        mgr.allocate(Request('ovsrdt-vm-b', ways={7: 1}))   # no domain 7
+    assert 'COS2' not in str(refused.value)
+    assert time.monotonic() - began < 10
+
+
+def test_what_a_killed_selftest_left_goes_with_the_next_plan(rc, tmp_path):
+    """``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now (a
+    ``kill -9``) is ovs-rdt's to remove: the next plan does, first, and
+    plans with its ways; a running selftest's groups stay another's.
+    """
+    import subprocess
+    import sys
+
+    live = subprocess.Popen([sys.executable, '-c', 'import time; '
+                             'time.sleep(60)', 'selftest'])
+    try:
+        dead = 'ovsrdt-selftest-%d-probe' % (2 ** 22 + 1)
+        running = 'ovsrdt-selftest-%d-probe' % live.pid
+        rc.mkdir_as_another_tool(dead, '7fe')
+        mgr = CacheManager(rc, table4(hp={'l3_ways': 8, 'isolated': True}))
+        preview = mgr.preview(prune=True)
+        assert (preview.steps[0].op, preview.steps[0].group) == ('rmdir', dead)
+        mgr.apply()
+        assert dead not in rc.group_names()
+        assert masks(rc, 'ovsrdt-pool-hp') == {0: '7f8', 1: '7f8'}
+        rc.mkdir_as_another_tool(running, '1')
+        mgr.apply()
+        assert running in rc.group_names()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_resctrl_unmounted_is_said_so(rc):
+    """The default group unreadable (resctrl unmounted under an agent):
+    an error of ours, not a StopIteration that would end the agent.
+    """
+    from ovs_rdt.exceptions import ResctrlUnavailable
+
+    mgr = CacheManager(rc, table4())
+    mgr.preview(prune=True)             # (the platform read once, kept)
+    os.rename(rc.path('', 'schemata'), rc.path('', 'schemata.away'))
+    with pytest.raises(ResctrlUnavailable, match='is resctrl still mounted'):
+        mgr.preview(prune=True)

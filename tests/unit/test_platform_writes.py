@@ -17,6 +17,7 @@ from ovs_rdt.core.allocator import plan
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import Group, Platform, Request
 from ovs_rdt.exceptions import ConfigError, InsufficientWays, InvalidValue
+from ovs_rdt import manager
 from ovs_rdt.manager import CacheManager
 from tests.unit.fakes import FakeKernelTree
 from tests.unit import test_hook
@@ -171,8 +172,10 @@ def test_cdp_pool_with_its_own_code_and_data_masks(tmp_path):
     assert grp.l3code == grp.l3data == {0: CBM(0x7f0, 11), 1: CBM(0x7f0, 11)}
 
 
-def test_cdp_split_masks_undone_exactly(tmp_path):
+def test_cdp_split_masks_undone_exactly(tmp_path, monkeypatch):
     from ovs_rdt.exceptions import ResctrlError
+
+    monkeypatch.setattr(manager, 'SETTLE', 0)      # (no second plan)
 
     class Refusing(FakeKernelTree):
         refuse = False
@@ -337,8 +340,10 @@ def test_mba_mbps_remount_before_linux_6_14_is_seen(tmp_path):
     assert rc.platform().mb.unit == UNIT_MBPS
 
 
-def test_a_refused_event_write_undoes_the_plan(tmp_path):
+def test_a_refused_event_write_undoes_the_plan(tmp_path, monkeypatch):
     from ovs_rdt.exceptions import ResctrlError
+
+    monkeypatch.setattr(manager, 'SETTLE', 0)      # (no second plan)
 
     class Refusing(FakeKernelTree):
         def write(self, path, value):

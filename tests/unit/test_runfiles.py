@@ -79,3 +79,36 @@ def test_a_reader_who_is_not_root_is_told_so(tmp_path, monkeypatch) -> None:
         policy.read_state('/sys/fs/resctrl', run_dir)
     monkeypatch.undo()
     mine.release()
+
+
+@pytest.mark.parametrize('perm', [0o777, 0o1777, 0o775, 0o703])
+def test_one_others_could_write_to_is_refused(tmp_path, perm) -> None:
+    """Owned by root but writable by others: a symlink planted there
+    (``agent-<hash>.lock`` -> a file of root's) is never followed, and
+    the directory is refused until it is removed.
+    """
+    run_dir = tmp_path / 'ovs-rdt'
+    run_dir.mkdir()
+    run_dir.chmod(perm)
+    victim = tmp_path / 'shadow'
+    victim.write_text('root:secret\n')
+    lock = AgentLock('/sys/fs/resctrl', str(run_dir))
+    os.symlink(victim, lock.path)
+    with pytest.raises(ConfigError, match=r'%s is writable by others \(mode '
+                       r'%04o\): .* remove it' % (run_dir, perm)):
+        lock.acquire()
+    assert victim.read_text() == 'root:secret\n'
+    assert mode(run_dir) == perm
+
+
+def test_the_lock_never_follows_a_symlink(tmp_path) -> None:
+    run_dir = tmp_path / 'ovs-rdt'
+    run_dir.mkdir(mode=0o700)
+    victim = tmp_path / 'shadow'
+    victim.write_text('root:secret\n')
+    lock = AgentLock('/sys/fs/resctrl', str(run_dir))
+    os.symlink(victim, lock.path)
+    with pytest.raises(ConfigError, match='a symlink put there'):
+        lock.acquire()
+    assert lock.running() is None
+    assert victim.read_text() == 'root:secret\n'

@@ -78,7 +78,7 @@ def assess(manager: CacheManager, names: dict[str, str] | None) -> dict:
     one read of resctrl.
 
     What is left is counted in the layout ``ovs-rdt apply`` makes, as
-    ``provider-config`` counts it for Placement and the Nova filter; in
+    ``provider-config`` counts it for Placement; in
     the layout resctrl holds when the configuration cannot be applied.
     """
     platform, groups = state = manager.read(with_tasks=True)
@@ -119,8 +119,8 @@ def configuration(target: Plan, members: dict[str, list[dict]],
 
 def left(manager: CacheManager, platform: Platform, groups: list[Group]
          ) -> dict[int, dict]:
-    """Per domain, the ways left for VMs (by the rule of the Nova filter
-    and ``provider-config``: the CBM length less the reserve for what is
+    """Per domain, the ways left for VMs (by the rule of
+    ``provider-config``: the CBM length less the reserve for what is
     not a VM, less the ways VMs hold) and for one more pool (isolated, or
     not).  Raises the planning errors (a ``system_l3_cbm`` that does not
     parse: nothing is counted then).

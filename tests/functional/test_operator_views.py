@@ -157,7 +157,7 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
         {'vm_ways': 4, 'reserved_ways': 4, 'vm_held_ways': 3,
          'pool_ways': 4, 'shared_pool_ways': 4}] * 2
     assert plan['closids_free'] == 13
-    # The reserve is provider-config's (the Nova filter's rdt_system_ways).
+    # The reserve is provider-config's (what Placement is told).
     header = node.cli('provider-config').stdout
     assert 'reserved per domain: 0=4 1=4.' in header
     # And it holds: a VM of 4 ways starts, one of 5 would not.

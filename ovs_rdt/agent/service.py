@@ -295,13 +295,19 @@ class Agent:
                 now = time.monotonic()
                 force = now >= next_rescan
                 if force:
-                    next_rescan = now + self.settings.ovs.rescan_interval
                     self.watch.rearm()
                     if not self._pools_ok or self.drifted():
                         self.apply_pools()
                     if self.metrics is not None:
                         self.metrics.retry()
                 self.step(force)
+                if force:
+                    # From the end of the pass: one that took longer than
+                    # the interval (a refusal planned again for SETTLE, a
+                    # wait for the lock) must not start the next at once,
+                    # or a refusal that lasts is tried again without pause.
+                    next_rescan = (time.monotonic() +
+                                   self.settings.ovs.rescan_interval)
         finally:
             LOG.info('%s stopping; allocations are kept', PROG)
             if self.metrics is not None:

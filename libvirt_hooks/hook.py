@@ -260,12 +260,10 @@ class Hook:
         return spec, self.guests.check(dom, spec)
 
     def check(self, dom: Domain) -> int:
-        spec, plan = self.preview(dom)
+        spec, _plan = self.preview(dom)
         if spec is None:
             return 0
-        self.log('info', 'capacity check passed for %s%s' % (
-            spec.describe(), '' if plan is None else ' (free ways after: %s)'
-            % ', '.join('domain %d: %d' % i for i in sorted(plan.free.items()))))
+        self.log('info', 'capacity check passed for %s' % spec.describe())
         return 0
 
     # -- failures -------------------------------------------------------------

@@ -185,7 +185,18 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
                      'definition of the VM' % stale for stale in plan.remove
                      if stale == VM_GROUP_PREFIX + dom.uuid)
         lines.extend('  and it %s' % move for move in plan.moves)
-        if plan.free:
-            lines.append('free ways after it: %s' % ', '.join(
-                'cache domain %d: %d' % kv for kv in sorted(plan.free.items())))
+        lines.append('free ways after it: %s' % ', '.join(
+            'cache domain %d: %d' % kv for kv in sorted(free_after(
+                guests, plan).items())))
     return lines
+
+
+def free_after(guests: GuestCache, plan: Plan) -> dict[int, int]:
+    """What one more VM would get once ``plan`` is made: the one free
+    count (:meth:`ovs_rdt.manager.CacheManager.room`, as ``status`` and
+    ``provider-config`` count it).
+    """
+    from ovs_rdt.cmd.provider_config import layout_groups
+
+    platform, groups = guests.manager.read()
+    return guests.manager.room((platform, layout_groups(plan, groups)))

@@ -240,16 +240,18 @@ def render(report: dict, colour: bool = False) -> str:
 
 
 def free_text(free: dict, width: int) -> str:
-    """``free: 5 ways for VMs (11 - 4 reserved - 2 held by VMs), ...``: what
-    is left on one domain (:func:`ovs_rdt.cmd.status.left`).
+    """``free: 5 ways for a VM or an isolated pool (11 - 4 reserved ... - 2
+    held by VMs)``: what is left on one domain
+    (:func:`ovs_rdt.cmd.status.left`), in the words of the hook's refusals.
     """
-    pools = '%d for a new or larger pool' % free['pool_ways']
-    if free['shared_pool_ways'] != free['pool_ways']:
-        pools += ' (%d if not isolated)' % free['shared_pool_ways']
-    return ('free: %d ways for VMs (%d - %d reserved for the default group, '
-            'pools, OvS and other tools - %d held by VMs), %s'
-            % (free['vm_ways'], width, free['reserved_ways'],
-               free['vm_held_ways'], pools))
+    shared = ''
+    if free['shared_pool_ways'] != free['vm_ways']:
+        shared = ', %d for a pool that is not isolated' \
+            % free['shared_pool_ways']
+    return ('free: %s for a VM or an isolated pool%s (%d - %d reserved for '
+            'the default group, pools, OvS and other tools - %d held by VMs)'
+            % (count(free['vm_ways'], 'way'), shared, width,
+               free['reserved_ways'], free['vm_held_ways']))
 
 
 def render_configuration(conf: dict, root: str) -> str:

@@ -18,12 +18,11 @@ from ovs_rdt.cmd import provider_config, report
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import Group, Platform
 from ovs_rdt.core.plan import Plan
-from ovs_rdt.core.ways import closids_free, ways_left
+from ovs_rdt.core.ways import closids_free
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.manager import CacheManager
 from ovs_rdt.resctrl import Resctrl
-from ovs_rdt import VM_GROUP_PREFIX
 
 #: Exit statuses (besides 0, 1: an error, 2: a bad command line).
 EXIT_DIFFERS = 3
@@ -77,9 +76,10 @@ def assess(manager: CacheManager, names: dict[str, str] | None) -> dict:
     :func:`left`; ``free_error``: why the ways are not counted), all from
     one read of resctrl.
 
-    What is left is counted in the layout ``ovs-rdt apply`` makes, as
-    ``provider-config`` counts it for Placement and the Nova filter; in
-    the layout resctrl holds when the configuration cannot be applied.
+    What is left is what one more VM would get now, as ``provider-config``
+    counts it for Placement and the hook's refusals say it; not counted
+    when the configuration cannot be applied (the hook refuses VMs that
+    need a write then).
     """
     platform, groups = state = manager.read(with_tasks=True)
     members = members_of(groups, names)
@@ -95,7 +95,7 @@ def assess(manager: CacheManager, names: dict[str, str] | None) -> dict:
                                               manager.settings.pools)
         layout = provider_config.layout_groups(target, groups)
     try:
-        free = left(manager, platform, layout)
+        free = left(manager, state)
     except _PLANNING_ERRORS as exc:
         free, plan['free_error'] = {}, str(exc)
     for dom in plan['domains']:
@@ -117,30 +117,19 @@ def configuration(target: Plan, members: dict[str, list[dict]],
                        for step, lines in zip(target.steps, said)]}
 
 
-def left(manager: CacheManager, platform: Platform, groups: list[Group]
+def left(manager: CacheManager, state: tuple[Platform, list[Group]]
          ) -> dict[int, dict]:
-    """Per domain, the ways left for VMs (by the rule of the Nova filter
-    and ``provider-config``: the CBM length less the reserve for what is
-    not a VM, less the ways VMs hold) and for one more pool (isolated, or
-    not).  Raises the planning errors (a ``system_l3_cbm`` that does not
-    parse: nothing is counted then).
+    """Per domain, the ways left for one more VM and what holds the rest
+    (:meth:`CacheManager.free_ways`: the count ``provider-config`` gives
+    Placement and the hook's refusals say), and for one more pool that is
+    not isolated.  Raises the planning errors (a configuration that
+    cannot be applied, a ``system_l3_cbm`` that does not parse: nothing is
+    counted then).
     """
-    args = (platform, groups, manager.settings.allocation.system_min_ways,
-            manager.system_masks(platform))
-    reserved = provider_config.reserved_ways(*args)
-    isolated = provider_config.room(*args)
-    shared = provider_config.room(*args, isolated=False)
-    root = next(g for g in groups if g.is_root)
-    vm_held = {d: 0 for d in platform.domains}
-    for grp in groups:
-        if grp.name.startswith(VM_GROUP_PREFIX):
-            for dom, ways in manager.held_ways(grp, root).items():
-                vm_held[dom] = vm_held.get(dom, 0) + ways
-    return {d: {'vm_ways': ways_left(platform.cbm_len, reserved[d],
-                                     vm_held[d]),
-                'reserved_ways': reserved[d], 'vm_held_ways': vm_held[d],
-                'pool_ways': isolated[d], 'shared_pool_ways': shared[d]}
-            for d in platform.domains}
+    free = manager.free_ways(state)
+    shared = manager.room(state, isolated=False)
+    return {d: dict(free[d], pool_ways=free[d]['vm_ways'],
+                    shared_pool_ways=shared[d]) for d in free}
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:

@@ -180,6 +180,65 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
     assert node.state() == before
 
 
+def test_one_free_count_for_status_provider_config_and_the_hook(
+        node: Node) -> None:
+    """Issue 51 item 6: a VM's way freed in the middle of the mask, the PMD
+    group below the VMs: 4 ways are free in all, in no run of 4.  status
+    says 4 (no longer 1 with 8 reserved, the PMD group counted where it
+    is), provider-config reserves what status does, a 4-way VM starts (the
+    allocator moves groups to make its run), a 5-way one is refused with
+    the same count, and the reserve stays as it was.
+    """
+    from ovs_rdt.conf import load
+    from ovs_rdt.core.model import PMD_GROUP, Request
+    from ovs_rdt.manager import CacheManager
+
+    def counts() -> tuple[list[dict], str]:
+        res = node.cli('status', '--json')
+        assert res.returncode in (0, 5), res.stdout + res.stderr
+        header = node.cli('provider-config').stdout
+        return ([d['free'] for d in json.loads(res.stdout)['domains']],
+                header)
+
+    hole = node.tb.define(rdt('<rdt:l3 ways="1"/>'))
+    vm1 = node.tb.define(rdt('<rdt:l3 ways="2"/>'))
+    node.tb.start(hole)
+    node.tb.start(vm1)
+    # What the agent does for other_config:rdt-pmd-l3-ways=1.
+    manager = CacheManager(node.rc, load(node.tb.config))
+    manager.allocate(Request(PMD_GROUP, ways={0: 1, 1: 1}))
+    try:
+        node.tb.destroy(hole)       # its way stays free where it was
+        free, header = counts()
+        # noisy 2 + the floor 2 + the PMD group 1 reserved, vm1 holds 2
+        assert free == [{'vm_ways': 4, 'vm_held_ways': 2,
+                         'reserved_ways': 5, 'pool_ways': 4,
+                         'shared_pool_ways': 4}] * 2, free
+        assert 'reserved per domain: 0=5 1=5.' in header, header
+        text = node.cli('status').stdout
+        assert text.count('  free: 4 ways for a VM or an isolated pool (11 - '
+                          '5 reserved for the default group, pools, OvS and '
+                          'other tools - 2 held by VMs)') == 2, text
+
+        big = node.tb.define(rdt('<rdt:l3 ways="5"/>'))
+        refused = node.tb.start(big, check=False)
+        assert refused.returncode != 0
+        assert ('%s needs 5 ways on cache domain 0, but only 4 of 11 are '
+                'free for it (11 - 5 reserved for the default group, pools, '
+                'OvS and other tools - 2 held by VMs)' % big.group) \
+            in refused.stderr, refused.stderr
+        fits = node.tb.define(rdt('<rdt:l3 ways="4"/>'))
+        node.tb.start(fits)
+        assert ('to make room for %s' % fits.group) in node.tb.hook_log()
+        free, header = counts()
+        assert [(f['vm_ways'], f['reserved_ways'], f['vm_held_ways'])
+                for f in free] == [(0, 5, 6)] * 2, free
+        assert 'reserved per domain: 0=5 1=5.' in header, header
+    finally:
+        node.tb.remove_guests()
+        manager.release(PMD_GROUP)
+
+
 def test_check_domain_says_what_the_hook_would_do(node: Node) -> None:
     """``virsh dumpxml NAME | ovs-rdt check-domain -``: the group and masks
     the hook then gives the VM, its refusals word for word, nothing

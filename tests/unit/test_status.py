@@ -72,9 +72,9 @@ def test_what_is_left_for_vms_and_pools(node, capsys):
     # the tree's 8 CLOSIDs (MB has 8 of L3's 16): the root, noisy, the VM
     assert plan['closids_free'] == 8 - 3
     assert node.cli('status') == 0
-    assert '  free: 4 ways for VMs (11 - 4 reserved for the default group, ' \
-        'pools, OvS and other tools - 3 held by VMs), 4 for a new or larger ' \
-        'pool' in capsys.readouterr().out.splitlines()
+    assert '  free: 4 ways for a VM or an isolated pool (11 - 4 reserved for ' \
+        'the default group, pools, OvS and other tools - 3 held by VMs)' \
+        in capsys.readouterr().out.splitlines()
 
 
 def test_resctrl_is_read_once(node, capsys, monkeypatch):

@@ -190,11 +190,20 @@ class Hook:
         return domain.resolve(dom, settings)
 
     # -- events ---------------------------------------------------------------
+    def unannotated(self, dom: Domain) -> None:
+        """A VM that asks for nothing: warn when its metadata looks like an
+        annotation meant for ovs-rdt in another namespace.
+        """
+        why = dom.lookalike_warning()
+        if why:
+            self.log('warning', why)
+
     def prepare(self, dom: Domain) -> int:
         from ovs_rdt.guest import group_of
 
         spec = self.resolve(dom)
         if spec is None:
+            self.unannotated(dom)
             return 0
         plan = self.guests.ensure(dom, spec)
         group = group_of(dom, spec)
@@ -256,6 +265,7 @@ class Hook:
         """
         spec = self.resolve(dom)
         if spec is None:
+            self.unannotated(dom)
             return None, None
         return spec, self.guests.check(dom, spec)
 

@@ -98,8 +98,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                 guests=GuestCache(settings, said))
     hook.log = said
     dom = None
+    made_up = None
     try:
         dom = domain.parse(data)
+        if not dom.uuid_raw:
+            # A file for "virsh define" may have none: libvirt gives it
+            # one then, which the hook gets (and names the group after).
+            import uuid
+            made_up = dom.uuid_raw = str(uuid.uuid4())
         spec, plan = hook.preview(dom)
         lines = describe(hook.guests, dom, spec, plan)
         code = 0
@@ -112,6 +118,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     for level, msg in said.lines:
         if level in ('warning', 'error'):
             lines.append('the hook would log: %s: %s' % (level, msg))
+    if made_up:
+        lines = [line.replace('(uuid %s)' % made_up, '(no <uuid> in the XML: '
+                              'libvirt gives it one when it is defined)')
+                 .replace(made_up, '<its uuid>') for line in lines]
     print('\n'.join(lines))
     return code
 

@@ -144,9 +144,9 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
     res = node.cli('status')
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.count(
-        '  free: 4 ways for VMs (11 - 4 reserved for the default group, '
-        'pools, OvS and other tools - 3 held by VMs), 4 for a new or larger '
-        'pool') == 2, res.stdout
+        '  free: 4 ways for a VM or an isolated pool (11 - 4 reserved for the '
+        'default group, pools, OvS and other tools - 3 held by VMs)') == 2, \
+        res.stdout
     assert 'CLOSIDs left: 13 of 16' in res.stdout
     assert res.stdout.rstrip().endswith(
         'Configuration: applied (%s holds what it asks)' % node.emu.root)
@@ -304,6 +304,92 @@ def test_check_domain_says_what_the_hook_would_do(node: Node) -> None:
     res = node.cli('check-domain', '/nonexistent.xml')
     assert res.returncode == 1
     assert 'cannot read /nonexistent.xml' in res.stderr
+
+
+def test_check_domain_takes_the_docs_vm1_xml(node: Node) -> None:
+    """Issue 51 item 5: doc/try-it.md's vm1.xml has no ``<uuid>`` (libvirt
+    gives it one at define); check-domain refused it ("the domain XML has
+    no <uuid>").  Now it says what the hook will do, and the guest, once
+    defined and started, gets just that.
+    """
+    from tests.functional.fixtures.libvirt import GUEST_PREFIX, VIRT_TYPE
+
+    with open(os.path.join(REPO, 'doc', 'try-it.md'), encoding='utf-8') as fh:
+        doc = fh.read()
+    xml = re.search(r"cat > vm1.xml <<'EOF'\n(.*?)\nEOF", doc, re.S).group(1)
+    assert '<uuid>' not in xml and '<rdt:l3 ways="2"/>' in xml
+    name = '%s%s-doc-vm1' % (GUEST_PREFIX, node.tb.run_id)
+    xml = xml.replace('<name>vm1</name>', '<name>%s</name>' % name).replace(
+        "type='kvm'", "type='%s'" % VIRT_TYPE)
+    path = os.path.join(node.tb.workdir, 'vm1.xml')
+    with open(path, 'w', encoding='utf-8') as fh:
+        fh.write(xml)
+    before = node.state()
+    res = node.cli('check-domain', path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == ("domain '%s' (no <uuid> in the XML: libvirt gives it "
+                        "one when it is defined) asks for 2 L3 ways (from the "
+                        "<rdt:rdt> annotation)" % name), lines
+    assert lines[1].startswith('the hook would create ovsrdt-vm-<its uuid> '
+                               'and put its 2 vCPU threads'), lines
+    said = {int(ln.split()[2].rstrip(':')): ln.split()[3] for ln in lines
+            if ln.startswith('  cache domain ')}
+    assert node.state() == before
+    node.tb.virsh('define', path)
+    node.tb.virsh('start', '--domain', name)
+    uuid = node.tb.virsh('domuuid', name).stdout.strip()
+    group = {g.name: g for g in node.rc.groups()}['ovsrdt-vm-' + uuid]
+    assert {d: str(m) for d, m in group.l3.items()} == said
+
+
+def test_lines_that_no_longer_mislead(node: Node) -> None:
+    """Issue 51 item 4: ``system_min_ways = 40`` on an 11-way node is the
+    setting's fault (not "stop a VM"); metadata meant for ovs-rdt in
+    another namespace, and a vCPU pinned to a CPU the node does not have,
+    get a warning from check-domain and the hook.
+    """
+    lookalike = node.tb.define(
+        '<x:rdt xmlns:x="urn:ovsrdt:libvirt:1"><x:l3 ways="2"/></x:rdt>')
+    res = node.cli('check-domain', '-', stdin=node.dumpxml(lookalike))
+    assert res.returncode == 0, res.stdout + res.stderr
+    warning = ('the hook would log: warning: <x:rdt> in namespace '
+               '"urn:ovsrdt:libvirt:1" looks like an ovs-rdt annotation, but '
+               'ovs-rdt reads only <rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:1"> '
+               'in <metadata>: this VM asks ovs-rdt for nothing and runs in '
+               'the default group')
+    assert warning in res.stdout.splitlines(), res.stdout
+    other = node.tb.define('<a:cfg xmlns:a="http://example.com/libvirt/1">'
+                           '<a:l3 ways="2"/></a:cfg>')
+    assert 'looks like an ovs-rdt annotation' in node.cli(
+        'check-domain', '-', stdin=node.dumpxml(other)).stdout
+    node.tb.start(lookalike)
+    assert 'looks like an ovs-rdt annotation' in node.tb.hook_log()
+
+    pinned = node.tb.define(rdt('<rdt:l3 ways="2"/>'), vcpus=1,
+                            cputune='<cputune><vcpupin vcpu="0" '
+                            'cpuset="45"/></cputune>')
+    res = node.cli('check-domain', '-', stdin=node.dumpxml(pinned))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ('the hook would log: warning: its vCPUs are pinned to CPU 45, '
+            'which this node does not have (no L3 cache domain; its CPUs are '
+            '0-39): its ways are reserved on every cache domain; check '
+            '<vcpupin> and <vcpu cpuset>') in res.stdout.splitlines(), \
+        res.stdout
+
+    node.configure(system_min_ways=40)
+    why = ('[allocation] system_min_ways = 40 is more than the 11 ways of '
+           'this platform\'s cache domains: the default group cannot keep '
+           'them')
+    res = node.cli('status')
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert 'Configuration: cannot be applied: %s' % why in res.stdout
+    guest = node.tb.define(rdt('<rdt:l3 ways="3"/>'))
+    started = node.tb.start(guest, check=False)
+    assert started.returncode != 0
+    assert started.stderr.rstrip().endswith(
+        "ovs-rdt: refusing to start domain '%s': fix the ovs-rdt "
+        "configuration: %s" % (guest.name, why)), started.stderr
 
 
 def test_top_sets_occupancy_against_the_ways_a_group_has(node: Node) -> None:

@@ -148,8 +148,14 @@ class Hook:
         """The configuration (a conf.Settings), read on first use."""
         if self._settings is None:
             from ovs_rdt import conf
-            self._settings = conf.load_files(conf.config_paths(
-                self.config_files, self.config_dirs))
+            try:
+                self._settings = conf.load_files(conf.config_paths(
+                    self.config_files, self.config_dirs))
+            except conf.ConfigError as exc:
+                # The refusal it causes goes to the log file it names, if
+                # it names one (without syslog, that is all there is).
+                self.log.configure(exc.log_file, False)
+                raise
             self.log.configure(self._settings.default.log_file,
                                self._settings.default.debug)
         return self._settings
@@ -196,6 +202,10 @@ class Hook:
         """
         why = dom.lookalike_warning()
         if why:
+            try:
+                self.settings       # (where the log goes; never needed)
+            except Exception:  # noqa: BLE001 - a VM asking nothing starts
+                pass
             self.log('warning', why)
 
     def prepare(self, dom: Domain) -> int:

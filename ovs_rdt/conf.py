@@ -269,19 +269,19 @@ class Settings:
         #: (section, option) -> where it was set, in the order read: one
         #: :class:`Source` per file and line; the last one is in force.
         self.sources: dict[tuple[str, str], list[Source]] = {}
-        #: (path, bytes) of each file as read: :attr:`digest`.
-        self.contents: list[tuple[str, bytes | None]] = []
+        #: (path, text) of each file as read: :attr:`digests`.
+        self.contents: list[tuple[str, str | None]] = []
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError('no section %r in the configuration' % name)
 
     @property
-    def digest(self) -> str:
-        """The files as read, in one digest (:func:`fingerprint` of the
-        same files now differs if one changed); computed on first use
-        (the hook never needs it: no hashlib at every VM start).
+    def digests(self) -> dict[str, str | None]:
+        """Each file as read, as a digest (:func:`fingerprint` of the same
+        files now differs where one changed); computed on first use (the
+        hook never needs it: no hashlib at every VM start).
         """
-        return _digest(self.contents)
+        return {path: _sha256(data) for path, data in self.contents}
 
     @classmethod
     def defaults(cls, **overrides: dict[str, Any]) -> 'Settings':
@@ -552,33 +552,41 @@ def load_files(paths: list[str]) -> Settings:
     sections: dict[str, dict[str, str]] = {}
     origins: dict[str, str] = {}
     sources: dict[tuple[str, str], list[Source]] = {}
-    contents: list[tuple[str, bytes | None]] = []
-    for path in paths:
-        lines: dict[tuple[str, str], int] = {}
-        try:
-            with open(path, 'rb') as fh:
-                data = fh.read()
-            parsed = parse_ini(data.decode('utf-8'), path, lines)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError('config file %s: %s' % (path, exc)) from None
-        contents.append((path, data))
-        check_names(parsed, path)
-        for name, values in parsed.items():
-            sections.setdefault(name, {}).update(values)
-            origins.setdefault(name, path)
-            for key, value in values.items():
-                sources.setdefault((name, key), []).append(
-                    Source(path, lines[(name, key)], value))
+    contents: list[tuple[str, str | None]] = []
+    log_file = None
+    try:
+        for path in paths:
+            lines: dict[tuple[str, str], int] = {}
+            try:
+                with open(path, encoding='utf-8') as fh:
+                    text = fh.read()
+                parsed = parse_ini(text, path, lines)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError('config file %s: %s' % (path, exc)) from None
+            contents.append((path, text))
+            log_file = parsed.get('DEFAULT', {}).get('log_file', log_file)
+            check_names(parsed, path)
+            for name, values in parsed.items():
+                sections.setdefault(name, {}).update(values)
+                origins.setdefault(name, path)
+                for key, value in values.items():
+                    sources.setdefault((name, key), []).append(
+                        Source(path, lines[(name, key)], value))
 
-    def get(section: str, name: str) -> str | None:
-        raw = sections.get(section, {}).get(name)
-        if raw is not None and raw.strip() == '' and section != 'DEFAULT':
-            return None
-        return raw
+        def get(section: str, name: str) -> str | None:
+            raw = sections.get(section, {}).get(name)
+            if raw is not None and raw.strip() == '' and section != 'DEFAULT':
+                return None
+            return raw
 
-    settings = from_lookup(get, sections.__contains__,
-                           dict(sections.get('flavors', {})),
-                           paths[-1] if paths else None, origins)
+        settings = from_lookup(get, sections.__contains__,
+                               dict(sections.get('flavors', {})),
+                               paths[-1] if paths else None, origins)
+    except ConfigError as exc:
+        # Where the refusal this causes can still be logged (the hook:
+        # without syslog, its log file is all an operator has).
+        exc.log_file = log_file or None
+        raise
     settings.paths, settings.sources = list(paths), sources
     settings.contents = contents
     settings.warnings += overridden(sources)
@@ -600,33 +608,39 @@ def overridden(sources: dict[tuple[str, str], list[Source]]) -> list[str]:
                        'the last file read wins ("ovs-rdt config" shows '
                        'every value and where it comes from)'
                        % (last.path, last.line, section, key, last.value,
-                          ', '.join('%s in %s line %d' % (w.value, w.path,
-                                                           w.line)
+                          ', '.join('%s in %s line %d'
+                                    % (w.value, w.path, w.line)
                                     for w in earlier)))
     return out
 
 
-def _digest(contents: list[tuple[str, bytes | None]]) -> str:
-    """One digest of files and their contents (None: missing)."""
+def _sha256(text: str | None) -> str | None:
     import hashlib
-    digest = hashlib.sha256()
-    for path, data in contents:
-        digest.update(path.encode('utf-8', 'surrogateescape') + b'\0')
-        digest.update(b'-' if data is None else b'%d:' % len(data) + data)
-    return digest.hexdigest()
+    return None if text is None else hashlib.sha256(
+        text.encode('utf-8', 'surrogatepass')).hexdigest()
 
 
-def fingerprint(paths: list[str]) -> str:
-    """The digest of ``paths`` as they are now, as :func:`load_files`
-    computes it for :attr:`Settings.digest` (a file that cannot be read
-    counts as missing): what tells whether the files changed since a
-    process read them.
+def fingerprint(paths: list[str]) -> dict[str, str | None]:
+    """Each of ``paths`` as it is now, as a digest (None: it cannot be
+    read), as :attr:`Settings.digests` has them as read.
     """
-    contents: list[tuple[str, bytes | None]] = []
+    out = {}
     for path in paths:
         try:
-            with open(path, 'rb') as fh:
-                contents.append((path, fh.read()))
-        except OSError:
-            contents.append((path, None))
-    return _digest(contents)
+            with open(path, encoding='utf-8') as fh:
+                out[path] = _sha256(fh.read())
+        except (OSError, UnicodeDecodeError):
+            out[path] = None
+    return out
+
+
+def changes(read: dict[str, str | None], now: dict[str, str | None]
+            ) -> list[str]:
+    """How the files ``now`` (:func:`fingerprint`) differ from those
+    ``read``, one phrase per file: ``F changed``, ``F is new``, ``F is
+    gone``; empty when they are the same.
+    """
+    out = ['%s changed' % p for p in read if p in now and now[p] != read[p]]
+    out += ['%s is new' % p for p in now if p not in read]
+    out += ['%s is gone' % p for p in read if p not in now]
+    return out

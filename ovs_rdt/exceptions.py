@@ -12,7 +12,13 @@ class RDTError(Exception):
 
 
 class ConfigError(RDTError):
-    """A configuration value is invalid (names the option and the value)."""
+    """A configuration value is invalid (names the option and the value).
+
+    ``log_file``: ``[DEFAULT] log_file`` as far as the files were read,
+    where what this error causes can still be logged.
+    """
+
+    log_file: str | None = None
 
 
 class InvalidValue(RDTError):

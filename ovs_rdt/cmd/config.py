@@ -129,4 +129,3 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     print(render(settings.paths, items, source))
     return 0
-

@@ -16,6 +16,7 @@ from ovs_rdt.members import summary
 from ovs_rdt import POOL_GROUP_PREFIX
 
 if TYPE_CHECKING:
+    from ovs_rdt.agent.agent_state import AgentState
     from ovs_rdt.agent.policy_state import PolicyState
 
 
@@ -317,17 +318,27 @@ def _platform_extras(plat: dict) -> list[str]:
     return out
 
 
-def render_agent(pid: str | None, error: str | None = None) -> str:
-    """Whether an ovs-rdt-agent keeps the OvS side of the plan (``error``:
-    why this user cannot tell).
+def render_agent(pid: str | None, error: str | None = None,
+                 state: AgentState | None = None,
+                 problems: list[str] | None = None) -> str:
+    """Whether an ovs-rdt-agent keeps the node (``error``: why this user
+    cannot tell): its pid, the configuration it runs, its OvS status, and
+    ``problems`` (:func:`ovs_rdt.cmd.status.agent_problems`).
     """
     if error:
         return 'Agent: %s' % error
-    if pid is not None:
-        return 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
-    return ('Agent: no ovs-rdt-agent runs for this resctrl root: PMD threads '
-            'are not placed, and Open_vSwitch external_ids:rdt-status is '
-            'what the last agent wrote')
+    if pid is None:
+        return 'Agent: %s' % (problems or ['no ovs-rdt-agent runs'])[0]
+    head = 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
+    if state is None:
+        return head + (': it publishes no state (an earlier release?), so '
+                       'whether it runs the files as they are is unknown')
+    if problems:
+        return '\n'.join([head + ', but:'] + ['  - %s' % p for p in problems])
+    lines = [head + ', with the configuration files as they are']
+    if state.ovs_status:
+        lines.append('  OvS: %s' % state.ovs_status)
+    return '\n'.join(lines)
 
 
 def render_policy(state: PolicyState | None, error: str | None = None

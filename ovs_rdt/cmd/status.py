@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Collection
 
+from ovs_rdt.agent import agent_state
+from ovs_rdt.agent.agent_state import AgentState
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent.policy import read_state
 from ovs_rdt.agent.policy_state import PolicyStateError
@@ -27,17 +30,22 @@ from ovs_rdt.resctrl import Resctrl
 #: Exit statuses (besides 0, 1: an error, 2: a bad command line).
 EXIT_DIFFERS = 3
 EXIT_INVALID = 4
+EXIT_AGENT = 5
 APPLIED, DIFFERS, INVALID = 'applied', 'differs', 'invalid'
 EXIT_CODES = {APPLIED: 0, DIFFERS: EXIT_DIFFERS, INVALID: EXIT_INVALID}
 EPILOG = '''exit status:
-  0  resctrl holds what the configuration asks
+  0  resctrl holds what the configuration asks, and the node's
+     ovs-rdt-agent runs it
   1  an error (resctrl cannot be read, ...)
   2  a bad command line or configuration file
   %d  the configuration differs from what resctrl holds: "ovs-rdt apply"
      makes it so ("ovs-rdt apply --dry-run" shows how)
   %d  the configuration cannot be applied on this node (the reason is
      printed): resctrl holds the last layout applied
-''' % (EXIT_DIFFERS, EXIT_INVALID)
+  %d  resctrl holds what the configuration asks, but no ovs-rdt-agent runs
+     for it, or it runs an older configuration than the files, or it
+     reports an error (the OvS knobs): what and what to do is printed
+''' % (EXIT_DIFFERS, EXIT_INVALID, EXIT_AGENT)
 
 _PLANNING_ERRORS = (AllocationError, ConfigError, InvalidValue)
 
@@ -132,6 +140,38 @@ def left(manager: CacheManager, state: tuple[Platform, list[Group]]
                     shared_pool_ways=shared[d]) for d in free}
 
 
+def agent_problems(pid: str | None, state: AgentState | None) -> list[str]:
+    """What is wrong with the node's agent (exit status 5): none runs; it
+    runs an older configuration than the files (:func:`.agent_state.outdated`,
+    the rule of its own log and ``ovs_rdt_config_outdated``); its OvS side
+    reports an error.  Each with what to do.
+    """
+    if pid is None:
+        return ['no ovs-rdt-agent runs for this resctrl root: nothing follows '
+                'the OvS knobs (PMD threads stay where the last agent put '
+                'them; Open_vSwitch external_ids:rdt-status is what it '
+                'wrote), VM groups left behind stay, no metrics; start it: '
+                'systemctl start ovs-rdt-agent (without systemd: '
+                'doc/try-it.md, "Without systemd")']
+    if state is None:
+        return []       # (an agent that publishes nothing: cannot tell)
+    out = []
+    changed = agent_state.outdated(state)
+    if changed:
+        out.append('it runs an older configuration than the files (%s; it '
+                   'read them at %s%s): apply them with systemctl reload '
+                   'ovs-rdt-agent (or kill -HUP %d)'
+                   % ('; '.join(changed), time.strftime(
+                       '%Y-%m-%d %H:%M:%S', time.localtime(state.loaded)),
+                      ', and its last SIGHUP kept them: %s'
+                      % state.reload_error if state.reload_error else '',
+                      state.pid))
+    if state.ovs_status and state.ovs_status.startswith('error'):
+        out.append('OvS knobs (Open_vSwitch external_ids:rdt-status): %s'
+                   % state.ovs_status)
+    return out
+
+
 def run(settings: Settings, args: argparse.Namespace) -> int:
     names, source = vm_names(settings)
     plan = assess(manager_from(settings), names)
@@ -145,11 +185,18 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     plan['policy'] = policy.to_dict() if policy is not None else None
     if policy_error:
         plan['policy_error'] = policy_error
+    state = None
     try:
         plan['agent'] = AgentLock(settings.resctrl.root).running()
+        state = agent_state.read(settings.resctrl.root)
     except RDTError as exc:
         plan['agent'], plan['agent_error'] = None, str(exc)
+    plan['agent_state'] = state.to_dict() if state is not None else None
+    plan['agent_problems'] = [] if plan.get('agent_error') else \
+        agent_problems(plan['agent'], state)
     code = EXIT_CODES[plan['configuration']['state']]
+    if code == 0 and plan['agent_problems']:
+        code = EXIT_AGENT
     if args.json:
         json.dump(plan, sys.stdout, indent=2)
         sys.stdout.write('\n')
@@ -158,7 +205,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                                          and sys.stdout.isatty())
     print(report.render(plan, colour))
     print()
-    print(report.render_agent(plan['agent'], plan.get('agent_error')))
+    print(report.render_agent(plan['agent'], plan.get('agent_error'), state,
+                              plan['agent_problems']))
     print(source)
     if settings.policy.enabled or policy or policy_error:
         print()

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from ovs_rdt import conf, opts
@@ -287,18 +289,19 @@ def test_a_later_file_overriding_a_pool_is_a_warning(tmp_path):
         [str(main)], [str(confd)])).warnings == []
 
 
-def test_fingerprint_is_the_digest_of_what_was_read(tmp_path):
+def test_fingerprint_and_changes_say_which_file_changed(tmp_path):
     main, confd = three_files(tmp_path)
     paths = conf.config_paths([str(main)], [str(confd)])
     settings = conf.load_files(paths)
-    assert conf.fingerprint(paths) == settings.digest
+    assert conf.fingerprint(paths) == settings.digests
+    assert conf.changes(settings.digests, conf.fingerprint(paths)) == []
     (confd / '20-b.conf').write_text('# b\n[pool:hp]\nl3_ways = 2\n')
-    assert conf.fingerprint(paths) != settings.digest
-    (confd / '20-b.conf').write_text('# b\n[pool:hp]\nl3_ways = 3\n')
-    assert conf.fingerprint(paths) == settings.digest
-    (confd / '40-d.conf').write_text('')    # a new file: another list
-    assert conf.fingerprint(conf.config_paths(
-        [str(main)], [str(confd)])) != settings.digest
+    (confd / '40-d.conf').write_text('')
+    os.unlink(confd / '10-a.conf')
+    now = conf.fingerprint(conf.config_paths([str(main)], [str(confd)]))
+    assert conf.changes(settings.digests, now) == [
+        '%s changed' % (confd / '20-b.conf'), '%s is new' % (
+            confd / '40-d.conf'), '%s is gone' % (confd / '10-a.conf')]
 
 
 def test_config_shows_each_value_and_where_it_comes_from(tmp_path, capsys):

@@ -255,9 +255,12 @@ def free_text(free: dict, width: int) -> str:
                free['reserved_ways'], free['vm_held_ways']))
 
 
-def render_configuration(conf: dict, root: str) -> str:
+def render_configuration(conf: dict, root: str,
+                         agent_outdated: bool = False) -> str:
     """Whether ``root`` holds what the configuration asks, and if not, why
-    (:func:`ovs_rdt.cmd.status.configuration`).
+    (:func:`ovs_rdt.cmd.status.configuration`); ``agent_outdated``: the
+    agent runs an older configuration, which it would write back over
+    ``apply``'s.
     """
     if conf['state'] == 'invalid':
         return ('Configuration: cannot be applied: %s\n  resctrl holds the '
@@ -268,9 +271,11 @@ def render_configuration(conf: dict, root: str) -> str:
     writes = conf['writes']
     if not writes:
         return 'Configuration: applied (%s holds what it asks)' % root
+    how = ('the agent runs an older configuration, which it would write '
+           'back: "systemctl reload ovs-rdt-agent" makes them'
+           if agent_outdated else '"ovs-rdt apply" makes them')
     lines = ['Configuration: not applied: %s would make %s what it asks '
-             '("ovs-rdt apply" makes them):'
-             % (count(len(writes), 'write'), root)]
+             '(%s):' % (count(len(writes), 'write'), root, how)]
     for write in writes:
         lines.append('  ' + write['write'])
         lines.extend('      ' + text for text in write['effects'])

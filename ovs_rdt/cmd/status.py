@@ -140,11 +140,13 @@ def left(manager: CacheManager, state: tuple[Platform, list[Group]]
                     shared_pool_ways=shared[d]) for d in free}
 
 
-def agent_problems(pid: str | None, state: AgentState | None) -> list[str]:
+def agent_problems(pid: str | None, state: AgentState | None,
+                   changed: list[str]) -> list[str]:
     """What is wrong with the node's agent (exit status 5): none runs; it
-    runs an older configuration than the files (:func:`.agent_state.outdated`,
-    the rule of its own log and ``ovs_rdt_config_outdated``); its OvS side
-    reports an error.  Each with what to do.
+    runs an older configuration than the files (``changed``:
+    :func:`.agent_state.outdated`, the rule of its own log and
+    ``ovs_rdt_config_outdated``); its OvS side reports an error.  Each
+    with what to do.
     """
     if pid is None:
         return ['no ovs-rdt-agent runs for this resctrl root: nothing follows '
@@ -156,7 +158,6 @@ def agent_problems(pid: str | None, state: AgentState | None) -> list[str]:
     if state is None:
         return []       # (an agent that publishes nothing: cannot tell)
     out = []
-    changed = agent_state.outdated(state)
     if changed:
         out.append('it runs an older configuration than the files (%s; it '
                    'read them at %s%s): apply them with systemctl reload '
@@ -192,8 +193,9 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     except RDTError as exc:
         plan['agent'], plan['agent_error'] = None, str(exc)
     plan['agent_state'] = state.to_dict() if state is not None else None
+    changed = agent_state.outdated(state) if state is not None else []
     plan['agent_problems'] = [] if plan.get('agent_error') else \
-        agent_problems(plan['agent'], state)
+        agent_problems(plan['agent'], state, changed)
     code = EXIT_CODES[plan['configuration']['state']]
     if code == 0 and plan['agent_problems']:
         code = EXIT_AGENT
@@ -213,5 +215,5 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         print(report.render_policy(policy, policy_error))
     print()
     print(report.render_configuration(plan['configuration'],
-                                      settings.resctrl.root))
+                                      settings.resctrl.root, bool(changed)))
     return code

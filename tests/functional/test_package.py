@@ -369,8 +369,10 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
               'web_config_file = %s\n' % (port, web))
     res = root.run('ovs-rdt', 'apply')
     assert 'ovsrdt-pool-hp' in rc.group_names(), res.stdout + res.stderr
-    status = root.run('ovs-rdt', 'status').stdout
+    res = root.run('ovs-rdt', 'status', check=False)
+    status = res.stdout
     assert 'ovsrdt-pool-hp' in status and 'default (root)' in status, status
+    assert res.returncode == 5      # applied; the agent is not started yet
 
     # The agent, as the unit starts it.
     cmd = exec_start(root)

@@ -132,7 +132,7 @@ def test_what_is_wrong_with_the_agent(tmp_path):
     import os
     import time
 
-    from ovs_rdt.agent.agent_state import AgentState
+    from ovs_rdt.agent.agent_state import AgentState, outdated
     from ovs_rdt.cmd import report
 
     path = tmp_path / 'ovs-rdt.conf'
@@ -140,20 +140,20 @@ def test_what_is_wrong_with_the_agent(tmp_path):
     settings = conf.load(str(path))
     state = AgentState(os.getpid(), [str(path)], [], settings.digests,
                        time.time(), ovs_status='ok: no rdt-* keys set')
-    assert status.agent_problems('42', state) == []
+    assert status.agent_problems('42', state, []) == []
     assert report.render_agent('42', None, state, []).splitlines() == [
         'Agent: ovs-rdt-agent runs for this resctrl root (pid 42), with the '
         'configuration files as they are', '  OvS: ok: no rdt-* keys set']
-    [down] = status.agent_problems(None, None)
+    [down] = status.agent_problems(None, None, [])
     assert down.startswith('no ovs-rdt-agent runs for this resctrl root: '
                            'nothing follows the OvS knobs (PMD threads stay '
                            'where the last agent put them')
     assert 'PMD threads are not placed' not in down
     path.write_text('[allocation]\npools = \n\n')
     bad = 'error: other_config:rdt-pmd-l3-ways: \'20\' must be from 1 to 11'
-    problems = status.agent_problems('42', AgentState(
-        os.getpid(), [str(path)], [], settings.digests, time.time(),
-        ovs_status=bad))
+    stale = AgentState(os.getpid(), [str(path)], [], settings.digests,
+                       time.time(), ovs_status=bad)
+    problems = status.agent_problems('42', stale, outdated(stale))
     assert len(problems) == 2
     assert problems[0].startswith('it runs an older configuration than the '
                                   'files (%s changed; it read them at ' % path)

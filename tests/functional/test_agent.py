@@ -417,8 +417,8 @@ def test_agent_beside_a_group_another_tool_just_made(
     os.rmdir(rc.path('handmade'))
 
 
-def test_the_node_says_what_the_agent_runs(ovs, emulated_resctrl, rdt_agent,
-                                          tmp_path) -> None:
+def test_the_node_says_what_the_agent_runs(
+        ovs, emulated_resctrl, rdt_agent, tmp_path) -> None:
     """Issue 51 items 1, 2, 3 and 7 through a real agent, OVSDB and
     ovs-vswitchd: ``status`` exits 5 and says why (no agent; the OvS knobs
     in error; files changed without SIGHUP, with what to do), 0 once all is
@@ -432,8 +432,8 @@ def test_the_node_says_what_the_agent_runs(ovs, emulated_resctrl, rdt_agent,
     confd = tmp_path / 'conf.d'
     confd.mkdir()
     for name, ways in (('10-a', 4), ('20-b', 3), ('30-c', 5)):
-        (confd / ('%s.conf' % name)).write_text('[pool:hp]\nl3_ways = %d\n'
-                                                 % ways)
+        text = '[pool:hp]\nl3_ways = %d\n' % ways
+        (confd / ('%s.conf' % name)).write_text(text)
     port = free_port()
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
     agent_args = ['--config-dir', str(confd)]

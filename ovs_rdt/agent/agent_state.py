@@ -20,7 +20,7 @@ from typing import Any
 
 from ovs_rdt import atomicfile, conf, procfs
 from ovs_rdt.exceptions import ConfigError, RDTError
-from ovs_rdt.runfiles import RUN_DIR, ensure_dir, root_only, run_path
+from ovs_rdt.runfiles import RUN_DIR, ensure_dir, read_live, run_path
 
 LOG = logging.getLogger(__name__)
 VERSION = 1
@@ -73,17 +73,8 @@ def read(root: str, run_dir: str = RUN_DIR, proc: str = procfs.PROC
     """The state of the agent running for ``root`` (None: none runs, or
     it publishes none); ConfigError when this user may not read it.
     """
-    path = state_path(root, run_dir)
-    try:
-        with open(path, encoding='utf-8') as fh:
-            data = json.load(fh)
-    except PermissionError:
-        raise ConfigError(root_only(path)) from None
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get('version') != VERSION or \
-            not isinstance(data.get('pid'), int) or \
-            not procfs.alive(data['pid'], proc):
+    data = read_live(state_path(root, run_dir), ConfigError, proc)
+    if data is None or data.get('version') != VERSION:
         return None
     try:
         return AgentState(**{f.name: data[f.name]

@@ -229,6 +229,18 @@ class Section:
         return 'Section(%r)' % (vars(self),)
 
 
+class Source:
+    """Where an option was set: file, line, and the value written there."""
+
+    __slots__ = ('path', 'line', 'value')
+
+    def __init__(self, path: str, line: int, value: str) -> None:
+        self.path, self.line, self.value = path, line, value
+
+    def __repr__(self) -> str:
+        return '%s line %d: %r' % (self.path, self.line, self.value)
+
+
 class Settings:
     """The whole configuration, as plain values.
 
@@ -252,9 +264,24 @@ class Settings:
         self.flavors = dict(flavors or {})
         self.config_file = config_file
         self.warnings = list(warnings or [])
+        #: The files read, in order (:func:`load_files`).
+        self.paths: list[str] = []
+        #: (section, option) -> where it was set, in the order read: one
+        #: :class:`Source` per file and line; the last one is in force.
+        self.sources: dict[tuple[str, str], list[Source]] = {}
+        #: (path, text) of each file as read: :attr:`digests`.
+        self.contents: list[tuple[str, str | None]] = []
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError('no section %r in the configuration' % name)
+
+    @property
+    def digests(self) -> dict[str, str | None]:
+        """Each file as read, as a digest (:func:`fingerprint` of the same
+        files now differs where one changed); computed on first use (the
+        hook never needs it: no hashlib at every VM start).
+        """
+        return {path: _sha256(data) for path, data in self.contents}
 
     @classmethod
     def defaults(cls, **overrides: dict[str, Any]) -> 'Settings':
@@ -390,7 +417,9 @@ def unlisted_pools(origins: dict[str, str], pools: list[str]) -> list[str]:
     return out
 
 
-def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
+def parse_ini(text: str, path: str,
+              lines: dict[tuple[str, str], int] | None = None
+              ) -> dict[str, dict[str, str]]:
     """Parse an ini file the way oslo.config's iniparser does.
 
     ``[section]`` headers, ``key = value`` or ``key: value``, full-line
@@ -407,10 +436,14 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
     repeated key, expands ``%``, lowercases keys, copies ``[DEFAULT]``
     into every section), and the agent and the CLI read with this parser
     too, so one file means one thing to every reader.
+
+    ``lines``, if given, gets the line each option was set on (the last
+    time, as its value), keyed by (section, option).
     """
     sections: dict[str, dict[str, str]] = {}
     current: dict[str, str] | None = None
     key = None
+    name = ''
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not line or line.lstrip()[:1] in ('#', ';'):
@@ -422,7 +455,8 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
             if not line.endswith(']') or len(line) <= 2:
                 raise ConfigError('config file %s line %d: bad section header '
                                   '%r' % (path, lineno, line))
-            current = sections.setdefault(line[1:-1].strip(), {})
+            name = line[1:-1].strip()
+            current = sections.setdefault(name, {})
             key = None
             continue
         if current is None:
@@ -438,6 +472,8 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
         if len(value) > 1 and value[0] == value[-1] and value[0] in '"\'':
             value = value[1:-1]
         current[key] = value
+        if lines is not None:
+            lines[(name, key)] = lineno
     return sections
 
 
@@ -583,16 +619,80 @@ def load_files(paths: list[str]) -> Settings:
     """
     sections: dict[str, dict[str, str]] = {}
     origins: dict[str, str] = {}
+    sources: dict[tuple[str, str], list[Source]] = {}
+    contents: list[tuple[str, str | None]] = []
     for path in paths:
-        parsed = parse_ini(read_text(path), path)
+        lines: dict[tuple[str, str], int] = {}
+        text = read_text(path)
+        parsed = parse_ini(text, path, lines)
+        contents.append((path, text))
         check_names(parsed, path)
         for name, values in parsed.items():
             sections.setdefault(name, {}).update(values)
             origins.setdefault(name, path)
+            for key, value in values.items():
+                sources.setdefault((name, key), []).append(
+                    Source(path, lines[(name, key)], value))
 
     def get(section: str, name: str) -> str | None:
         return given(section, sections.get(section, {}).get(name))
 
-    return from_lookup(get, sections.__contains__,
-                       dict(sections.get('flavors', {})),
-                       paths[-1] if paths else None, origins)
+    settings = from_lookup(get, sections.__contains__,
+                           dict(sections.get('flavors', {})),
+                           paths[-1] if paths else None, origins)
+    settings.paths, settings.sources = list(paths), sources
+    settings.contents = contents
+    settings.warnings += overridden(sources)
+    return settings
+
+
+def overridden(sources: dict[tuple[str, str], list[Source]]) -> list[str]:
+    """A warning for each option of a ``[pool:NAME]`` section that a later
+    file sets to another value than an earlier one: one pool defined in
+    several files is more likely a mistake than a plan (the last wins).
+    """
+    out = []
+    for (section, key), where in sources.items():
+        last = where[-1]
+        earlier = [w for w in where[:-1]
+                   if w.path != last.path and w.value != last.value]
+        if section.startswith(POOL_GROUP_PREFIX) and earlier:
+            out.append('config file %s line %d: [%s] %s = %s overrides %s: '
+                       'the last file read wins ("ovs-rdt config" shows '
+                       'every value and where it comes from)'
+                       % (last.path, last.line, section, key, last.value,
+                          ', '.join('%s in %s line %d'
+                                    % (w.value, w.path, w.line)
+                                    for w in earlier)))
+    return out
+
+
+def _sha256(text: str | None) -> str | None:
+    import hashlib
+    return None if text is None else hashlib.sha256(
+        text.encode('utf-8', 'surrogatepass')).hexdigest()
+
+
+def fingerprint(paths: list[str]) -> dict[str, str | None]:
+    """Each of ``paths`` as it is now, as a digest (None: it cannot be
+    read), as :attr:`Settings.digests` has them as read.
+    """
+    out = {}
+    for path in paths:
+        try:
+            out[path] = _sha256(read_text(path))
+        except ConfigError:
+            out[path] = None
+    return out
+
+
+def changes(read: dict[str, str | None], now: dict[str, str | None]
+            ) -> list[str]:
+    """How the files ``now`` (:func:`fingerprint`) differ from those
+    ``read``, one phrase per file: ``F changed``, ``F is new``, ``F is
+    gone``; empty when they are the same.
+    """
+    out = ['%s changed' % p for p in read if p in now and now[p] != read[p]]
+    out += ['%s is new' % p for p in now if p not in read]
+    out += ['%s is gone' % p for p in read if p not in now]
+    return out

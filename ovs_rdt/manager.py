@@ -23,7 +23,8 @@ from ovs_rdt.core.plan import RMDIR, Plan, Step
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import InvalidValue, ResctrlError, ResctrlUnavailable
 from ovs_rdt.exceptions import RDTError, refuse
-from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX, SELFTEST_GROUP_PREFIX
+from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX
+from ovs_rdt import SELFTEST_GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.inputs import request
 from ovs_rdt.resctrl import Resctrl
 
@@ -154,6 +155,17 @@ def in_progress(platform: Platform, groups: list[Group],
     bare = [name for name in foreign.unwritten_groups(platform, groups)
             if name in str(exc)]
     return 'not written yet: %s' % ', '.join(bare) if bare else ''
+
+
+def without_leftovers(groups: list[Group]) -> tuple[list[Group], list[str]]:
+    """``groups`` less what a selftest that is gone left
+    (:func:`ovs_rdt.procfs.selftest_left`), which every plan removes
+    first, and those groups' names.
+    """
+    from ovs_rdt import procfs
+
+    left = [g.name for g in groups if procfs.selftest_left(g.name)]
+    return [g for g in groups if g.name not in left], left
 
 
 class CacheManager:
@@ -342,6 +354,18 @@ class CacheManager:
             except InvalidValue as exc:
                 raise ConfigError(str(exc)) from None
 
+    def system_min_ways(self, platform: Platform) -> int:
+        """``[allocation] system_min_ways``, checked against the platform
+        (ConfigError: more ways than a cache domain has).
+        """
+        ways = self.settings.allocation.system_min_ways
+        if ways > platform.cbm_len:
+            raise ConfigError('[allocation] system_min_ways = %d is more than '
+                              'the %d ways of this platform\'s cache domains: '
+                              'the default group cannot keep them'
+                              % (ways, platform.cbm_len))
+        return ways
+
     def system_masks(self, platform: Platform) -> dict[int, CBM] | None:
         raw = self.settings.allocation.system_l3_cbm
         if not raw:
@@ -428,8 +452,47 @@ class CacheManager:
         if change is not None:
             requests.append(change)
         return allocator.plan(platform, groups, requests,
-                              self.settings.allocation.system_min_ways,
+                              self.system_min_ways(platform),
                               self.system_masks(platform))
+
+    def room(self, state: tuple[Platform, list[Group]] | None = None,
+             isolated: bool = True) -> dict[int, int]:
+        """The most ways one more group (a VM's; ``isolated`` false: a
+        shared pool) gets on each domain, from ``state`` (:meth:`read`)
+        or resctrl now: :func:`ovs_rdt.core.allocator.room` in the layout
+        ``apply`` makes (the configured pools, the PMD group and the VMs
+        where they are, moved as a VM start would move them; a pool no
+        longer configured is not counted).  Raises the planning errors
+        when the configuration cannot be applied (nothing can be counted
+        then).
+        """
+        platform, groups = state or self.read()
+        groups = without_leftovers(groups)[0]   # (the plan removes them)
+        return allocator.room(platform, groups,
+                              self._desired(platform, groups, False),
+                              self.system_min_ways(platform),
+                              self.system_masks(platform), isolated)
+
+    def free_ways(self, state: tuple[Platform, list[Group]] | None = None
+                  ) -> dict[int, dict[str, int]]:
+        """Per domain: ``vm_ways``, what one more VM gets (:meth:`room`);
+        ``vm_held_ways``, what VMs hold; ``reserved_ways``, the rest of the
+        CBM length, which VMs cannot have: the reserve ``provider-config``
+        gives Placement, so that Placement's free count is :meth:`room`'s
+        (``status`` shows the same sum).
+        """
+        platform, groups = state = state or self.read()
+        free = self.room(state)
+        root = next(g for g in groups if g.is_root)
+        held = {d: 0 for d in platform.domains}
+        for grp in groups:
+            if grp.name.startswith(VM_GROUP_PREFIX):
+                for dom, ways in self.held_ways(grp, root).items():
+                    held[dom] = held.get(dom, 0) + ways
+        return {d: {'vm_ways': free[d], 'vm_held_ways': held[d],
+                    'reserved_ways': max(0, platform.cbm_len - free[d]
+                                         - held[d])}
+                for d in platform.domains}
 
     def apply(self) -> Plan:
         """Create/update the configured pools and the default group's mask.
@@ -508,10 +571,7 @@ class CacheManager:
         What a selftest left (:func:`ovs_rdt.procfs.selftest_left`) is
         removed first, its ways and CLOSIDs planned as free.
         """
-        from ovs_rdt import procfs
-
-        left = [g.name for g in groups if procfs.selftest_left(g.name)]
-        groups = [g for g in groups if g.name not in left]
+        groups, left = without_leftovers(groups)
         try:
             target = self._plan(platform, groups, change, remove, prune)
         except (AllocationError, ConfigError) as exc:

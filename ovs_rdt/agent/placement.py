@@ -290,16 +290,19 @@ class PmdPlacer:
         if not force and allocation == self._allocation:
             return False
         assert want.ways is not None
-        LOG.info('allocating %s: %s on cache domains %s for PMD cores '
-                 '%s', PMD_GROUP, count(want.ways, 'way'),
-                 ','.join(map(str, cache_domains)), _cpus(cores))
         try:
-            self.manager.allocate(Request(
+            done = self.manager.allocate(Request(
                 PMD_GROUP, ways={d: want.ways for d in cache_domains},
                 mb_percent=want.mb_percent, mb_mbps=want.mb_mbps))
         except RDTError as exc:
             raise RDTError('%s=%d: %s' % (knobs_mod.KEY_WAYS, want.ways, exc)
                            ) from exc
+        # At a forced re-scan this only checks: said when it wrote.
+        LOG.log(logging.INFO if allocation != self._allocation or done.steps
+                else logging.DEBUG, 'allocated %s: %s on cache domains %s for '
+                'PMD cores %s (%s)', PMD_GROUP, count(want.ways, 'way'),
+                ','.join(map(str, cache_domains)), _cpus(cores),
+                count(len(done.steps), 'resctrl write'))
         self._allocation = allocation
         return True
 

@@ -98,8 +98,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                 guests=GuestCache(settings, said))
     hook.log = said
     dom = None
+    made_up = None
     try:
         dom = domain.parse(data)
+        if not dom.uuid_raw:
+            # A file for "virsh define" may have none: libvirt gives it
+            # one then, which the hook gets (and names the group after).
+            import uuid
+            made_up = dom.uuid_raw = str(uuid.uuid4())
         spec, plan = hook.preview(dom)
         lines = describe(hook.guests, dom, spec, plan)
         code = 0
@@ -112,6 +118,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     for level, msg in said.lines:
         if level in ('warning', 'error'):
             lines.append('the hook would log: %s: %s' % (level, msg))
+    if made_up:
+        lines = [line.replace('(uuid %s)' % made_up, '(no <uuid> in the XML: '
+                              'libvirt gives it one when it is defined)')
+                 .replace(made_up, '<its uuid>') for line in lines]
     print('\n'.join(lines))
     return code
 
@@ -185,7 +195,18 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
                      'definition of the VM' % stale for stale in plan.remove
                      if stale == VM_GROUP_PREFIX + dom.uuid)
         lines.extend('  and it %s' % move for move in plan.moves)
-        if plan.free:
-            lines.append('free ways after it: %s' % ', '.join(
-                'cache domain %d: %d' % kv for kv in sorted(plan.free.items())))
+        lines.append('free ways after it: %s' % ', '.join(
+            'cache domain %d: %d' % kv for kv in sorted(free_after(
+                guests, plan).items())))
     return lines
+
+
+def free_after(guests: GuestCache, plan: Plan) -> dict[int, int]:
+    """What one more VM would get once ``plan`` is made: the one free
+    count (:meth:`ovs_rdt.manager.CacheManager.room`, as ``status`` and
+    ``provider-config`` count it).
+    """
+    from ovs_rdt.cmd.provider_config import layout_groups
+
+    platform, groups = guests.manager.read()
+    return guests.manager.room((platform, layout_groups(plan, groups)))

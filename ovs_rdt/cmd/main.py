@@ -34,6 +34,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                      'this node, without doing it'),
     'install-hook': ('ovs_rdt.cmd.install_hook',
                      'install the libvirt hook wrapper'),
+    'config': ('ovs_rdt.cmd.config',
+               'show the effective configuration: every value, and the file '
+               'and line it comes from'),
     'provider-config': ('ovs_rdt.cmd.provider_config',
                         'write a Nova provider config with the node\'s '
                         'cache-way inventory'),

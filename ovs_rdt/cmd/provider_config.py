@@ -37,12 +37,10 @@ import yaml
 
 from ovs_rdt import atomicfile
 from ovs_rdt.cmd import say
-from ovs_rdt.core import allocator, layout, topology
-from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
-from ovs_rdt.core.model import held_masks, vm_group
+from ovs_rdt.core import topology
+from ovs_rdt.core.model import UNIT_PERCENT, Group, Platform
 from ovs_rdt.core.plan import Plan
-from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
+from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
 from ovs_rdt.inputs import uuids
@@ -61,95 +59,16 @@ COMPUTE_NODE = '$COMPUTE_NODE'
 #: map: a provider config cannot carry it (Placement has no such field).
 NUMA_L3_KEY = 'rdt_numa_l3'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
-_PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 
 
-def reserved_ways(platform: Platform, groups: list[Group],
-                  system_min_ways: int,
-                  system_cbm: dict[int, CBM] | None = None) -> dict[int, int]:
-    """Ways per domain that VMs cannot have.
-
-    The CBM length minus the most ways the node allocator
-    (:func:`ovs_rdt.core.allocator.plan`) would give one more VM group there,
-    with every group that is not a VM's where it is (:func:`room`): the
-    ways other tools' groups hold or share with ours
-    (:mod:`ovs_rdt.core.foreign`), our pools and PMD group where their
-    mask does not overlap the default group's (elsewhere they hold no ways
-    and follow it), the default group's minimum (``system_min_ways`` or the
-    ``system_cbm`` mask), and what the allocator refuses VMs: the ways the
-    hardware shares with I/O (``shareable_bits``) unless the default group
-    can keep its minimum there, ways split off from the free run, fewer
-    ways than ``min_cbm_bits``.  VM groups are left out (Placement counts
-    them as allocations); the ways VMs get add up, as the allocator moves
-    groups to make a run when a request needs one.  Pools and the PMD group
-    stay where they are in this count (an explicit ``l3_cbm`` cannot move):
-    when they left holes, the node may place more than this says, never
-    less.
+def inventory(platform: Platform, groups: list[Group],
+              per_domain: dict[int, int]) -> dict[str, dict]:
+    """Placement inventories (resource class -> fields) of the node;
+    ``per_domain``: the ways VMs cannot have there
+    (:meth:`CacheManager.free_ways`).
     """
-    return {dom: platform.cbm_len - ways for dom, ways in room(
-        platform, [g for g in groups if not g.name.startswith(VM_GROUP_PREFIX)],
-        system_min_ways, system_cbm).items()}
-
-
-def room(platform: Platform, groups: list[Group], system_min_ways: int,
-         system_cbm: dict[int, CBM] | None = None,
-         isolated: bool = True) -> dict[int, int]:
-    """The most ways the node allocator would give one more group on each
-    domain, an ``isolated`` one or not (a pool with ``isolated = false``
-    may have the ways the hardware shares with I/O): every group where it
-    is, but VMs' groups, which the allocator may move to make a run.
-    """
-    width = platform.cbm_len
-    state = list(groups)
-    root = next((g for g in state if g.is_root), None)
-    if root is None:
-        root = Group(ROOT, {d: CBM.full(width) for d in platform.domains})
-        state.insert(0, root)
-    # where they are now: fixed, as the allocator keeps them; VMs' groups
-    # hold their count of ways (the allocator moves them if it must)
-    held = {g.name: held_masks(g, root) for g in state if g.owned}
-    requests = [CacheManager.existing_request(g, root, platform.mb)
-                if g.name.startswith(VM_GROUP_PREFIX) else
-                Request(g.name, cbm=held[g.name], exclusive=False)
-                for g in state if g.owned]
-    out = {}
-    for dom in platform.domains:
-        area = layout.Domain(platform, dom, state, [], system_min_ways,
-                             (system_cbm or {}).get(dom))
-        ours = CBM.empty(width)
-        for masks in held.values():
-            ours |= masks.get(dom) or ours
-        system = area.system_cbm or CBM.empty(width)
-        taken = area.fixed | ours | system
-        reserve = layout.system_reserve(area, ours)
-        # an upper bound: ask the allocator, from there down
-        ways = layout.free_ways(area, taken, reserve, isolated)
-        while ways >= platform.min_cbm_bits and not _fits(
-                platform, state, requests, dom, ways, system_min_ways,
-                system_cbm, isolated):
-            ways -= 1
-        out[dom] = ways if ways >= platform.min_cbm_bits else 0
-    return out
-
-
-def _fits(platform: Platform, groups: list[Group], requests: list[Request],
-          domain: int, ways: int, system_min_ways: int,
-          system_cbm: dict[int, CBM] | None, isolated: bool = True) -> bool:
-    probe = Request(_PROBE, ways={domain: ways}, exclusive=isolated)
-    try:
-        allocator.plan(platform, groups, requests + [probe], system_min_ways,
-                       system_cbm)
-    except AllocationError:
-        return False
-    return True
-
-
-def inventory(platform: Platform, groups: list[Group], system_min_ways: int,
-              system_cbm: dict[int, CBM] | None = None) -> dict[str, dict]:
-    """Placement inventories (resource class -> fields) of the node."""
     total = platform.cbm_len * len(platform.domains)
-    reserved = sum(reserved_ways(platform, groups, system_min_ways,
-                                 system_cbm).values())
+    reserved = sum(per_domain.values())
     free = max(1, total - reserved)
     not_vms = sum(1 for g in groups if not g.name.startswith(VM_GROUP_PREFIX))
     return {
@@ -243,10 +162,9 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     platform, now = manager.read()
     groups = layout_groups(manager.preview(prune=True, state=(platform, now)),
                            now)  # the layout "apply" makes
-    system_cbm = manager.system_masks(platform)
-    min_ways = settings.allocation.system_min_ways
-    inv = inventory(platform, groups, min_ways, system_cbm)
-    per_dom = reserved_ways(platform, groups, min_ways, system_cbm)
+    per_dom = {d: free['reserved_ways'] for d, free
+               in manager.free_ways((platform, now)).items()}
+    inv = inventory(platform, groups, per_dom)
     comment = (
         'Nova provider config written by "ovs-rdt provider-config" from %s.\n'
         'L3: %d cache domain(s) x %d ways; reserved per domain: %s.\n'

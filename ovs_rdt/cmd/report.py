@@ -16,6 +16,7 @@ from ovs_rdt.members import summary
 from ovs_rdt import POOL_GROUP_PREFIX
 
 if TYPE_CHECKING:
+    from ovs_rdt.agent.agent_state import AgentState
     from ovs_rdt.agent.policy_state import PolicyState
 
 
@@ -240,21 +241,26 @@ def render(report: dict, colour: bool = False) -> str:
 
 
 def free_text(free: dict, width: int) -> str:
-    """``free: 5 ways for VMs (11 - 4 reserved - 2 held by VMs), ...``: what
-    is left on one domain (:func:`ovs_rdt.cmd.status.left`).
+    """``free: 5 ways for a VM or an isolated pool (11 - 4 reserved ... - 2
+    held by VMs)``: what is left on one domain
+    (:func:`ovs_rdt.cmd.status.left`), in the words of the hook's refusals.
     """
-    pools = '%d for a new or larger pool' % free['pool_ways']
-    if free['shared_pool_ways'] != free['pool_ways']:
-        pools += ' (%d if not isolated)' % free['shared_pool_ways']
-    return ('free: %d ways for VMs (%d - %d reserved for the default group, '
-            'pools, OvS and other tools - %d held by VMs), %s'
-            % (free['vm_ways'], width, free['reserved_ways'],
-               free['vm_held_ways'], pools))
+    shared = ''
+    if free['shared_pool_ways'] != free['vm_ways']:
+        shared = ', %d for a pool that is not isolated' \
+            % free['shared_pool_ways']
+    return ('free: %s for a VM or an isolated pool%s (%d - %d reserved for '
+            'the default group, pools, OvS and other tools - %d held by VMs)'
+            % (count(free['vm_ways'], 'way'), shared, width,
+               free['reserved_ways'], free['vm_held_ways']))
 
 
-def render_configuration(conf: dict, root: str) -> str:
+def render_configuration(conf: dict, root: str,
+                         agent_outdated: bool = False) -> str:
     """Whether ``root`` holds what the configuration asks, and if not, why
-    (:func:`ovs_rdt.cmd.status.configuration`).
+    (:func:`ovs_rdt.cmd.status.configuration`); ``agent_outdated``: the
+    agent runs an older configuration, which it would write back over
+    ``apply``'s.
     """
     if conf['state'] == 'invalid':
         return ('Configuration: cannot be applied: %s\n  resctrl holds the '
@@ -265,9 +271,11 @@ def render_configuration(conf: dict, root: str) -> str:
     writes = conf['writes']
     if not writes:
         return 'Configuration: applied (%s holds what it asks)' % root
+    how = ('the agent runs an older configuration, which it would write '
+           'back: "systemctl reload ovs-rdt-agent" makes them'
+           if agent_outdated else '"ovs-rdt apply" makes them')
     lines = ['Configuration: not applied: %s would make %s what it asks '
-             '("ovs-rdt apply" makes them):'
-             % (count(len(writes), 'write'), root)]
+             '(%s):' % (count(len(writes), 'write'), root, how)]
     for write in writes:
         lines.append('  ' + write['write'])
         lines.extend('      ' + text for text in write['effects'])
@@ -315,17 +323,27 @@ def _platform_extras(plat: dict) -> list[str]:
     return out
 
 
-def render_agent(pid: str | None, error: str | None = None) -> str:
-    """Whether an ovs-rdt-agent keeps the OvS side of the plan (``error``:
-    why this user cannot tell).
+def render_agent(pid: str | None, error: str | None = None,
+                 state: AgentState | None = None,
+                 problems: list[str] | None = None) -> str:
+    """Whether an ovs-rdt-agent keeps the node (``error``: why this user
+    cannot tell): its pid, the configuration it runs, its OvS status, and
+    ``problems`` (:func:`ovs_rdt.cmd.status.agent_problems`).
     """
     if error:
         return 'Agent: %s' % error
-    if pid is not None:
-        return 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
-    return ('Agent: no ovs-rdt-agent runs for this resctrl root: PMD threads '
-            'are not placed, and Open_vSwitch external_ids:rdt-status is '
-            'what the last agent wrote')
+    if pid is None:
+        return 'Agent: %s' % (problems or ['no ovs-rdt-agent runs'])[0]
+    head = 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
+    if state is None:
+        return head + (': it publishes no state (an earlier release?), so '
+                       'whether it runs the files as they are is unknown')
+    if problems:
+        return '\n'.join([head + ', but:'] + ['  - %s' % p for p in problems])
+    lines = [head + ', with the configuration files as they are']
+    if state.ovs_status:
+        lines.append('  OvS: %s' % state.ovs_status)
+    return '\n'.join(lines)
 
 
 def render_policy(state: PolicyState | None, error: str | None = None

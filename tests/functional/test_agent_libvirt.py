@@ -261,12 +261,12 @@ def test_libvirtd_restart_under_the_agent(node: Node, ovs: OvsTestbed) -> None:
     assert 'Traceback' not in log
 
 
-def cli(node: Node, *args: str) -> str:
+def cli(node: Node, *args: str, code: int = 0) -> str:
     res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
                           '--config-file', node.tb.config, *args],
                          capture_output=True, text=True, timeout=60,
                          cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == code, res.stdout + res.stderr
     return res.stdout
 
 
@@ -294,9 +294,13 @@ def test_status_top_and_metrics_name_vms_as_libvirt_does(node: Node) -> None:
     assert scrape.get('ovs_rdt_errors', '_total', source='libvirt') == 0
 
     node.configure(uri='qemu:///system?socket=/nonexistent/sock')
-    plan = json.loads(cli(node, 'status', '--json'))
+    # 5: the agent runs the configuration it read (no SIGHUP here).
+    plan = json.loads(cli(node, 'status', '--json', code=5))
     assert plan['vm_names']['source'] == 'proc'
-    text = cli(node, 'status')
+    assert plan['agent_problems'][0].startswith(
+        'it runs an older configuration than the files (%s changed'
+        % node.tb.config), plan['agent_problems']
+    text = cli(node, 'status', code=5)
     assert 'VM names: from QEMU command lines (libvirt at qemu:///system?' \
         'socket=/nonexistent/sock: ' in text
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ovs_rdt.cmd import provider_config
 from ovs_rdt.core import allocator
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import capacity
@@ -162,8 +161,8 @@ def _cross_check(seed: int, io_ways: str = '') -> tuple[int, int]:
         groups, base = _node(platform, system_min_ways, pmd, pools)
     except AllocationError:
         return 0, 0    # the node cannot even hold its own groups
-    reserved = provider_config.reserved_ways(platform, groups,
-                                             system_min_ways)
+    reserved = {d: width - n for d, n in allocator.room(
+        platform, groups, base, system_min_ways).items()}
     cap = HostCapacity(width, max(reserved.values()), platform.num_closids,
                        1 + bool(pmd) + len(pools), frozenset(pools))
     vms: dict[str, tuple[Request, Holding]] = {}

@@ -378,6 +378,19 @@ def test_flavor_lookup_with_broken_config_does_not_refuse(node, capsys):
     assert "[libvirt] on_failure: 'sometimes'" in capsys.readouterr().err
 
 
+def test_refusal_for_a_broken_config_reaches_its_log_file(node, capsys):
+    """Issue 51 item 7: without syslog, a refusal the configuration caused
+    reached no log file: the log file it names (as far as it reads) gets it.
+    """
+    node.configure(extra='[pool:noisy]\nl3_way = 2\n')
+    assert node.run(xml(rdt('<rdt:l3 ways="2"/>'))) == 1
+    err = one_line(capsys.readouterr())
+    log = node.log.read_text()
+    assert "unknown option 'l3_way' in [pool:noisy]" in err
+    assert 'ERROR' in log and "unknown option 'l3_way' in [pool:noisy]" in log
+    assert 'fix the ovs-rdt configuration' in log
+
+
 # -- pools --------------------------------------------------------------------
 def test_pool_vm_creates_pool_and_removes_stale_group(node):
     assert node.run(L3_3) == 0

@@ -63,7 +63,8 @@ def reserved_by_provider_config(node, capsys):
 def test_what_is_left_for_vms_and_pools(node, capsys):
     node.manager().allocate(Request('ovsrdt-vm-a', ways={0: 3}))
     code, plan = status_json(node, capsys)
-    assert code == 0
+    assert code == status.EXIT_AGENT        # (no agent runs here)
+    assert plan['configuration']['state'] == status.APPLIED
     assert [d['free'] for d in plan['domains']] == [
         {'vm_ways': 4, 'reserved_ways': 4, 'vm_held_ways': 3,
          'pool_ways': 4, 'shared_pool_ways': 4},
@@ -71,10 +72,10 @@ def test_what_is_left_for_vms_and_pools(node, capsys):
          'pool_ways': 7, 'shared_pool_ways': 7}]
     # the tree's 8 CLOSIDs (MB has 8 of L3's 16): the root, noisy, the VM
     assert plan['closids_free'] == 8 - 3
-    assert node.cli('status') == 0
-    assert '  free: 4 ways for VMs (11 - 4 reserved for the default group, ' \
-        'pools, OvS and other tools - 3 held by VMs), 4 for a new or larger ' \
-        'pool' in capsys.readouterr().out.splitlines()
+    assert node.cli('status') == status.EXIT_AGENT
+    assert '  free: 4 ways for a VM or an isolated pool (11 - 4 reserved for ' \
+        'the default group, pools, OvS and other tools - 3 held by VMs)' \
+        in capsys.readouterr().out.splitlines()
 
 
 def test_resctrl_is_read_once(node, capsys, monkeypatch):
@@ -87,7 +88,7 @@ def test_resctrl_is_read_once(node, capsys, monkeypatch):
         return groups(self, *args, **kwargs)
 
     monkeypatch.setattr(Resctrl, 'groups', counted)
-    assert node.cli('status', '--json') == 0
+    assert node.cli('status', '--json') == status.EXIT_AGENT
     assert len(reads) == 1
 
 
@@ -121,3 +122,45 @@ def test_no_free_count_from_a_broken_system_mask(node, capsys):
     out = capsys.readouterr().out
     assert 'free: ' not in out
     assert 'Free ways: not counted: %s' % why in out.splitlines()
+
+
+def test_what_is_wrong_with_the_agent(tmp_path):
+    """Issue 51 item 1: exit 5 and what to do when no agent runs, when it
+    runs an older configuration than its files, when its OvS side reports
+    an error; nothing when it runs the files as they are.
+    """
+    import os
+    import time
+
+    from ovs_rdt.agent.agent_state import AgentState, outdated
+    from ovs_rdt.cmd import report
+
+    path = tmp_path / 'ovs-rdt.conf'
+    path.write_text('[allocation]\npools =\n')
+    settings = conf.load(str(path))
+    state = AgentState(os.getpid(), [str(path)], [], settings.digests,
+                       time.time(), ovs_status='ok: no rdt-* keys set')
+    assert status.agent_problems('42', state, []) == []
+    assert report.render_agent('42', None, state, []).splitlines() == [
+        'Agent: ovs-rdt-agent runs for this resctrl root (pid 42), with the '
+        'configuration files as they are', '  OvS: ok: no rdt-* keys set']
+    [down] = status.agent_problems(None, None, [])
+    assert down.startswith('no ovs-rdt-agent runs for this resctrl root: '
+                           'nothing follows the OvS knobs (PMD threads stay '
+                           'where the last agent put them')
+    assert 'PMD threads are not placed' not in down
+    path.write_text('[allocation]\npools = \n\n')
+    bad = 'error: other_config:rdt-pmd-l3-ways: \'20\' must be from 1 to 11'
+    stale = AgentState(os.getpid(), [str(path)], [], settings.digests,
+                       time.time(), ovs_status=bad)
+    problems = status.agent_problems('42', stale, outdated(stale))
+    assert len(problems) == 2
+    assert problems[0].startswith('it runs an older configuration than the '
+                                  'files (%s changed; it read them at ' % path)
+    assert problems[0].endswith('): apply them with systemctl reload '
+                                'ovs-rdt-agent (or kill -HUP %d)'
+                                % os.getpid())
+    assert problems[1] == ('OvS knobs (Open_vSwitch external_ids:rdt-status): '
+                           '%s' % bad)
+    assert report.render_agent('42', None, state, problems).splitlines()[1:] \
+        == ['  - ' + p for p in problems]

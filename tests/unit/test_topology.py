@@ -280,9 +280,8 @@ def _cross_check(tmp: str, seed: int,
         groups, base = _node(platform, system_min_ways, pmd, {})
     except AllocationError:
         return 0, 0
-    from ovs_rdt.cmd import provider_config
-    reserved = provider_config.reserved_ways(platform, groups,
-                                             system_min_ways)
+    reserved = {d: width - n for d, n in allocator.room(
+        platform, groups, base, system_min_ways).items()}
     cap = HostCapacity(width, max(reserved.values()), platform.num_closids,
                        1 + bool(pmd))
     vms: dict[str, tuple[allocator.Request, Holding]] = {}

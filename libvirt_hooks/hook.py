@@ -234,6 +234,8 @@ class Hook:
         self.log('info', 'reserved %s: group %s%s%s' % (
             spec.describe(), group, masks_text,
             ''.join('; %s' % move for move in moves)))
+        for kept in plan.kept if plan is not None else []:
+            self.log('warning', kept)
         return 0
 
     def started(self, dom: Domain) -> int:

@@ -371,7 +371,7 @@ def parse_listen(text: str, where: str = '[metrics] listen') -> tuple[str, int]:
 def from_lookup(get: Any, has_section: Any,
                 flavors: dict[str, str] | None = None,
                 config_file: str | None = None,
-                origins: dict[str, str] | None = None) -> Settings:
+                origins: dict[str, list[str]] | None = None) -> Settings:
     """Build Settings from ``get(section, name) -> raw str | None``;
     ``origins``: every section read -> the file it is in.
     """
@@ -398,21 +398,25 @@ def from_lookup(get: Any, has_section: Any,
                     unlisted_pools(origins or {}, list(pools)))
 
 
-def unlisted_pools(origins: dict[str, str], pools: list[str]) -> list[str]:
+def unlisted_pools(origins: dict[str, list[str]],
+                   pools: list[str]) -> list[str]:
     """A warning for each ``[pool:NAME]`` section that ``[allocation]
-    pools`` does not list: it is ignored (not an error: a pool may be kept
-    there disabled on purpose), and "ovs-rdt apply" removes its group.
+    pools`` does not list (naming every file it is in): it is ignored (not
+    an error: a pool may be kept there disabled on purpose), and "ovs-rdt
+    apply" removes its group.
     """
     out = []
-    for section, path in origins.items():
+    for section, paths in origins.items():
         name = section[len(POOL_GROUP_PREFIX):]
         if section.startswith(POOL_GROUP_PREFIX) and name not in pools:
-            out.append('config file %s: [%s] is ignored: %s is not in '
+            path = ', '.join(paths)
+            out.append('config %s %s: [%s] is ignored: %s is not in '
                        '[allocation] pools (%s), so there is no group '
                        '%s%s (one left from before is removed, its tasks '
                        'moved to the default group); add %s to pools to use '
                        'the pool, or remove or comment out the section'
-                       % (path, section, name, ', '.join(pools) or 'empty',
+                       % ('files' if len(paths) > 1 else 'file', path,
+                          section, name, ', '.join(pools) or 'empty',
                           GROUP_PREFIX + 'pool-', name, name))
     return out
 
@@ -438,7 +442,8 @@ def parse_ini(text: str, path: str,
     too, so one file means one thing to every reader.
 
     ``lines``, if given, gets the line each option was set on (the last
-    time, as its value), keyed by (section, option).
+    time, as its value), keyed by (section, option), and the line of each
+    section's first header, keyed by (section, '').
     """
     sections: dict[str, dict[str, str]] = {}
     current: dict[str, str] | None = None
@@ -457,6 +462,8 @@ def parse_ini(text: str, path: str,
                                   '%r' % (path, lineno, line))
             name = line[1:-1].strip()
             current = sections.setdefault(name, {})
+            if lines is not None:
+                lines.setdefault((name, ''), lineno)
             key = None
             continue
         if current is None:
@@ -477,12 +484,18 @@ def parse_ini(text: str, path: str,
     return sections
 
 
-def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
+def check_names(sections: dict[str, dict[str, str]], path: str,
+                lines: dict[tuple[str, str], int] | None = None) -> None:
     """Refuse unknown sections and options: a typo must not silently fall
     back to a default (a misspelt [allocation] would make "apply" remove
     every pool).  Unknown [DEFAULT] options are ignored, as oslo.config
-    ignores them (other OpenStack services share such files).
+    ignores them (other OpenStack services share such files).  ``lines``:
+    :func:`parse_ini`'s, for the line of each.
     """
+    def where(section: str, key: str) -> str:
+        line = (lines or {}).get((section, key))
+        return path if line is None else '%s line %d' % (path, line)
+
     for section, values in sections.items():
         if section in FREE_SECTIONS:
             continue
@@ -492,15 +505,34 @@ def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
             known = sorted(s for s in SPEC if s not in ('DEFAULT', 'pool'))
             raise ConfigError('config file %s: unknown section [%s] (known: '
                               '%s, pool:NAME, flavors)'
-                              % (path, section, ', '.join(known)))
+                              % (where(section, ''), section,
+                                 ', '.join(known)))
         if section == 'DEFAULT':
             continue
         names = [o[0] for o in SPEC[spec_name]]
         for key in values:
             if key not in names:
                 raise ConfigError('config file %s: unknown option %r in [%s] '
-                                  '(known: %s)' % (path, key, section,
-                                                   ', '.join(names)))
+                                  '(known: %s)' % (where(section, key), key,
+                                                   section, ', '.join(names)))
+
+
+def located(exc: ConfigError,
+            sources: dict[tuple[str, str], list[Source]]) -> ConfigError:
+    """``exc``, which names an option first (``[section] option ...``, the
+    house form), with the file and line that set it in front, as a
+    syntax error has them; ``exc`` itself when no file set it.
+    """
+    text = str(exc)
+    end = text.find('] ')
+    if not text.startswith('[') or end < 0:
+        return exc
+    option = text[end + 2:].split(' ', 1)[0].rstrip(':')
+    where = sources.get((text[1:end], option))
+    if not where:
+        return exc
+    return ConfigError('config file %s line %d: %s'
+                       % (where[-1].path, where[-1].line, text))
 
 
 def config_paths(files: list[str] | tuple[str, ...] = (),
@@ -618,7 +650,7 @@ def load_files(paths: list[str]) -> Settings:
     repeated ``--config-file``.
     """
     sections: dict[str, dict[str, str]] = {}
-    origins: dict[str, str] = {}
+    origins: dict[str, list[str]] = {}
     sources: dict[tuple[str, str], list[Source]] = {}
     contents: list[tuple[str, str | None]] = []
     for path in paths:
@@ -626,10 +658,10 @@ def load_files(paths: list[str]) -> Settings:
         text = read_text(path)
         parsed = parse_ini(text, path, lines)
         contents.append((path, text))
-        check_names(parsed, path)
+        check_names(parsed, path, lines)
         for name, values in parsed.items():
             sections.setdefault(name, {}).update(values)
-            origins.setdefault(name, path)
+            origins.setdefault(name, []).append(path)
             for key, value in values.items():
                 sources.setdefault((name, key), []).append(
                     Source(path, lines[(name, key)], value))
@@ -637,26 +669,43 @@ def load_files(paths: list[str]) -> Settings:
     def get(section: str, name: str) -> str | None:
         return given(section, sections.get(section, {}).get(name))
 
-    settings = from_lookup(get, sections.__contains__,
-                           dict(sections.get('flavors', {})),
-                           paths[-1] if paths else None, origins)
+    try:
+        settings = from_lookup(get, sections.__contains__,
+                               dict(sections.get('flavors', {})),
+                               paths[-1] if paths else None, origins)
+        check_policy(settings)
+    except ConfigError as exc:
+        raise located(exc, sources) from None
     settings.paths, settings.sources = list(paths), sources
     settings.contents = contents
-    settings.warnings += overridden(sources)
+    settings.warnings += overridden(sources, list(settings.pools))
     return settings
 
 
-def overridden(sources: dict[tuple[str, str], list[Source]]) -> list[str]:
-    """A warning for each option of a ``[pool:NAME]`` section that a later
-    file sets to another value than an earlier one: one pool defined in
-    several files is more likely a mistake than a plan (the last wins).
+def check_policy(settings: Settings) -> None:
+    """``[policy]`` against the pools (:func:`ovs_rdt.core.policy.bounds_from`)
+    when enabled: at load, so that every reader (the agent, ``config``,
+    ``apply``, ``status``, the hook) refuses the same files the same way.
+    """
+    if settings.policy.enabled:
+        from ovs_rdt.core.policy import bounds_from
+        bounds_from(settings)
+
+
+def overridden(sources: dict[tuple[str, str], list[Source]],
+               pools: list[str]) -> list[str]:
+    """A warning for each option of a ``[pool:NAME]`` section of ``pools``
+    (those in use) that a later file sets to another value than an earlier
+    one: one pool defined in several files is more likely a mistake than a
+    plan (the last wins).
     """
     out = []
+    used = {POOL_GROUP_PREFIX + name for name in pools}
     for (section, key), where in sources.items():
         last = where[-1]
         earlier = [w for w in where[:-1]
                    if w.path != last.path and w.value != last.value]
-        if section.startswith(POOL_GROUP_PREFIX) and earlier:
+        if section in used and earlier:
             out.append('config file %s line %d: [%s] %s = %s overrides %s: '
                        'the last file read wins ("ovs-rdt config" shows '
                        'every value and where it comes from)'

@@ -84,6 +84,53 @@ def read(root: str, run_dir: str = RUN_DIR, proc: str = procfs.PROC
         return None
 
 
+def systemd() -> bool:
+    """Whether systemd runs this node (``sd_booted(3)``'s test)."""
+    return os.path.isdir('/run/systemd/system')
+
+
+def reload_hint(pid: int) -> str:
+    """How to have the agent ``pid`` read its files again (SIGHUP)."""
+    if systemd():
+        return 'systemctl reload ovs-rdt-agent (or kill -HUP %d)' % pid
+    return 'kill -HUP %d' % pid
+
+
+def differs(state: AgentState, digests: dict[str, str | None]) -> list[str]:
+    """How the files a command read (``digests``:
+    :attr:`ovs_rdt.conf.Settings.digests`) differ from those the agent
+    runs, one phrase each; empty when they are the same files, as read.
+    """
+    if list(state.read) != list(digests):
+        return ['it read %s; this command read %s' % (
+            ', '.join(state.read) or 'no file',
+            ', '.join(digests) or 'no file')]
+    return conf.changes(state.read, digests)
+
+
+def other_than(root: str, digests: dict[str, str | None]) -> str:
+    """Why ``ovs-rdt apply`` of the files read (``digests``) would not
+    hold: the agent running for ``root`` runs other files, or these as
+    they were, and writes its pools back over any other ('' if none
+    runs, or it runs these).
+    """
+    state = read(root)
+    changed = differs(state, digests) if state is not None else []
+    if state is None or not changed:
+        return ''
+    return ('ovs-rdt-agent (pid %d) keeps this resctrl root\'s pools as the '
+            'configuration it read at %s (%s)%s, and writes them back over '
+            'any other: to apply the files, reload it: %s'
+            % (state.pid, when(state.loaded), '; '.join(changed),
+               '; its last reload was rejected: %s' % state.reload_error
+               if state.reload_error else '', reload_hint(state.pid)))
+
+
+def when(stamp: float) -> str:
+    import time
+    return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(stamp))
+
+
 def outdated(state: AgentState) -> list[str]:
     """How the agent's configuration files differ now from what it read
     (:func:`ovs_rdt.conf.changes`); empty when it runs them as they are.

@@ -275,11 +275,10 @@ class Agent:
             return
         self._outdated.fail(
             '; '.join(changed), 'the configuration changed since this agent '
-            'read it (%s): it still runs the configuration it read at %s; '
-            'to apply the files: systemctl reload ovs-rdt-agent (or kill -HUP '
-            '%d)', '; '.join(changed),
-            time.strftime('%Y-%m-%d %H:%M:%S',
-                          time.localtime(self.state.loaded)), os.getpid())
+            'read it (%s): it still runs the configuration it read at %s, '
+            'and keeps its pools so; to apply the files: %s',
+            '; '.join(changed), agent_state.when(self.state.loaded),
+            agent_state.reload_hint(os.getpid()))
 
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""
@@ -398,18 +397,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings, args = opts.load(argv, PROG, description=DESCRIPTION)
     except RDTError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 2
     root = settings.resctrl.root
     lock = AgentLock(root)
     try:
         acquired = lock.acquire()
     except RDTError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 1
     if not acquired:
-        print('%s: another ovs-rdt-agent is running for [resctrl] root %s '
-              '(pid %s)' % (PROG, root, lock.holder()), file=sys.stderr)
+        print('%s: error: another ovs-rdt-agent is running for [resctrl] '
+              'root %s (pid %s)' % (PROG, root, lock.holder()),
+              file=sys.stderr)
         return 1
     try:
         return _run(settings, argv, opts.config_args(args))
@@ -425,7 +425,7 @@ def _run(settings: Any, argv: list[str] | None,
         bounds_from(settings)
         check_web_config(settings)
     except RDTError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 2
     log_warnings(settings)
     try:

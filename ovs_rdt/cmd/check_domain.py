@@ -195,6 +195,7 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
                      'definition of the VM' % stale for stale in plan.remove
                      if stale == VM_GROUP_PREFIX + dom.uuid)
         lines.extend('  and it %s' % move for move in plan.moves)
+        lines.extend('  (%s)' % kept for kept in plan.kept)
         lines.append('free ways after it: %s' % ', '.join(
             'cache domain %d: %d' % kv for kv in sorted(free_after(
                 guests, plan).items())))

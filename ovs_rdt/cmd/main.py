@@ -102,7 +102,7 @@ def _add_parsers(subparsers: argparse._SubParsersAction,
 
 def main(argv: list[str] | None = None) -> int:
     from ovs_rdt.cmd import say
-    from ovs_rdt.exceptions import RDTError, describe
+    from ovs_rdt.exceptions import ConfigError, RDTError, describe
     from ovs_rdt import opts
 
     argv = sys.argv[1:] if argv is None else argv
@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == 'emulate':
             return int(module.run(args) or 0)
         return int(module.run(settings, args) or 0)
+    except ConfigError as exc:      # (one this node shows: a mask too wide)
+        say(name, str(exc))
+        return 2
     except RDTError as exc:
         say(name, str(exc))
         return 1

@@ -249,10 +249,35 @@ def free_text(free: dict, width: int) -> str:
     if free['shared_pool_ways'] != free['vm_ways']:
         shared = ', %d for a pool that is not isolated' \
             % free['shared_pool_ways']
-    return ('free: %s for a VM or an isolated pool%s (%d - %d reserved for '
-            'the default group, pools, OvS and other tools - %d held by VMs)'
-            % (count(free['vm_ways'], 'way'), shared, width,
-               free['reserved_ways'], free['vm_held_ways']))
+    return ('free: %s for a VM or an isolated pool%s (%d - %s - %d held by '
+            'VMs)' % (count(free['vm_ways'], 'way'), shared, width,
+                      reserved_text(free), free['vm_held_ways']))
+
+
+def reserved_text(free: dict) -> str:
+    """``5 reserved (system_min_ways 2, ovsrdt-pool-hp 3)``: the reserve
+    of one domain (:meth:`ovs_rdt.manager.CacheManager.free_ways`) and
+    what holds it (:func:`reserved_by`).
+    """
+    why = reserved_by(free)
+    return '%d reserved %s' % (free['reserved_ways'], '(%s)' % why if why
+                               else 'for the default group, pools, OvS and '
+                               'other tools')
+
+
+def reserved_by(free: dict) -> str:
+    """What holds one domain's reserve, in words
+    (:func:`ovs_rdt.core.allocator.reserve`); what the parts leave of it
+    is free ways not beside the others ('' when nothing is reserved).
+    """
+    parts = free.get('reserved_by') or []
+    if not free['reserved_ways'] or not parts:
+        return ''
+    words = ['%s %d' % part for part in parts]
+    rest = free['reserved_ways'] - sum(ways for _name, ways in parts)
+    if rest > 0:
+        words.append('%d free but not beside the others' % rest)
+    return ', '.join(words)
 
 
 def render_configuration(conf: dict, root: str,
@@ -271,8 +296,8 @@ def render_configuration(conf: dict, root: str,
     writes = conf['writes']
     if not writes:
         return 'Configuration: applied (%s holds what it asks)' % root
-    how = ('the agent runs an older configuration, which it would write '
-           'back: "systemctl reload ovs-rdt-agent" makes them'
+    how = ('the agent runs an older configuration, which it writes back: '
+           'reloading it makes them (see "Agent" above)'
            if agent_outdated else '"ovs-rdt apply" makes them')
     lines = ['Configuration: not applied: %s would make %s what it asks '
              '(%s):' % (count(len(writes), 'write'), root, how)]
@@ -346,13 +371,18 @@ def render_agent(pid: str | None, error: str | None = None,
     return '\n'.join(lines)
 
 
-def render_policy(state: PolicyState | None, error: str | None = None
-                  ) -> str:
+def render_policy(state: PolicyState | None, error: str | None = None,
+                  agent: str | None = None) -> str:
     """The dynamic policy's state as the agent published it (``error``:
-    why it cannot be read).
+    why it cannot be read; ``agent``: the pid of the agent that runs for
+    this root, if one does).
     """
     if error:
         return 'Policy: %s' % error
+    if not state and agent:
+        return ('Policy: [policy] enabled in the files, but the agent (pid '
+                '%s) does not run it: it runs the configuration it read '
+                'before (see "Agent" above)' % agent)
     if not state:
         return ('Policy: [policy] enabled, but no ovs-rdt-agent runs it for '
                 'this resctrl root')

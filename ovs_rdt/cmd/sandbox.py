@@ -172,7 +172,7 @@ def start(box: Any, args: argparse.Namespace) -> int:
     if lifecycle.set_up(args.workdir):
         say('sandbox', 'a sandbox (or a demo) is already set up in %s; end it '
             'with "%s"' % (args.workdir, sandbox_command('stop', args.workdir)))
-        return 2
+        return 1
     box.state['sandbox'] = list(want)
     box.save()
     progress = Progress(len(want))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Collection
 
 from ovs_rdt.agent import agent_state
@@ -153,20 +152,22 @@ def agent_problems(pid: str | None, state: AgentState | None,
                 'the OvS knobs (PMD threads stay where the last agent put '
                 'them; Open_vSwitch external_ids:rdt-status is what it '
                 'wrote), VM groups left behind stay, no metrics; start it: '
-                'systemctl start ovs-rdt-agent (without systemd: '
-                'doc/try-it.md, "Without systemd")']
+                + ('systemctl start ovs-rdt-agent' if agent_state.systemd()
+                   else 'ovs-rdt-agent with the --config-file and '
+                   '--config-dir of this command (doc/try-it.md, "Without '
+                   'systemd")')]
     if state is None:
         return []       # (an agent that publishes nothing: cannot tell)
     out = []
     if changed:
-        out.append('it runs an older configuration than the files (%s; it '
-                   'read them at %s%s): apply them with systemctl reload '
-                   'ovs-rdt-agent (or kill -HUP %d)'
-                   % ('; '.join(changed), time.strftime(
-                       '%Y-%m-%d %H:%M:%S', time.localtime(state.loaded)),
-                      ', and its last SIGHUP kept them: %s'
-                      % state.reload_error if state.reload_error else '',
-                      state.pid))
+        head = ('it runs an older configuration than the files (%s; it read '
+                'them at %s)' % ('; '.join(changed),
+                                 agent_state.when(state.loaded)))
+        hint = agent_state.reload_hint(state.pid)
+        out.append('%s: its last reload was rejected: %s; fix that, then '
+                   'reload it again: %s' % (head, state.reload_error, hint)
+                   if state.reload_error else
+                   '%s: apply them with %s' % (head, hint))
     if state.ovs_status and state.ovs_status.startswith('error'):
         out.append('OvS knobs (Open_vSwitch external_ids:rdt-status): %s'
                    % state.ovs_status)
@@ -212,7 +213,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     print(source)
     if settings.policy.enabled or policy or policy_error:
         print()
-        print(report.render_policy(policy, policy_error))
+        print(report.render_policy(policy, policy_error, plan['agent']))
     print()
     print(report.render_configuration(plan['configuration'],
                                       settings.resctrl.root, bool(changed)))

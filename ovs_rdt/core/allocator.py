@@ -340,6 +340,35 @@ def room(platform: Platform, groups: list[Group], requests: list[Request],
     return out
 
 
+def reserve(platform: Platform, groups: list[Group], requests: list[Request],
+            system_min_ways: int = 1,
+            system_cbm: dict[int, CBM] | None = None
+            ) -> dict[int, list[tuple[str, int]]]:
+    """What :func:`room`'s reserve (the ways one more group cannot have,
+    VMs' aside) holds on each cache domain: the default
+    group's floor (``system_min_ways``, or ``system_l3_cbm``), each group
+    of ours that is not a VM's (the pools, the PMD group) as ``requests``
+    size it, other tools' groups, I/O's ways.  They may overlap (a shared
+    pool on I/O's ways); what they leave of the reserve is ways that are
+    free but not beside the others (one group's ways are one run).
+    """
+    out = {}
+    for index in platform.domains:
+        mask = (system_cbm or {}).get(index)
+        dom = Domain(platform, index, groups, requests, system_min_ways, mask)
+        parts = [('system_%s' % ('l3_cbm' if mask else 'min_ways'),
+                  mask.count if mask else system_min_ways)]
+        for req in requests:
+            if not req.name.startswith(VM_GROUP_PREFIX):
+                held = req.ways.get(index) or (
+                    req.cbm[index].count if index in req.cbm else 0)
+                parts.append((req.name, held))
+        parts += [('other tools\' groups', dom.fixed.count),
+                  ('I/O', dom.io_ways.count)]
+        out[index] = [(name, ways) for name, ways in parts if ways]
+    return out
+
+
 def _short(exc: InsufficientWays, platform: Platform, groups: list[Group],
            requests: list[Request], system_min_ways: int,
            system_cbm: dict[int, CBM] | None) -> InsufficientWays:

@@ -179,6 +179,9 @@ class Plan:
         #: Why only a removal was planned
         #: (:func:`ovs_rdt.core.allocator.freeing`), else ''.
         self.unplaced = ''
+        #: Pools kept as they are though the files size them otherwise
+        #: (a plan that is not ``apply``'s never resizes one), in words.
+        self.kept: list[str] = []
 
     def masks_of(self, group: str) -> dict[int, CBM]:
         return self.l3.get(group, {})

@@ -867,8 +867,9 @@ def test_release_needs_no_configuration(node, capsys):
     assert node.masks('') == before        # alone: nothing else written
     log = node.log.read_text()
     assert ("release end: removed group %s alone, every other group as it "
-            "is: the configuration does not read ([pool:noisy] l3_ways: "
-            "'tw0' is not a whole number" % GROUP) in log, log
+            "is: the configuration does not read (config file %s line 2: "
+            "[pool:noisy] l3_ways: 'tw0' is not a whole number"
+            % (GROUP, confd / '50-typo.conf')) in log, log
     assert ("and releasing needs none: the group is the domain's UUID under "
             "[resctrl] root %s;" % node.root) in log
     # A FIFO in conf.d (a reader of it would block for good): refused by

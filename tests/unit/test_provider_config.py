@@ -75,18 +75,24 @@ def test_pools_pmd_and_foreign_groups_are_reserved_vms_are_not() -> None:
     ]
     pools = {'hp': 2}
     per_dom = reserved_ways(platform(), groups, 2, pools=pools)
-    # pool hp 2 (on domain 1 too, once applied) + pmd 2 + foreign 2 +
-    # system 2; the VM's way 0x100 is the VMs': the PMD group and the VM
-    # move to make a run, as the allocator does for a VM that needs one
-    assert per_dom == {0: 8, 1: 8}
+    # pool hp 2 (on domain 1 only once applied: a VM start keeps a pool
+    # as it is) + pmd 2 + foreign 2 + system 2; the VM's way 0x100 is the
+    # VMs': the PMD group and the VM move to make a run, as the allocator
+    # does for a VM that needs one
+    assert per_dom == {0: 8, 1: 6}
     free = manager(2, pools=pools).free_ways((platform(), groups))
-    assert [free[d]['vm_ways'] for d in (0, 1)] == [2, 2]
+    assert [free[d]['vm_ways'] for d in (0, 1)] == [2, 4]
     assert [free[d]['vm_held_ways'] for d in (0, 1)] == [1, 1]
-    # A pool no longer configured is not counted ("apply" removes it).
-    assert reserved_ways(platform(), groups, 2) == {0: 6, 1: 6}
+    # What holds the reserve (issue 51 trial 9): one function's answer.
+    assert free[0]['reserved_by'] == [
+        ('system_min_ways', 2), ('ovsrdt-pool-hp', 2), (PMD_GROUP, 2),
+        ("other tools' groups", 2)]
+    # A pool no longer configured still counts: a VM start keeps it until
+    # "apply" removes it (only apply changes pools).
+    assert reserved_ways(platform(), groups, 2) == {0: 8, 1: 6}
     inv = inventory(platform(), groups, 2, pools)
-    assert inv[pc.RC_WAYS]['reserved'] == 16
-    assert inv[pc.RC_WAYS]['max_unit'] == 6
+    assert inv[pc.RC_WAYS]['reserved'] == 14
+    assert inv[pc.RC_WAYS]['max_unit'] == 8
     assert inv[pc.RC_CLOSIDS]['reserved'] == 4   # root, pool, pmd, COS3
 
 
@@ -216,7 +222,8 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
     # per domain: pool hp 3 (not created yet: counted from the config) and
     # the system's 2, which stay over COS1's ways (the mask mkdir gave it
     # shares them with the default group: no group of ours may have them)
-    assert 'reserved per domain: 0=5 1=5.' in text
+    assert 'reserved per domain: 0=5 1=5 (each: system_min_ways 2, ' \
+        'ovsrdt-pool-hp 3).' in text
     [provider] = yaml.safe_load(text)['providers']
     inventories = {k: v for item in provider['inventories']['additional']
                    for k, v in item.items()}

@@ -544,7 +544,7 @@ class CacheManager:
             raise located(exc, self.settings.sources) from None
 
     def free_ways(self, state: tuple[Platform, list[Group]] | None = None
-                  ) -> dict[int, dict[str, int]]:
+                  ) -> dict[int, dict[str, Any]]:
         """Per domain: ``vm_ways``, what one more VM gets (:meth:`room`);
         ``vm_held_ways``, what VMs hold; ``reserved_ways``, the rest of the
         CBM length, which VMs cannot have: the reserve ``provider-config``

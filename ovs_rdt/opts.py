@@ -120,8 +120,11 @@ def config_source(args: argparse.Namespace) -> str:
     def given(name: str) -> bool:
         return bool(getattr(args, name, None) or
                     getattr(args, 'sub_' + name, None))
-    if given('config_file') or given('config_dir'):
-        return '--config-file and --config-dir'
+    named = ' and '.join(o for o in ('--config-file', '--config-dir')
+                         if given(o[2:].replace('-', '_')))
+    if named:
+        return named + ('; $%s is set, and not read when either is given'
+                        % CONFIG_ENV if os.environ.get(CONFIG_ENV) else '')
     if os.environ.get(CONFIG_ENV):
         return '$%s' % CONFIG_ENV
     return 'the default ones: %s, then %s/*.conf, those that exist' % (

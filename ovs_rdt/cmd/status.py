@@ -140,12 +140,14 @@ def left(manager: CacheManager, state: tuple[Platform, list[Group]]
 
 
 def agent_problems(pid: str | None, state: AgentState | None,
-                   changed: list[str]) -> list[str]:
+                   changed: list[str],
+                   read: dict[str, str | None] | None = None) -> list[str]:
     """What is wrong with the node's agent (exit status 5): none runs; it
-    runs an older configuration than the files (``changed``:
-    :func:`.agent_state.outdated`, the rule of its own log and
-    ``ovs_rdt_config_outdated``); its OvS side reports an error.  Each
-    with what to do.
+    runs other files than this command read (``read``:
+    :attr:`ovs_rdt.conf.Settings.digests`), or an older configuration than
+    its files (``changed``: :func:`.agent_state.outdated`, the rule of its
+    own log and ``ovs_rdt_config_outdated``); its OvS side reports an
+    error.  Each with what to do.
     """
     if pid is None:
         return ['no ovs-rdt-agent runs for this resctrl root: nothing follows '
@@ -159,6 +161,12 @@ def agent_problems(pid: str | None, state: AgentState | None,
     if state is None:
         return []       # (an agent that publishes nothing: cannot tell)
     out = []
+    if read is not None and list(read) != list(state.read):
+        out.append('it runs other files than this command read (%s): what '
+                   'this command says of the configuration is of its files; '
+                   'give it the agent\'s --config-file and --config-dir (or '
+                   'set OVS_RDT_CONF)' % '; '.join(
+                       agent_state.differs(state, read)))
     if changed:
         head = ('it runs an older configuration than the files (%s; it read '
                 'them at %s)' % ('; '.join(changed),
@@ -196,7 +204,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     plan['agent_state'] = state.to_dict() if state is not None else None
     changed = agent_state.outdated(state) if state is not None else []
     plan['agent_problems'] = [] if plan.get('agent_error') else \
-        agent_problems(plan['agent'], state, changed)
+        agent_problems(plan['agent'], state, changed, settings.digests)
     code = EXIT_CODES[plan['configuration']['state']]
     if code == 0 and plan['agent_problems']:
         code = EXIT_AGENT

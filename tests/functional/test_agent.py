@@ -529,15 +529,16 @@ def test_the_node_says_what_the_agent_runs(
     # 3: resctrl differs from the files; what to do is the agent's reload
     # ("ovs-rdt apply" alone, the agent would write its pools back).
     assert res.returncode == 3, res.stdout + res.stderr
-    assert 'the agent runs an older configuration, which it would write ' \
-        'back: "systemctl reload ovs-rdt-agent" makes them' in res.stdout
+    assert 'the agent runs an older configuration, which it writes back: ' \
+        'reloading it makes them (see "Agent" above)' in res.stdout
     [line] = [ln for ln in res.stdout.splitlines()
               if ln.startswith('  - it runs an older configuration')]
     assert line.startswith('  - it runs an older configuration than the '
                            'files (%s changed; it read them at '
                            % (confd / '30-c.conf')), line
-    assert line.endswith('): apply them with systemctl reload ovs-rdt-agent '
-                         '(or kill -HUP %d)' % agent.proc.pid), line
+    # (no systemd here: no systemctl in the hint)
+    assert line.endswith('): apply them with kill -HUP %d' % agent.proc.pid), \
+        line
     drift = 'the configuration changed since this agent read it (%s changed)' \
         % (confd / '30-c.conf')
     wait_for(lambda: drift in agent.log(), what='the drift logged')
@@ -574,3 +575,62 @@ def test_the_node_says_what_the_agent_runs(
                            'root: nothing follows the OvS knobs'), line
     assert json.loads(cli('status', '--json').stdout)['agent_problems'] == [
         line[len('Agent: '):]]
+
+
+def test_status_says_what_the_agent_runs_after_a_rejected_reload(
+        ovs, emulated_resctrl, rdt_agent, tmp_path) -> None:
+    """Issue 51 trial 4 through a real agent: the files enable a valid
+    policy, no SIGHUP yet: ``status`` names the running agent (not "no
+    agent runs"); a SIGHUP the agent rejects (a web config file it cannot
+    read: a check only it makes) is said by ``status`` as rejected, with
+    why, not as "apply them with a reload".
+    """
+    confd = tmp_path / 'conf.d'
+    confd.mkdir()
+    (confd / '10-base.conf').write_text('[DEFAULT]\n')
+    agent = rdt_agent(pools={'hp': {'l3_ways': '3'}, 'be': {'l3_ways': '2'}},
+                      args=['--config-dir', str(confd)])
+    config = agent.config_file
+    wait_status(ovs, 'ok: no rdt-* keys set')
+
+    def status_of() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, '-m', 'ovs_rdt.cmd.main', '--config-file',
+             config, '--config-dir', str(confd), 'status'],
+            capture_output=True, text=True, timeout=60)
+
+    wait_for(lambda: status_of().returncode == 0, what='status 0')
+    # Trial 8: status on another file set than the agent's says so.
+    res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                          '--config-file', config, 'status'],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert ('  - it runs other files than this command read (it read %s, '
+            '%s; this command read %s): ' % (config, confd / '10-base.conf',
+                                             config)) in res.stdout, \
+        res.stdout
+    (confd / '50-policy.conf').write_text(
+        '[policy]\nenabled = true\nhigh_priority = hp\nbest_effort = be\n'
+        'hp_min_ways = 2\nhp_max_ways = 4\nbe_min_ways = 1\n')
+    res = status_of()
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert ('Policy: [policy] enabled in the files, but the agent (pid %d) '
+            'does not run it: it runs the configuration it read before (see '
+            '"Agent" above)' % agent.proc.pid) in res.stdout, res.stdout
+    assert 'no ovs-rdt-agent runs' not in res.stdout
+
+    (confd / '60-web.conf').write_text(
+        '[metrics]\nlisten = 127.0.0.1:1\nweb_config_file = %s\n'
+        % (tmp_path / 'no-web.yml'))
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: 'keeping the previous configuration' in agent.log(),
+             what='the reload rejected')
+    res = wait_for(lambda: (lambda r: r if 'rejected' in r.stdout else None)(
+        status_of()), what='status saying the reload was rejected')
+    assert res.returncode == 5, res.stdout + res.stderr
+    [line] = [ln for ln in res.stdout.splitlines()
+              if ln.startswith('  - it runs an older configuration')]
+    assert (': its last reload was rejected: [metrics] web_config_file %s: '
+            % (tmp_path / 'no-web.yml')) in line, line
+    assert line.endswith('; fix that, then reload it again: kill -HUP %d'
+                         % agent.proc.pid), line

@@ -147,8 +147,8 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
     assert 'Agent: no ovs-rdt-agent runs for this resctrl root: nothing ' \
         'follows the OvS knobs' in res.stdout
     assert res.stdout.count(
-        '  free: 4 ways for a VM or an isolated pool (11 - 4 reserved for the '
-        'default group, pools, OvS and other tools - 3 held by VMs)') == 2, \
+        '  free: 4 ways for a VM or an isolated pool (11 - 4 reserved '
+        '(system_min_ways 2, ovsrdt-pool-noisy 2) - 3 held by VMs)') == 2, \
         res.stdout
     assert 'CLOSIDs left: 13 of 16' in res.stdout
     assert res.stdout.rstrip().endswith(
@@ -158,11 +158,13 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
                                      'writes': []}
     assert [d['free'] for d in plan['domains']] == [
         {'vm_ways': 4, 'reserved_ways': 4, 'vm_held_ways': 3,
+         'reserved_by': [['system_min_ways', 2], [NOISY, 2]],
          'pool_ways': 4, 'shared_pool_ways': 4}] * 2
     assert plan['closids_free'] == 13
     # The reserve is provider-config's (the Nova filter's rdt_system_ways).
     header = node.cli('provider-config').stdout
-    assert 'reserved per domain: 0=4 1=4.' in header
+    assert 'reserved per domain: 0=4 1=4 (each: system_min_ways 2, ' \
+        'ovsrdt-pool-noisy 2).' in header
     # And it holds: a VM of 4 ways starts, one of 5 would not.
     assert node.cli('check-domain', '-', stdin=node.dumpxml(
         node.tb.define(rdt('<rdt:l3 ways="4"/>')))).returncode == 0
@@ -173,7 +175,10 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
     before = node.state()
     res = node.cli('status')
     assert res.returncode == 4, res.stdout + res.stderr
-    why = '[pool:noisy] l3_ways = 12 is more than the 11 ways of this platform'
+    line = next(n for n, ln in enumerate(open(node.tb.config), 1)
+                if ln.startswith('l3_ways = 12'))
+    why = ('config file %s line %d: [pool:noisy] l3_ways = 12 is more than '
+           'the 11 ways of this platform' % (node.tb.config, line))
     assert 'Configuration: cannot be applied: %s' % why in res.stdout
     js = node.cli('status', '--json')
     assert js.returncode == 4
@@ -214,14 +219,16 @@ def test_one_free_count_for_status_provider_config_and_the_hook(
         node.tb.destroy(hole)       # its way stays free where it was
         free, header = counts()
         # noisy 2 + the floor 2 + the PMD group 1 reserved, vm1 holds 2
+        by = [['system_min_ways', 2], [NOISY, 2], [PMD_GROUP, 1]]
         assert free == [{'vm_ways': 4, 'vm_held_ways': 2,
-                         'reserved_ways': 5, 'pool_ways': 4,
-                         'shared_pool_ways': 4}] * 2, free
-        assert 'reserved per domain: 0=5 1=5.' in header, header
+                         'reserved_ways': 5, 'reserved_by': by,
+                         'pool_ways': 4, 'shared_pool_ways': 4}] * 2, free
+        assert 'reserved per domain: 0=5 1=5 (each: system_min_ways 2, ' \
+            'ovsrdt-pool-noisy 2, ovsrdt-ovs-pmd 1).' in header, header
         text = node.cli('status').stdout
         assert text.count('  free: 4 ways for a VM or an isolated pool (11 - '
-                          '5 reserved for the default group, pools, OvS and '
-                          'other tools - 2 held by VMs)') == 2, text
+                          '5 reserved (system_min_ways 2, ovsrdt-pool-noisy '
+                          '2, ovsrdt-ovs-pmd 1) - 2 held by VMs)') == 2, text
 
         big = node.tb.define(rdt('<rdt:l3 ways="5"/>'))
         refused = node.tb.start(big, check=False)
@@ -236,7 +243,7 @@ def test_one_free_count_for_status_provider_config_and_the_hook(
         free, header = counts()
         assert [(f['vm_ways'], f['reserved_ways'], f['vm_held_ways'])
                 for f in free] == [(0, 5, 6)] * 2, free
-        assert 'reserved per domain: 0=5 1=5.' in header, header
+        assert 'reserved per domain: 0=5 1=5 (each: ' in header, header
     finally:
         node.tb.remove_guests()
         manager.release(PMD_GROUP)
@@ -381,9 +388,11 @@ def test_lines_that_no_longer_mislead(node: Node) -> None:
         res.stdout
 
     node.configure(system_min_ways=40)
-    why = ('[allocation] system_min_ways = 40 is more than the 11 ways of '
-           'this platform\'s cache domains: the default group cannot keep '
-           'them')
+    line = next(n for n, ln in enumerate(open(node.tb.config), 1)
+                if ln.startswith('system_min_ways'))
+    why = ('config file %s line %d: [allocation] system_min_ways = 40 is more '
+           'than the 11 ways of this platform\'s cache domains: the default '
+           'group cannot keep them' % (node.tb.config, line))
     res = node.cli('status')
     assert res.returncode == 4, res.stdout + res.stderr
     assert 'Configuration: cannot be applied: %s' % why in res.stdout
@@ -414,3 +423,49 @@ def test_top_sets_occupancy_against_the_ways_a_group_has(node: Node) -> None:
     for row in rows:
         assert row['OF[KiB]'] == '7680'
         assert row['OCC%'] == '%.0f' % (float(row['LLC[KiB]']) / 7680 * 100)
+
+
+def test_one_verdict_on_the_files_everywhere(node: Node) -> None:
+    """Issue 51 trial 4, 5, 6: a ``[policy]`` the agent would refuse and a
+    value that is no boolean are refused by ``config``, ``apply
+    --dry-run``, ``apply`` and ``status`` alike (exit 2: a configuration
+    error), naming the file and line; a value this node cannot take
+    (a mask wider than its cache) names them too: ``apply`` exits 2,
+    ``status`` 4 (its contract: cannot be applied here); a usage error is 2.
+    """
+    base = open(node.tb.config).read()
+    for extra, why in (
+            ('[policy]\nenabled = true\nhigh_priority = noisy\n'
+             'best_effort = be\nhp_max_ways = 3\n',
+             "[policy] best_effort = 'be' is not a pool of [allocation] "
+             "pools (noisy)"),
+            ('[policy]\nenabled = yes please\n',
+             "[policy] enabled: 'yes please' is not a boolean")):
+        with open(node.tb.config, 'w') as fh:
+            fh.write(base + extra)
+        option = why.split('] ', 1)[1].split(' ')[0].rstrip(':')
+        line = next(n for n, ln in enumerate(open(node.tb.config), 1)
+                    if ln.startswith(option + ' ='))
+        for args in (['config'], ['apply', '--dry-run'], ['apply'],
+                     ['status']):
+            res = node.cli(*args)
+            assert (res.returncode, res.stderr) == (
+                2, 'ovs-rdt %s: error: config file %s line %d: %s\n'
+                % (args[0], node.tb.config, line, why)), (args, res.stderr)
+    with open(node.tb.config, 'w') as fh:
+        fh.write(base.replace('[pool:noisy]\nl3_ways = 2\n',
+                              '[pool:noisy]\nl3_cbm = fff\n'))
+    line = next(n for n, ln in enumerate(open(node.tb.config), 1)
+                if ln.startswith('l3_cbm'))
+    where = 'config file %s line %d: [pool:noisy] l3_cbm' % (node.tb.config,
+                                                            line)
+    res = node.cli('apply')
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith('ovs-rdt apply: error: %s' % where)
+    res = node.cli('status')
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert 'Configuration: cannot be applied: %s' % where in res.stdout
+    res = node.cli('profile', '--group', 'nosuch', '--seconds', '0.1')
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "ovs-rdt profile: error: --group 'nosuch': no such resctrl " \
+        "group" in res.stderr

@@ -304,11 +304,20 @@ def test_fingerprint_and_changes_say_which_file_changed(tmp_path):
             confd / '40-d.conf'), '%s is gone' % (confd / '10-a.conf')]
 
 
-def test_config_shows_each_value_and_where_it_comes_from(tmp_path, capsys):
+def test_config_shows_each_value_and_where_it_comes_from(tmp_path, capsys,
+                                                          monkeypatch):
     import json
 
     from ovs_rdt.cmd import main as cli
     main, confd = three_files(tmp_path)
+    # Trial 8: the header names the options given, and a variable they
+    # replace.
+    monkeypatch.setenv('OVS_RDT_CONF', str(main))
+    assert cli.main(['--config-dir', str(confd), 'config']) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        'Files read (--config-dir; $OVS_RDT_CONF is set, and not read when '
+        'either is given), in this order (a later value wins):')
+    monkeypatch.delenv('OVS_RDT_CONF')
     args = ['--config-file', str(main), '--config-dir', str(confd)]
     assert cli.main(args + ['config']) == 0
     out, err = capsys.readouterr()

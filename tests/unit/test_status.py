@@ -175,6 +175,14 @@ def test_what_is_wrong_with_the_agent(tmp_path, monkeypatch):
                            '%s' % bad)
     assert report.render_agent('42', None, state, problems).splitlines()[1:] \
         == ['  - ' + p for p in problems]
+    # Another file set than the agent's (issue 51 trial 8): said plainly.
+    [other] = status.agent_problems('42', state, [], {'/x.conf': None})
+    assert other == ('it runs other files than this command read (it read '
+                     '%s; this command read /x.conf): what this command says '
+                     'of the configuration is of its files; give it the '
+                     'agent\'s --config-file and --config-dir (or set '
+                     'OVS_RDT_CONF)' % path)
+    assert status.agent_problems('42', state, [], settings.digests) == []
     # A SIGHUP it rejected (issue 51 trial 4): said so, and why.
     rejected = dataclasses.replace(stale, reload_error='[pool:hp] l3_way')
     [problem, _knobs] = status.agent_problems('42', rejected,

@@ -457,8 +457,8 @@ def test_one_verdict_on_the_files_everywhere(node: Node) -> None:
                               '[pool:noisy]\nl3_cbm = fff\n'))
     line = next(n for n, ln in enumerate(open(node.tb.config), 1)
                 if ln.startswith('l3_cbm'))
-    where = 'config file %s line %d: [pool:noisy] l3_cbm' % (node.tb.config,
-                                                            line)
+    where = 'config file %s line %d: [pool:noisy] l3_cbm' % (
+        node.tb.config, line)
     res = node.cli('apply')
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.startswith('ovs-rdt apply: error: %s' % where)

@@ -23,10 +23,11 @@ SHADOW = 'raise SystemExit("the other ovs_rdt, not the checkout\'s")\n'
 
 
 def demo_packages_missing() -> list[str]:
-    out = subprocess.run(
-        ['awk', '/^[a-z0-9]/ && /platform:dpkg[^]]*demo/ {print $1}',
-        os.path.join(REPO, 'bindep.txt')], capture_output=True, text=True,
-        check=True).stdout.split() + ['python3', 'python3-venv', 'git']
+    awk = ['awk', '/^[a-z0-9]/ && /platform:dpkg[^]]*demo/ {print $1}',
+           os.path.join(REPO, 'bindep.txt')]
+    out = subprocess.run(awk, capture_output=True, text=True,
+                         check=True).stdout.split()
+    out += ['python3', 'python3-venv', 'git']
     return [p for p in out if 'ok installed' not in subprocess.run(
         ['dpkg-query', '-W', '-f=${Status}', p], capture_output=True,
         text=True).stdout]

@@ -304,8 +304,8 @@ def test_fingerprint_and_changes_say_which_file_changed(tmp_path):
             confd / '40-d.conf'), '%s is gone' % (confd / '10-a.conf')]
 
 
-def test_config_shows_each_value_and_where_it_comes_from(tmp_path, capsys,
-                                                          monkeypatch):
+def test_config_shows_each_value_and_where_it_comes_from(
+        tmp_path, capsys, monkeypatch):
     import json
 
     from ovs_rdt.cmd import main as cli

@@ -232,7 +232,7 @@ class PmdPlacer:
                                    (OTHER, scan.others, want.other_group)):
             move = self._to_move(kind, tids, target, want, tasks)
             if move:
-                self._move(target, move, tasks)
+                self._move(kind, target, move, tasks)
             self._threads[kind] = ThreadsPlaced(target, frozenset(tids))
         if want.ways is None and tasks.of(PMD_GROUP) is not None:
             LOG.info('removing %s', PMD_GROUP)
@@ -266,9 +266,11 @@ class PmdPlacer:
         return {PMD_GROUP, want.pmd_group, want.other_group} | {
             pool_group(p) for p in self.manager.settings.pools}
 
-    def _move(self, target: str, tids: list[int], tasks: GroupTasks) -> None:
-        LOG.info('moving ovs-vswitchd threads %s to %s',
-                 ','.join(map(str, tids)), target or 'the default group')
+    def _move(self, kind: str, target: str, tids: list[int],
+              tasks: GroupTasks) -> None:
+        LOG.info('moving %s %s to %s', count(
+            len(tids), 'PMD thread' if kind == PMD else 'other ovs-vswitchd '
+            'thread'), ','.join(map(str, tids)), target or 'the default group')
         gone = self.manager.assign(target, tids)
         if gone:
             LOG.debug('threads %s exited meanwhile', gone)

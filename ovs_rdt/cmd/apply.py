@@ -52,9 +52,13 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     for move in plan.moves:
         print(move)
     for name in sorted(plan.l3):
-        masks = plan.l3[name]
-        print('%-40s %s' % (name or 'default (root)',
-                            plan_text.domain_text(masks)))
+        code, data = plan.split.get(name, ({}, {}))
+        # Under CDP, a pool's own code and data masks (the L3 line is
+        # what they use together).
+        masks = ('L3CODE:%s L3DATA:%s' % (plan_text.domain_text(code),
+                                          plan_text.domain_text(data))
+                 if code else plan_text.domain_text(plan.l3[name]))
+        print('%-40s %s' % (name or 'default (root)', masks))
     if not plan.steps:
         print('(nothing to change)')
     return 0

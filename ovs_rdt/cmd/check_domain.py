@@ -183,13 +183,18 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
     for dom_id in sorted(masks):
         mask = masks[dom_id]
         if held(mask, root.get(dom_id)):
-            lines.append('  cache domain %d: %s (%d ways, %d KiB)'
-                         % (dom_id, mask, mask.count,
+            lines.append('  cache domain %d: %s (%s, %d KiB)'
+                         % (dom_id, mask, count(mask.count, 'way'),
                             mask.count * way_bytes(dom_id) // 1024))
         else:
             lines.append('  cache domain %d: no ways of its own (its vCPUs '
                          'do not run there: it follows the default group)'
                          % dom_id)
+    written = plan.mb.get(group) if plan is not None else None
+    if written and (spec.mb_percent or spec.mb_mbps) and spec.pool is None:
+        lines.append('  memory bandwidth: MB:%s written (what it asks, '
+                     'rounded up to the hardware\'s granularity)'
+                     % ';'.join('%d=%d' % kv for kv in sorted(written.items())))
     if plan is not None:
         lines.extend('  and it removes %s, the dedicated group of an earlier '
                      'definition of the VM' % stale for stale in plan.remove

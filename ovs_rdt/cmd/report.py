@@ -400,9 +400,9 @@ def render_policy(state: PolicyState | None, error: str | None = None,
                                  for u in state.uncounted))
     for dom, row in sorted(state.domains.items()):
         mb, occ = row.be_mb, row.hp_occupancy
-        lines.append('  domain %s: %s %d ways, %s %d ways%s; %s occupancy %s'
-                     % (dom, state.high_priority, row.hp_ways,
-                        state.best_effort, row.be_ways,
+        lines.append('  domain %s: %s %s, %s %s%s; %s occupancy %s'
+                     % (dom, state.high_priority, count(row.hp_ways, 'way'),
+                        state.best_effort, count(row.be_ways, 'way'),
                         ' (MB %d%%)' % mb if mb not in (None, 100) else '',
                         state.high_priority,
                         '-' if occ is None else '%d KiB' % (occ // 1024)))

@@ -277,6 +277,14 @@ def test_check_domain_says_what_the_hook_would_do(node: Node) -> None:
         fh.write(node.dumpxml(guest))
     assert 'the hook would resize %s' % guest.group in node.cli(
         'check-domain', path).stdout
+    # The MB value written beside the one asked (issue 51 trial 11): 33%
+    # is written 40 (10% steps); one way is "1 way".
+    capped = node.tb.define(rdt('<rdt:l3 ways="1"/><rdt:mb percent="33"/>'))
+    lines = node.cli('check-domain', '-',
+                     stdin=node.dumpxml(capped)).stdout.splitlines()
+    assert "  memory bandwidth: MB:0=40;1=40 written (what it asks, rounded " \
+        "up to the hardware's granularity)" in lines, lines
+    assert any(ln.endswith(' (1 way, 2560 KiB)') for ln in lines), lines
 
     # Refusals: the hook's own message, word for word.
     for body in ('<rdt:l3 ways="9"/>', '<rdt:l3 way="3"/>',

@@ -757,6 +757,12 @@ def test_run_prints_restart_hint(node, tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'installed %s' % (tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt') in out
     assert 'restart libvirtd' in out
+    # Replaced in place: no restart (issue 51 trial 11).
+    assert install.run(settings, args) == 0
+    out = capsys.readouterr().out
+    assert 'replaced %s' % (tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt') in out
+    assert 'restart libvirtd' not in out
+    assert 'libvirtd runs it from the next guest event' in out
     args = parser.parse_args(['--hooks-dir', str(tmp_path / 'hooks'),
                               '--uninstall'])
     assert install.run(settings, args) == 0

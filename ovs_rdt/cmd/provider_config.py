@@ -162,12 +162,11 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     platform, now = manager.read()
     groups = layout_groups(manager.preview(prune=True, state=(platform, now)),
                            now)  # the layout "apply" makes
-    from ovs_rdt.cmd.report import reserved_by
+    from ovs_rdt.cmd.report import reserved_by_domain
 
     free = manager.free_ways((platform, now))
     per_dom = {d: f['reserved_ways'] for d, f in free.items()}
     inv = inventory(platform, groups, per_dom)
-    why = {d: reserved_by(f) for d, f in free.items()}
     comment = (
         'Nova provider config written by "ovs-rdt provider-config" from %s.\n'
         'L3: %d cache domain(s) x %d ways; reserved per domain: %s%s.\n'
@@ -175,10 +174,7 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         'resources:%s=1.'
         % (resctrl.root, len(platform.domains), platform.cbm_len,
            ' '.join('%d=%d' % kv for kv in sorted(per_dom.items())),
-           '' if not any(why.values()) else
-           ' (each: %s)' % why[min(why)] if len(set(why.values())) == 1 else
-           ' (%s)' % '; '.join('%d: %s' % kv for kv in sorted(why.items())),
-           RC_WAYS, RC_CLOSIDS))
+           reserved_by_domain(free), RC_WAYS, RC_CLOSIDS))
     numa_l3 = resctrl.numa_l3()
     if numa_l3:
         comment += ('\nNova filter: aggregate metadata %s=%s (NUMA node:L3 '

@@ -265,6 +265,19 @@ def reserved_text(free: dict) -> str:
                                'other tools')
 
 
+def reserved_by_domain(free: dict[int, dict]) -> str:
+    """`` (each: system_min_ways 2, ovsrdt-pool-hp 3)``, or per domain
+    where they differ: what holds the reserve of every domain
+    (:func:`reserved_by`); '' when nothing does.
+    """
+    why = {d: reserved_by(f) for d, f in free.items()}
+    if not any(why.values()):
+        return ''
+    if len(set(why.values())) == 1:
+        return ' (each: %s)' % why[min(why)]
+    return ' (%s)' % '; '.join('%d: %s' % kv for kv in sorted(why.items()))
+
+
 def reserved_by(free: dict) -> str:
     """What holds one domain's reserve, in words
     (:func:`ovs_rdt.core.allocator.reserve`); what the parts leave of it

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from ovs_rdt.inputs.integers import whole
 from ovs_rdt.inputs import uuids
@@ -15,15 +16,35 @@ PROC = '/proc'
 EXITED_STATES = ('Z', 'X')
 
 
-def state_of(pid: int, proc: str = PROC, tid: int | None = None) -> str | None:
-    """The state letter of ``pid`` (or of its thread ``tid``); None if gone."""
-    path = (os.path.join(proc, str(pid), 'task', str(tid), 'stat')
-            if tid is not None else os.path.join(proc, str(pid), 'stat'))
+def _stat(path: str) -> list[str]:
+    """A ``stat`` file's fields after the command name (state first); []
+    if gone.
+    """
     try:
         with open(path, encoding='ascii', errors='replace') as fh:
-            return fh.read().rsplit(')', 1)[1].split()[0]
+            return fh.read().rsplit(')', 1)[1].split()
     except (OSError, IndexError):
-        return None
+        return []
+
+
+def state_of(pid: int, proc: str = PROC, tid: int | None = None) -> str | None:
+    """The state letter of ``pid`` (or of its thread ``tid``); None if gone."""
+    fields = _stat(os.path.join(proc, str(pid), 'task', str(tid), 'stat')
+                   if tid is not None else os.path.join(proc, str(pid), 'stat'))
+    return fields[0] if fields else None
+
+
+def started(tid: int, proc: str = PROC) -> int | None:
+    """When thread ``tid`` started, in clock ticks since boot (``stat``'s
+    field 22); None if gone.
+    """
+    fields = _stat(os.path.join(proc, str(tid), 'stat'))
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def boot_ticks() -> int:
+    """Now, in :func:`started`'s clock ticks."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf('SC_CLK_TCK'))
 
 
 def alive(pid: int | None, proc: str = PROC) -> bool:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Callable, Optional
 
-from ovs_rdt.emulator.faults import DIVERGENCES
+from ovs_rdt.emulator.divergences import DIVERGENCES
 from ovs_rdt.emulator.kparse import bitmap_list_string, bitmap_string
 from ovs_rdt.emulator.monitor import DEFAULT_FOOTPRINT, Footprints
 from ovs_rdt.emulator.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
@@ -59,9 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='JSON {"<tid>": bytes, "comm:<name>": bytes, "default": bytes}'
                              '; re-read when it changes')
     parser.add_argument('--default-footprint', dest='emu_default_footprint', type=int,
-                        metavar='BYTES', default=DEFAULT_FOOTPRINT,
-                        help='cache footprint of a task not in --footprints '
-                             '(default: %(default)s)')
+                        metavar='BYTES',
+                        help='cache footprint of a task not in --footprints (default: '
+                             '%d, or outside the default group while it runs the '
+                             'memory its process has resident if more)' % DEFAULT_FOOTPRINT)
     parser.add_argument('--faults', dest='emu_faults', metavar='FILE',
                         help='inject errors: "OP PATH ERRNO [COUNT]" a line, '
                              're-read when it changes (see doc/emulator.md)')
@@ -98,7 +99,7 @@ class Options:
     sysfs_dir: Optional[str] = None
     footprints: Optional[str] = None
     faults: Optional[str] = None
-    default_footprint: int = DEFAULT_FOOTPRINT
+    default_footprint: Optional[int] = None
     pid_file: Optional[str] = None
     log_file: Optional[str] = None
     verbose: bool = False
@@ -173,9 +174,11 @@ def write_node_sysfs(profile: Profile, root: str) -> None:
                bitmap_string(sum(1 << c for c in cpus), profile.nr_cpu_ids) + '\n')
 
 
-def write_sysfs(profile: Profile, root: str) -> None:
+def write_sysfs(profile: Profile, root: str, diverge: frozenset[str] = frozenset()
+                ) -> None:
     """A ``/sys/devices/system/cpu``-like tree describing the profile, with
-    the NUMA nodes in ``node/`` and a ``cpuN/nodeM`` link per CPU.
+    the NUMA nodes in ``node/`` and a ``cpuN/nodeM`` link per CPU (the L3
+    ids from 1 under the ``cache-ids`` divergence).
     """
     ncpu = profile.num_cpus
     os.makedirs(root, exist_ok=True)
@@ -199,7 +202,7 @@ def write_sysfs(profile: Profile, root: str) -> None:
         if not os.path.islink(link):
             os.symlink(os.path.join('..', 'node', 'node%d' % node), link)
         files = {
-            os.path.join(cache, 'id'): '%d\n' % dom,
+            os.path.join(cache, 'id'): '%d\n' % (dom + ('cache-ids' in diverge)),
             os.path.join(cache, 'level'): '3\n',
             os.path.join(cache, 'type'): 'Unified\n',
             os.path.join(cache, 'size'): '%dK\n' % (profile.l3_size // 1024),
@@ -233,7 +236,7 @@ def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None
     if opts.diverge:
         LOG.warning('Diverging from the kernel: %s', ', '.join(sorted(opts.diverge)))
     fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose,
-             faults=Faults(opts.faults))
+             faults=Faults(opts.faults, opts.diverge))
 
 
 def _first_line(path: str) -> str:
@@ -346,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
         _check_mountpoint(opts.mountpoint)
         if opts.sysfs_dir:
             try:
-                write_sysfs(opts.profile, opts.sysfs_dir)
+                write_sysfs(opts.profile, opts.sysfs_dir, opts.diverge)
             except OSError as exc:
                 raise EmulatorError('cannot write the sysfs tree in %s: %s'
                                     % (opts.sysfs_dir, exc.strerror)) from None

@@ -66,7 +66,9 @@ class Counters:
     def _unassign(self, grp: Group, dom: int, event: str) -> None:
         index = self._find(grp, dom, event)
         if index >= 0:
-            self.slots[dom][index] = None
+            # counter-kept: the counter stays taken, by no group
+            self.slots[dom][index] = (self.rc.root, '', 0.0) \
+                if 'counter-kept' in self.rc.diverge else None
 
     def _assign_all(self, grp: Group, event: str) -> None:
         """``rdtgroup_assign_cntr_event(NULL, ...)``: try every domain, keep the last error."""
@@ -243,6 +245,8 @@ class Counters:
                 dom = kstrtoull(id_str, 10)
             except ParseError:
                 raise rc._fail(errno.EINVAL, 'Missing domain id\n') from None
+            if dom not in rc.profile.domains and 'assign-any-domain' in rc.diverge:
+                continue
             if dom not in rc.profile.domains:
                 raise rc._fail(errno.EINVAL, 'Invalid domain id %d\n' % dom)
             try:

@@ -22,11 +22,11 @@ The operation fails before the model sees it, so nothing is half-done, as
 when the kernel refuses a write.  A missing or empty file: no faults; a bad
 line is logged and ignored (the daemon must keep serving).
 
-Kernel divergences (:data:`DIVERGENCES`, ``ovs-rdt emulate --diverge NAME``,
-fixed for the life of the mount) are another kind of fault: the emulator
-then behaves unlike the kernel in one way its ``info/`` files do not
-explain, as a kernel with a bug or a different version might.  They exist
-to prove that ``ovs-rdt selftest`` notices, and names the behaviour.
+A line ``diverge NAME`` turns on a kernel divergence
+(:data:`~ovs_rdt.emulator.divergences.DIVERGENCES`) while it is in the file,
+as ``ovs-rdt emulate --diverge NAME`` does for the life of the mount: the
+emulator then behaves unlike the kernel in one way its ``info/`` files do
+not explain, as a kernel with a bug or a different version might.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ import logging
 import signal
 from typing import Optional
 
+from ovs_rdt.emulator.divergences import DIVERGENCES
 from ovs_rdt.emulator.monitor import file_stamp
 
 LOG = logging.getLogger(__name__)
@@ -50,24 +51,6 @@ SIGNALS = {name: -getattr(signal, 'SIG' + name)
 #: The pseudo-errno of a rule that kills the caller.
 KILL = SIGNALS['KILL']
 
-#: name -> how the emulator then differs from the kernel.
-DIVERGENCES = {
-    'sparse-masks': 'accepts a non-contiguous mask although '
-                    'info/L3/sparse_masks reads 0',
-    'status-text': "says 'Invalid mask' where the kernel says 'Mask out of "
-                   "range' in info/last_cmd_status",
-    'exclusive-overlap': "sets a group's mode to exclusive although its "
-                         'ways overlap another group',
-    'tasks-stay': 'accepts a write to a tasks file but leaves the task '
-                  'where it was',
-    'num-closids': 'reads one more CLOSID in info/*/num_closids than mkdir '
-                   'gives',
-    'mb-granularity': 'keeps an MB percentage as written instead of '
-                      'rounding it up to info/MB/bandwidth_gran',
-    'mbm-frozen': 'MBM counters (mbm_total_bytes, mbm_local_bytes) read 0 '
-                  'whatever the traffic',
-}
-
 
 class Rule:
     __slots__ = ('op', 'pattern', 'errno', 'left')
@@ -80,12 +63,20 @@ class Rule:
         self.left = left
 
 
-def parse_rules(text: str) -> list[Rule]:
-    """The rules of a faults file; ValueError names the line at fault."""
-    rules = []
+def parse_rules(text: str) -> tuple[list[Rule], frozenset[str]]:
+    """The rules of a faults file and its ``diverge NAME`` lines;
+    ValueError names the line at fault.
+    """
+    rules, diverge = [], set()
     for lineno, line in enumerate(text.splitlines(), 1):
         words = line.split('#', 1)[0].split()
         if not words:
+            continue
+        if words[0] == 'diverge':
+            if len(words) != 2 or words[1] not in DIVERGENCES:
+                raise ValueError('line %d: %r is not "diverge NAME" (NAME: %s)'
+                                 % (lineno, line, ', '.join(sorted(DIVERGENCES))))
+            diverge.add(words[1])
             continue
         if len(words) not in (3, 4) or words[0] not in OPS \
                 or words[2] not in ERRNOS + tuple(SIGNALS) or \
@@ -97,15 +88,20 @@ def parse_rules(text: str) -> list[Rule]:
         rules.append(Rule(words[0], words[1], SIGNALS.get(words[2]) or
                           getattr(errno, words[2]),
                           int(words[3]) if len(words) == 4 else None))
-    return rules
+    return rules, frozenset(diverge)
 
 
 class Faults:
-    """The rules of ``path``, re-read when the file changes."""
+    """The rules of ``path``, re-read when the file changes; ``diverge``:
+    the divergences of ``--diverge`` and of the file's ``diverge`` lines.
+    """
 
-    def __init__(self, path: Optional[str] = None) -> None:
+    def __init__(self, path: Optional[str] = None,
+                 diverge: frozenset[str] = frozenset()) -> None:
         self.path = path
         self.rules: list[Rule] = []
+        self.fixed = diverge
+        self.diverge = diverge
         self._stamp: Optional[tuple[int, int]] = None
 
     def refresh(self) -> None:
@@ -116,14 +112,19 @@ class Faults:
             return
         self._stamp = stamp
         rules: list[Rule] = []
+        diverge: frozenset[str] = frozenset()
         if stamp is not None:
             try:
                 with open(self.path, encoding='utf-8') as fh:
-                    rules = parse_rules(fh.read())
+                    rules, diverge = parse_rules(fh.read())
             except (OSError, ValueError) as exc:
                 LOG.warning('Ignoring faults file %s: %s', self.path, exc)
                 return
         self.rules = rules
+        if diverge != self.diverge - self.fixed:
+            LOG.warning('Diverging from the kernel: %s',
+                        ', '.join(sorted(self.fixed | diverge)) or 'no more')
+        self.diverge = self.fixed | diverge
         if rules:
             LOG.info('%d fault rule(s) from %s', len(rules), self.path)
 

@@ -29,11 +29,12 @@ def _oserror(err: int) -> OSError:
 
 
 class _Handle:
-    __slots__ = ('node', 'content')
+    __slots__ = ('node', 'content', 'writes')
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self.content: Optional[bytes] = None
+        self.writes = 0
 
 
 class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
@@ -45,7 +46,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
                  on_ready: Optional[Callable[[], None]] = None,
                  faults: Optional[Faults] = None) -> None:
         self.model = model
-        self.faults = faults or Faults()
+        self.faults = faults or Faults(diverge=model.diverge)
         self._on_ready = on_ready
         self._handles: dict[int, _Handle] = {}
         self._next_fh = 1
@@ -62,6 +63,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
         or signal the caller (a killed one gets EIO, which it never reads).
         """
         err = self.faults.check(op, path)
+        self.model.diverge = self.faults.diverge
         if err is not None and err < 0:
             pid = self._caller().pid
             if pid > 1 and pid != os.getpid():
@@ -77,7 +79,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
         handle = self._handles.get(fi.fh)
         if handle is None:
             raise _oserror(errno.EBADF)
-        if not handle.node.alive:
+        if not handle.node.alive and 'removed-group-files' not in self.model.diverge:
             raise _oserror(errno.ENODEV)
         return handle
 
@@ -195,6 +197,10 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
             self.model.check_write(node, data)
             if node.write is None:
                 raise _oserror(errno.EINVAL)
+            handle.writes += 1
+            if handle.writes > 1 and node.name == 'tasks' and \
+                    'tasks-one-write' in self.model.diverge:
+                return len(data)
             node.write(data, self._caller())
         return len(data)
 

@@ -35,6 +35,11 @@ class Host(Protocol):
     def last_pid(self) -> Optional[int]:
         """The pid allocated last (``/proc/sys/kernel/ns_last_pid``)."""
 
+    def resident(self, tid: int) -> Optional[int]:
+        """Bytes its process has resident while the thread runs (state R),
+        else None.
+        """
+
 
 class ProcHost:
     """The real host, read from ``/proc``."""
@@ -42,6 +47,7 @@ class ProcHost:
     def __init__(self, proc: str = '/proc') -> None:
         self.proc = proc
         self.hz = os.sysconf('SC_CLK_TCK')
+        self.page = os.sysconf('SC_PAGE_SIZE')
 
     def threads(self) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
@@ -64,15 +70,22 @@ class ProcHost:
         except OSError:
             return None
 
+    def _stat(self, tid: int) -> list[str]:
+        """``/proc/<tid>/stat`` from field 3 (state) on."""
+        stat = self._read(tid, 'stat') if tid > 0 else None
+        return stat[stat.rfind(')') + 2:].split() if stat else []
+
     def info(self, tid: int) -> Optional[TaskInfo]:
-        if tid <= 0:
-            return None
-        stat = self._read(tid, 'stat')
-        if not stat:
-            return None
-        fields = stat[stat.rfind(')') + 2:].split()
+        fields = self._stat(tid)
         try:
             return TaskInfo(ppid=int(fields[1]), start=int(fields[19]))
+        except (IndexError, ValueError):
+            return None
+
+    def resident(self, tid: int) -> Optional[int]:
+        fields = self._stat(tid)
+        try:
+            return int(fields[21]) * self.page if fields[0] == 'R' else None
         except (IndexError, ValueError):
             return None
 

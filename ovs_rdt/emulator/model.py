@@ -10,12 +10,15 @@ Tasks are the host's real threads (``/proc``): a TID can be written to a
 thread that was never moved inherits the group its creator (thread-group
 leader, or parent process) was in when it was born, like ``fork``/``clone``.
 
-Monitoring model (deterministic; documented in ``doc/emulator.md``):
+Monitoring model (documented in ``doc/emulator.md``):
 
-* every task has a cache footprint in bytes: ``default`` (2 MiB unless
-  ``--default-footprint``) or the entry for its TID / ``comm:<name>`` in the
-  ``--footprints`` JSON file (re-read when its mtime changes).  An integer is
-  spread evenly over all L3 domains (tasks have no CPU here); an object
+* every task has a cache footprint in bytes: the entry for its TID /
+  ``comm:<name>`` in the ``--footprints`` JSON file (re-read when its mtime
+  changes), else its ``default`` or ``--default-footprint``, else 2 MiB or,
+  outside the default group and while it runs, its process's resident
+  memory if more (:class:`~ovs_rdt.emulator.monitor.Footprints`).  An
+  integer is spread evenly over all L3 domains (tasks have no CPU here); an
+  object
   ``{"<domain>": bytes}`` places it explicitly;
 * per domain, a CLOSID's demand is the sum of its tasks' footprints, spread
   evenly over the ways of its CBM; each way (``l3_size / cbm_len`` bytes) is
@@ -121,7 +124,8 @@ class Resctrl:
         profile.validate()
         self.profile = profile
         self.mount = mount
-        #: Kernel divergences to emulate (``faults.DIVERGENCES``).
+        #: Kernel divergences to emulate (``divergences.DIVERGENCES``); the
+        #: FUSE layer updates them from the faults file.
         self.diverge = diverge
         self.schema_list = build_schemas(profile, mount)
         self.schema_by_name = {s.name: s for s in self.schema_list}
@@ -242,6 +246,8 @@ class Resctrl:
             vals = {}
             for dom in self.profile.domains:
                 val = self.ctrl_value(schema, grp.closid, dom)
+                if schema.is_cache and 'size-all-ways' in self.diverge:
+                    val = self.profile.cbm_mask
                 vals[dom] = _weight(val) * per_bit if schema.is_cache else val
             lines.append('%*s:%s\n' % (self.name_width, schema.name,
                                        ';'.join('%d=%u' % (d, vals[d]) for d in sorted(vals))))
@@ -261,11 +267,32 @@ class Resctrl:
             if not rest:
                 raise self._fail(errno.EINVAL, "Missing '%s' value\n" % resname)
             schema = self.schema_by_name.get(resname)
-            if schema is None or grp.closid >= schema.num_closid:
-                raise self._fail(errno.EINVAL,
-                                 "Unknown or unsupported resource name '%s'\n" % resname)
-            self._parse_line(rest, resname, grp, staged)
-        self.apply(grp.closid, staged)
+            try:
+                if schema is None or grp.closid >= schema.num_closid:
+                    raise self._fail(errno.EINVAL,
+                                     "Unknown or unsupported resource name '%s'\n" % resname)
+                self._parse_line(rest, resname, grp, staged)
+            except OSError:
+                if 'partial-write' in self.diverge:
+                    self.apply(grp.closid, staged)
+                raise
+        self.apply(grp.closid, self._diverging(grp.closid, staged))
+
+    def _diverging(self, closid: int, staged: dict[tuple[str, int], int]
+                   ) -> dict[tuple[str, int], int]:
+        """What ``schemata-reset`` and ``cdp-together`` make of a write."""
+        if 'cdp-together' in self.diverge:
+            for (res, dom), val in list(staged.items()):
+                peer = self.schema_by_name[res].peer
+                if peer:
+                    staged[(peer, dom)] = val
+        if 'schemata-reset' in self.diverge:
+            for schema in self.schema_list:
+                if closid < schema.num_closid and not (schema.name == 'MB' and
+                                                       self.mount.mba_sc):
+                    for dom in self.profile.domains:
+                        staged.setdefault((schema.name, dom), self.default_ctrl(schema))
+        return staged
 
     def apply(self, closid: int, staged: dict[tuple[str, int], int]) -> None:
         """``resctrl_arch_update_domains()`` for the staged values."""
@@ -323,11 +350,14 @@ class Resctrl:
         zero = first
         while zero < prof.cbm_len and val >> zero & 1:
             zero += 1
-        if not prof.sparse_masks and val >> zero and 'sparse-masks' not in self.diverge:
+        if val >> zero and (not prof.sparse_masks and 'sparse-masks' not in self.diverge
+                            or prof.sparse_masks and 'sparse-refused' in self.diverge):
             raise self._fail(errno.EINVAL, 'The mask %x has non-consecutive 1-bits\n' % val)
         if zero - first < prof.min_cbm_bits:
             raise self._fail(errno.EINVAL,
                              'Need at least %d bits in the mask\n' % prof.min_cbm_bits)
+        if 'overlap-taken' in self.diverge:
+            return val
         if self._cbm_overlaps(val, dom, closid, True, schema):
             raise self._fail(errno.EINVAL, 'Overlaps with exclusive group\n')
         if (self._cbm_overlaps(val, dom, closid, False, schema)
@@ -338,26 +368,31 @@ class Resctrl:
     def _parse_bw(self, buf: str) -> int:
         """``bw_validate()``: no range check under mba_MBps (MiB/s)."""
         prof = self.profile
-        if not prof.delay_linear and prof.arch_needs_linear:
+        if not prof.delay_linear and prof.arch_needs_linear and \
+                'nonlinear-mb' not in self.diverge:
             raise self._fail(errno.EINVAL, 'No support for non-linear MB domains\n')
         try:
             bw = kstrtouint(buf, 10)
         except ParseError:
             raise self._fail(errno.EINVAL, 'Invalid MB value %s\n' % buf) from None
-        if self.mount.mba_sc:
+        if self.mount.mba_sc and 'mbps-percent' not in self.diverge:
             return bw
-        if bw < prof.min_bandwidth or bw > prof.mb_max:
+        top = 100 if self.mount.mba_sc else prof.mb_max      # mbps-percent: as percent
+        if bw > top and 'mb-range' in self.diverge:
+            return top
+        if bw < prof.min_bandwidth or bw > top:
             raise self._fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
-                             % (bw, prof.min_bandwidth, prof.mb_max))
+                             % (bw, prof.min_bandwidth, top))
         gran = prof.bandwidth_gran
-        if 'mb-granularity' in self.diverge:
+        if self.mount.mba_sc or 'mb-granularity' in self.diverge:
             return bw
         return -(-bw // gran) * gran
 
     def _cbm_overlaps(self, cbm: int, dom: int, closid: int, exclusive: bool,
                       schema: Schema) -> bool:
         """``rdtgroup_cbm_overlaps()``: the schema's own type, then its CDP peer."""
-        for name in (schema.name, schema.peer):
+        peer = None if 'cdp-no-peer' in self.diverge else schema.peer
+        for name in (schema.name, peer):
             if name and self._cbm_overlaps_type(cbm, dom, closid, exclusive, name):
                 return True
         return False
@@ -387,9 +422,11 @@ class Resctrl:
             for i, mode in self._modes().items():
                 if mode == SHAREABLE:
                     sw |= self.ctrl[schema.name][i][dom]
+                elif mode == EXCLUSIVE and 'exclusive-unmarked' in self.diverge:
+                    sw |= self.ctrl[schema.name][i][dom]
                 elif mode == EXCLUSIVE:
                     excl |= self.ctrl[schema.name][i][dom]
-                elif mode == IO_CLOSID_MODE:
+                elif mode == IO_CLOSID_MODE and 'io-alloc-unmarked' not in self.diverge:
                     hw_shareable |= self.ctrl[schema.name][i][dom]
             chars = []
             for bit in range(prof.cbm_len - 1, -1, -1):
@@ -462,7 +499,8 @@ class Resctrl:
         tid = pid or caller.pid
         info = self.host.info(tid)
         if info is None:
-            raise self._fail(errno.ESRCH, 'No task %d\n' % pid)
+            raise self._fail(errno.EINVAL if 'no-task-errno' in self.diverge
+                             else errno.ESRCH, 'No task %d\n' % pid)
         if caller.uid != 0:
             uids = self.host.uids(tid)
             if uids is None or caller.uid not in (uids[0], uids[2]):
@@ -470,7 +508,8 @@ class Resctrl:
         cur = self.tasks.current(tid, info)
         if cur is grp:
             return
-        if grp.kind == MON and cur.closid != grp.closid:
+        if grp.kind == MON and cur.closid != grp.closid and \
+                'mon-move-across' not in self.diverge:
             raise self._fail(errno.EINVAL, "Can't move task to different control group\n")
         if 'tasks-stay' in self.diverge:
             return
@@ -564,8 +603,11 @@ class Resctrl:
 
     def _mkdir_ctrl(self, name: str, perm: int, caller: Caller) -> None:
         self.last_cmd = ''
+        used = list(self.closid_used)
+        if 'io-alloc-closid' in self.diverge and self.io.enabled:
+            used[self.io.closid] = False
         try:
-            closid = self.closid_used.index(False)
+            closid = used.index(False)
         except ValueError:
             raise self._fail(errno.ENOSPC, 'Out of CLOSIDs\n') from None
         rmid = self._alloc_rmid()
@@ -577,13 +619,15 @@ class Resctrl:
             self.rmid_free.append(rmid)
             raise
         self.mon.advance()
+        low = self.profile.min_bandwidth if 'new-group-mb' in self.diverge else None
         for schema in self.schema_list:
             if not schema.is_cache:                     # rdtgroup_init_mba()
                 for dom in self.profile.domains:
                     if schema.name == 'MB' and self.mount.mba_sc:
-                        self.mbps[closid][dom] = MBA_MAX_MBPS
+                        self.mbps[closid][dom] = MBA_MAX_MBPS if low is None else low
                     else:
-                        staged[(schema.name, dom)] = self.default_ctrl(schema)
+                        staged[(schema.name, dom)] = self.default_ctrl(schema) \
+                            if low is None else low
         for (res, dom), val in staged.items():
             self.ctrl[res][closid][dom] = val
         grp = Group(name, CTRL, closid, rmid, perm=perm, uid=caller.uid,
@@ -593,6 +637,20 @@ class Resctrl:
         self.groups[name] = grp
         self.mon.rmid_allocated(rmid)
         self.counters.assign_on_mkdir(grp)
+        self._diverging_mkdir(grp, caller)
+
+    def _diverging_mkdir(self, grp: Group, caller: Caller) -> None:
+        """What the mkdir divergences make of a new control group."""
+        root = self.root
+        if 'new-group-mode' in self.diverge:
+            grp.mode = EXCLUSIVE
+        if 'new-group-cpus' in self.diverge and root.cpus:
+            grp.cpus = {min(root.cpus)}
+            root.cpus -= grp.cpus
+        if 'mkdir-drops-cpu' in self.diverge and len(root.cpus) > 1:
+            root.cpus.discard(max(root.cpus))
+        if 'mkdir-moves-caller' in self.diverge:
+            self._move_task(0, grp, caller)
 
     def init_cat(self, closid: int) -> dict[tuple[str, int], int]:
         """``rdtgroup_init_cat()`` for every cache schema: staged values."""
@@ -616,9 +674,11 @@ class Resctrl:
             if schema.peer:
                 val |= self.ctrl[schema.peer][i][dom]
             used |= val
-            if mode == SHAREABLE:
+            if mode == SHAREABLE or 'mkdir-takes-exclusive' in self.diverge:
                 new |= val
         new |= (used ^ prof.cbm_mask) & prof.cbm_mask
+        if new and 'new-group-one-way' in self.diverge:
+            return new & -new
         if not new or (prof.sparse_masks and prof.sparse_new_group):
             return new  # cbm_ensure_valid(): one run, but on tip with sparse masks
         first = (new & -new).bit_length() - 1
@@ -644,6 +704,8 @@ class Resctrl:
                 self._free_rmid(child.rmid, self.root.rmid)
             self.counters.unassign_all(grp)
             grp.alive, grp.moved_to = False, self.root
+            if 'rmdir-loses-tasks' in self.diverge:
+                grp.moved_to = None
             self.root.cpus |= grp.cpus
             self._free_rmid(grp.rmid, self.root.rmid)
             self.closid_used[grp.closid] = False
@@ -708,7 +770,8 @@ class Resctrl:
         if schema is not None and schema.is_cache:
             files = {
                 'bit_usage': lambda: self.bit_usage_show(schema),
-                'cbm_mask': lambda: '%x\n' % prof.cbm_mask,
+                'cbm_mask': lambda: '%x\n' % (prof.cbm_mask & ~int(
+                    'cbm-mask-gap' in self.diverge)),
                 'min_cbm_bits': lambda: '%u\n' % prof.min_cbm_bits,
                 'num_closids': lambda: '%u\n' % self.shown_closids(schema),
                 'shareable_bits': lambda: '%x\n' % prof.shareable_bits,
@@ -716,6 +779,8 @@ class Resctrl:
             }
             if prof.io_alloc:
                 files.update(self.io.info_files(schema))
+            if 'info-files' in self.diverge:
+                del files['bit_usage']
             return files
         if schema is not None:
             files = {
@@ -782,7 +847,8 @@ class Resctrl:
         if name in ('mon_hw_id', 'ctrl_hw_id'):
             value = grp.rmid if name == 'mon_hw_id' else grp.closid
             return Node(FILE, name, grp, 0o444, lambda: '%u\n' % value)
-        return Node(FILE, name, grp, 0o444, lambda: self.size_show(grp))
+        return Node(FILE, name, grp, 0o644 if 'size-writable' in self.diverge else 0o444,
+                    lambda: self.size_show(grp))
 
     def mba_event_show(self, grp: Group) -> str:
         return grp.mba_event + '\n'
@@ -795,6 +861,8 @@ class Resctrl:
         self.last_cmd = ''
         if buf not in MBM_EVENTS:
             raise self._fail(errno.EINVAL, "Unsupported event id '%s'\n" % buf)
+        if 'mba-event-stays' in self.diverge:
+            return
         self.mon.advance()
         grp.mba_event = buf
         self.mon.controls_changed()
@@ -805,16 +873,20 @@ class Resctrl:
 
     def mon_show(self, grp: Group, dom: int, event: str, node: int) -> str:
         """``rdtgroup_mondata_show()``: a count, or why there is none."""
-        members = [grp] if grp.kind == MON else [grp] + list(grp.mon_groups.values())
+        members = [grp] if grp.kind == MON or 'ctrl-counts-own' in self.diverge \
+            else [grp] + list(grp.mon_groups.values())
+        fmt = '0x%x\n' if 'counter-hex' in self.diverge else '%d\n'
         if event in MBM_EVENTS and 'mbm-frozen' in self.diverge:
-            return '0\n'
+            return fmt % 0
+        if event == 'llc_occupancy' and 'occupancy-stuck' in self.diverge:
+            return fmt % self.profile.round_mon_val(self.profile.way_size)
         if event in MBM_EVENTS and self.counters.enabled:
             self.mon.refresh()
             value = self.counters.read(members, dom, event)
             if value is None:
-                return 'Unassigned\n'
-            return '%d\n' % value
-        return '%d\n' % self.mon.read(grp, dom, event, node)
+                return fmt % 0 if 'unassigned-zero' in self.diverge else 'Unassigned\n'
+            return fmt % value
+        return fmt % self.mon.read(grp, dom, event, node)
 
     def mon_subdirs(self, dom: int) -> list[str]:
         """SNC: ``mon_sub_L3_YY`` for each node sharing L3 ``dom``."""
@@ -845,7 +917,10 @@ class Resctrl:
         if node.role == MON_GROUPS:
             return sorted(grp.mon_groups)
         if node.role == MON_DATA:
-            return ['mon_L3_%02d' % d for d in self.profile.domains]
+            doms = list(self.profile.domains)
+            if 'mon-data-dirs' in self.diverge and grp is not self.root:
+                doms = doms[:-1]
+            return ['mon_L3_%02d' % d for d in doms]
         if node.role == MON_DOM:
             return list(EVENTS) + self.mon_subdirs(node.domain)
         if node.role == MON_SUB:
@@ -914,10 +989,9 @@ class Resctrl:
         grp = node.group
         return grp.ctime if grp is not None and grp.ctime else self.mounted_at
 
-    @staticmethod
-    def check_write(node: Node, data: bytes) -> None:
+    def check_write(self, node: Node, data: bytes) -> None:
         """kernfs_fop_write_iter(): the group must be live; one page at most."""
-        if not node.alive:
+        if not node.alive and 'removed-group-files' not in self.diverge:
             raise _oserror(errno.ENODEV)
         if len(data) > ATOMIC_WRITE_LEN:
             raise _oserror(errno.E2BIG)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ovs_rdt.emulator.groups import MON, Group
 
@@ -45,10 +45,17 @@ def file_stamp(path: str) -> Optional[tuple[int, int]]:
 
 
 class Footprints:
-    """Per-task cache footprints, from an optional JSON file re-read on change."""
+    """Per-task cache footprints, from an optional JSON file re-read on change.
+
+    A task the file does not name has the file's ``default``, else the
+    ``default`` given here; with neither, :data:`DEFAULT_FOOTPRINT` or,
+    while it runs, the memory its process has resident if that is more (a
+    task streaming through 128 MiB misses in any L3, as on hardware), which
+    :meth:`vector` asks ``resident`` for.
+    """
 
     def __init__(self, path: Optional[str] = None,
-                 default: int = DEFAULT_FOOTPRINT) -> None:
+                 default: Optional[int] = None) -> None:
         self.path = path
         self.base_default = default
         self.default: object = default
@@ -82,12 +89,16 @@ class Footprints:
         self.table = table
         return True
 
-    def vector(self, tid: int, comm: Optional[str], ndom: int) -> list[float]:
+    def vector(self, tid: int, comm: Optional[str], ndom: int,
+               resident: Callable[[int], Optional[int]] = lambda tid: None
+               ) -> list[float]:
         value = self.table.get(str(tid))
         if value is None and comm is not None:
             value = self.table.get('comm:' + comm)
         if value is None:
             value = self.default
+        if value is None:
+            value = max(DEFAULT_FOOTPRINT, resident(tid) or 0)
         if isinstance(value, dict):
             vec = [0.0] * ndom
             for dom, nbytes in value.items():
@@ -100,7 +111,8 @@ class Footprints:
         try:
             total = max(float(value), 0.0)  # type: ignore[arg-type]
         except (TypeError, ValueError):
-            total = float(self.base_default)
+            total = float(DEFAULT_FOOTPRINT if self.base_default is None
+                          else self.base_default)
         return [total / ndom] * ndom
 
 
@@ -153,12 +165,12 @@ class Monitor:
     def task_moved(self, tid: int, src: int, dst: int) -> None:
         if self.demand is None or src == dst:
             return
-        vec = self._footprint(tid)
+        old, new = self._footprint(tid, src), self._footprint(tid, dst)
         src_vec = self.demand.setdefault(src, [0.0] * self.ndom)
         dst_vec = self.demand.setdefault(dst, [0.0] * self.ndom)
         for dom in range(self.ndom):
-            src_vec[dom] = max(src_vec[dom] - vec[dom], 0.0)
-            dst_vec[dom] += vec[dom]
+            src_vec[dom] = max(src_vec[dom] - old[dom], 0.0)
+            dst_vec[dom] += new[dom]
         self.rates = None
 
     # -- reads ---------------------------------------------------------------
@@ -171,16 +183,22 @@ class Monitor:
             self._scan()
             self.demand_at = now
 
-    def _footprint(self, tid: int) -> list[float]:
+    def _footprint(self, tid: int, rmid: int) -> list[float]:
+        """Its demand per domain in the group of ``rmid``: resident memory
+        counts outside the default group only (every other thread of the
+        host is there: reading each one's state at every scan made the
+        scan five times slower, for a group that already holds them all).
+        """
         fps = self.rc.footprints
         comm = self.rc.host.comm(tid) if fps.uses_comm else None
-        return fps.vector(tid, comm, self.ndom)
+        return fps.vector(tid, comm, self.ndom, self.rc.host.resident
+                          if rmid != self.rc.root.rmid else lambda _tid: None)
 
     def _scan(self) -> None:
         demand: dict[int, list[float]] = {}
         for tid, (_tgid, grp) in self.rc.tasks.snapshot().items():
             vec = demand.setdefault(grp.rmid, [0.0] * self.ndom)
-            for dom, nbytes in enumerate(self._footprint(tid)):
+            for dom, nbytes in enumerate(self._footprint(tid, grp.rmid)):
                 vec[dom] += nbytes
         self.demand = demand
         self.rates = None
@@ -255,19 +273,20 @@ class Monitor:
         the ``mon_L3_XX`` file is the sum of its nodes' (``md->sum``).
         """
         self.refresh()
+        own = grp.kind == MON or 'ctrl-counts-own' in self.rc.diverge
         if event == 'llc_occupancy':
             dem, occ = self.occupancy(dom)[grp.closid]
-            if grp.kind == MON:
+            if own:
                 assert self.demand is not None
                 mine = self.demand.get(grp.rmid, [0.0] * self.ndom)[dom]
                 occ = occ * mine / dem if dem > 0 else 0.0
             value = occ
         else:
-            members = [grp] if grp.kind == MON else [grp] + list(grp.mon_groups.values())
+            members = [grp] if own else [grp] + list(grp.mon_groups.values())
             value = sum(self.raw(m.rmid, dom, event) for m in members)
         prof = self.rc.profile
         scale = prof.hw_mon_scale
         share = int(value / prof.snc_nodes) // scale * scale
-        if node >= 0 or prof.snc_nodes == 1:
+        if node >= 0 or prof.snc_nodes == 1 or 'snc-sum' in self.rc.diverge:
             return share
         return share * prof.snc_nodes

@@ -58,6 +58,9 @@ class _NoTasks:
     def last_pid(self) -> None:
         return None
 
+    def resident(self, tid: int) -> None:
+        return None
+
 
 @st.composite
 def platforms(draw: st.DrawFn) -> Platform:

@@ -61,6 +61,10 @@ class FakeHost:
     def last_pid(self) -> Optional[int]:
         return max(self.tasks, default=None)
 
+    def resident(self, tid: int) -> Optional[int]:
+        t = self.tasks.get(tid)
+        return t.get('resident') if t else None
+
 
 class Clock:
     def __init__(self) -> None:
@@ -618,3 +622,50 @@ def test_write_limits(host: FakeHost) -> None:
     with pytest.raises(OSError) as exc:
         rc.check_write(node, b'L3:0=1\n')
     assert exc.value.errno == errno.ENODEV
+
+
+def test_a_running_task_counts_its_resident_memory(host: FakeHost,
+                                                   tmp_path: 'os.PathLike[str]') -> None:
+    # Before: every task not in the footprints file was 2 MiB, spread over
+    # the L3 domains: the selftest's 128 MiB stream fitted in one way of an
+    # EPYC (16 domains, 2 MiB ways) and its MBM counters stayed at 0.
+    host.add(600)
+    host.tasks[600]['resident'] = 128 * MiB             # running
+    host.add(601)                                       # sleeping (or gone)
+    rc = make(host, 'epyc-9654', footprints=Footprints())
+    rc.mkdir('/a', 0o755, Caller())
+    write(rc, 'a/schemata', 'L3:%s\n' % ';'.join('%d=1' % d for d in range(24)))
+    write(rc, 'a/tasks', '600\n')
+    occ = 'a/mon_data/mon_L3_00/llc_occupancy'
+    way = 32 * MiB // 16
+    assert int(read(rc, occ)) >= way * 9 // 10          # fills its way
+    write(rc, 'a/tasks', '601\n')
+    write(rc, 'tasks', '600\n')
+    assert int(read(rc, occ)) == 2 * MiB // 24 // 64 * 64      # the default: fits
+    # a default, from the file or --default-footprint: every such task
+    path = os.path.join(tmp_path, 'fp.json')
+    with open(path, 'w') as fh:
+        json.dump({'default': 0}, fh)
+    fixed = Footprints(path)
+    fixed.refresh()
+    assert fixed.vector(600, None, 2, host.resident) == [0.0, 0.0]
+    assert Footprints(default=MiB).vector(600, None, 2, host.resident) == [MiB / 2] * 2
+    assert Footprints().vector(600, None, 2, host.resident) == [64.0 * MiB] * 2
+    assert Footprints().vector(601, None, 2, host.resident) == [float(MiB)] * 2
+
+
+def test_the_faults_file_turns_divergences_on_and_off(tmp_path: 'os.PathLike[str]') -> None:
+    from ovs_rdt.emulator.faults import Faults, parse_rules
+    rules, diverge = parse_rules('write /x EIO\ndiverge schemata-reset  # why\n')
+    assert [r.op for r in rules] == ['write'] and diverge == {'schemata-reset'}
+    with pytest.raises(ValueError, match='is not "diverge NAME"'):
+        parse_rules('diverge no-such-thing\n')
+    path = os.path.join(tmp_path, 'faults')
+    faults = Faults(path, frozenset({'tasks-stay'}))
+    with open(path, 'w') as fh:
+        fh.write('diverge mbm-frozen\n')
+    assert faults.check('read', '/x') is None
+    assert faults.diverge == {'tasks-stay', 'mbm-frozen'}
+    os.unlink(path)
+    faults.check('read', '/x')
+    assert faults.diverge == {'tasks-stay'}

@@ -11,6 +11,8 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -316,41 +318,90 @@ def test_summary_names_the_failed_behaviours() -> None:
         'relies on in: tasks, closids')
 
 
-def test_another_writer_during_a_check_is_no_kernel_difference(tmp_path) -> None:
-    """A tool that does not take the lock writes another group's schemata
-    (or makes a group) at the moment a behaviour runs: the behaviour is
-    tried again, and said so if it is disturbed every time; never a FAIL.
+@pytest.fixture
+def cos1(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Node:
+    """A node with another tool's group COS1; the watch after a try that
+    changed something made short.
     """
     make_tree(str(tmp_path))
     (tmp_path / 'mon_data' / 'mon_L3_00').mkdir(parents=True)
     (tmp_path / 'COS1').mkdir()
-    for name, text in (('mode', 'shareable\n'), ('schemata', 'L3:0=ff;1=ff\n')):
+    for name, text in (('mode', 'shareable\n'), ('schemata', 'L3:0=ff;1=ff\n'),
+                       ('tasks', '')):
         (tmp_path / 'COS1' / name).write_text(text)
-    node = Node(str(tmp_path))
+    monkeypatch.setattr(runner, 'IDLE_MIN', 0.2)
+    return Node(str(tmp_path))
+
+
+def test_another_writer_during_a_check_is_no_kernel_difference(cos1: Node) -> None:
+    """A tool that does not take the lock writes another group's schemata
+    (or makes a group) while a behaviour runs: the behaviour is tried again,
+    and said so if it is disturbed every time, the tool seen writing while
+    the selftest did nothing; never a FAIL.
+    """
+    root = cos1.root
     disturb = ['schemata', 'mkdir']
 
     def check(node: Node, geo: Geometry) -> str:
         node.mkdir('probe')
         what = disturb.pop(0) if disturb else None
         if what == 'schemata':
-            (tmp_path / 'COS1' / 'schemata').write_text('L3:0=1;1=1\n')
+            write(root, 'COS1/schemata', 'L3:0=1;1=1\n')
         elif what == 'mkdir':
-            (tmp_path / 'COS2').mkdir()
+            os.mkdir(os.path.join(root, 'COS2'))
         return 'as the kernel does'
 
-    res = runner.run_one(node, Behaviour('calm', 'quiet after two tries', check))
+    res = runner.run_one(cos1, Behaviour('calm', 'quiet after two tries', check))
     assert (res.result, res.detail) == (runner.PASS, 'as the kernel does')
-    assert node.mine() == []
-    disturb[:] = ['schemata'] * runner.TRIES
-    (tmp_path / 'COS1' / 'schemata').write_text('L3:0=ff;1=ff\n')
+    assert cos1.mine() == []
 
-    def always(node: Node, geo: Geometry) -> str:
-        what = disturb.pop(0)
-        (tmp_path / 'COS1' / what).write_text('L3:0=%x;1=1\n' % len(disturb))
+    # pqos in a loop: every 20 ms, while the check runs and between
+    stop = threading.Event()
+
+    def pqos() -> None:
+        n = 0
+        while not stop.wait(0.02):
+            n += 1
+            write(root, 'COS1/schemata', 'L3:0=%x;1=1\n' % (n % 0xff + 1))
+
+    def busy(node: Node, geo: Geometry) -> str:
+        node.mkdir('probe')
+        time.sleep(0.1)
         return 'as the kernel does'
 
-    res = runner.run_one(node, Behaviour('busy', 'disturbed', always))
-    assert res.result == runner.SKIP
-    assert res.detail == (
-        'another writer changed resctrl during the check (COS1), 3 times: a tool '
-        'that does not take the lock; run the selftest again when it is quiet')
+    writer = threading.Thread(target=pqos)
+    writer.start()
+    try:
+        res = runner.run_one(cos1, Behaviour('busy', 'disturbed', busy))
+    finally:
+        stop.set()
+        writer.join()
+    assert (res.result, res.detail) == (runner.SKIP, (
+        'another writer changed resctrl during the check, 3 times, and while the '
+        'selftest did nothing (COS1 (schemata)): a tool that does not take the lock; '
+        'run the selftest again when it is quiet'))
+    assert cos1.mine() == []
+
+
+def test_a_kernel_that_changes_another_group_every_time_fails(cos1: Node) -> None:
+    """What changes another group at each try, and never while the selftest
+    does nothing, only the selftest's own writes can have changed: the
+    kernel.  Before: after three tries, "another writer" (a skip, exit 0).
+    """
+    tries = []
+
+    def check(node: Node, geo: Geometry) -> str:
+        node.mkdir('probe')
+        tries.append(1)     # "the kernel" at the selftest's mkdir
+        write(cos1.root, 'COS1/schemata', 'L3:0=%x;1=ff\n' % len(tries))
+        return 'as the kernel does'
+
+    res = runner.run_one(cos1, Behaviour('mkdir', 'a new group', check))
+    assert (res.result, res.detail, len(tries)) == (
+        runner.FAIL, 'as the kernel does; changed COS1 (schemata)', runner.TRIES)
+    assert cos1.mine() == []
+
+
+def write(root: str, rel: str, text: str) -> None:
+    with open(os.path.join(root, rel), 'w') as fh:
+        fh.write(text)

@@ -7,7 +7,7 @@ import errno
 import os
 
 from ovs_rdt.core import kernel
-from ovs_rdt.core.model import MBA_MAX_MBPS, UNIT_MBPS, UNIT_PERCENT
+from ovs_rdt.core.model import UNIT_PERCENT
 from ovs_rdt.resctrl import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import masks_for, masks_text, run_in, unshareable, used
 from ovs_rdt.selftest.geometry import Geometry, GroupState
@@ -56,22 +56,56 @@ def check_schemata_refused(node: Node, geo: Geometry) -> str:
     return '%d bad writes refused with the expected texts' % (len(cases) + 3)
 
 
+def _not_default(node: Node, geo: Geometry, res: str) -> int | None:
+    """A value for bandwidth resource ``res`` other than a new group's (its
+    maximum), or None where the kernel takes none (non-linear Intel MB).
+    """
+    mb = geo.plat.mb
+    if mb is None or mb.unit == UNIT_PERCENT and not mb.delay_linear:
+        return None
+    info = 'info/%s/' % res
+    low, gran = int(node.read(info + 'min_bandwidth')), int(node.read(info + 'bandwidth_gran'))
+    return max(low, mb.max_value // 2 // gran * gran)
+
+
 def check_schemata_accepted(node: Node, geo: Geometry) -> str:
-    """A write changes only the domains it names; size follows the ways."""
+    """A write changes only the domains and resources it names; sparse and
+    empty masks where the platform allows them; size follows the ways.
+    """
     grp = node.mkdir('good')
     rel = grp + '/schemata'
-    want = resource_lines(node.read(rel))
-    res = geo.l3[0]
     ways = max(geo.min_bits, 2)
-    mask = masks_for(node, geo, ways)[geo.dl]
-    node.accepted(rel, '%s:%d=%x\n' % (res, geo.dl, mask))
-    want[res][geo.dl] = '%x' % mask
-    expect(resource_lines(node.read(rel)) == want, 'after writing %s:%d=%x the schemata reads %r',
-           res, geo.dl, mask, node.read(rel))
+    groups = geo.groups(node, grp)
+    first, second = {}, {}
+    for dom in geo.ids:
+        free = geo.full & ~unshareable(groups, dom)
+        first[dom] = run_in(free, ways, geo.cbm_len) or 0
+        second[dom] = run_in(free & ~first[dom], ways, geo.cbm_len) or \
+            run_in(free, ways + 1, geo.cbm_len) or 0
+        if not first[dom] or not second[dom] or first[dom] == geo.full:
+            raise Skip('not tried: writes that change what they name only (no two runs of '
+                       '%d ways free of exclusive groups on domain %d)' % (ways, dom))
+    # every domain of every resource to something a reset would change ...
+    want = {res: {d: '%x' % first[d] for d in geo.ids} for res in geo.l3}
+    for res in ('MB', 'SMBA'):
+        value = _not_default(node, geo, res) if res in geo.root else None
+        if value is not None:
+            want[res] = {d: '%d' % value for d in geo.ids}
+    node.accepted(rel, ''.join('%s:%s\n' % (res, ';'.join('%d=%s' % kv for kv in doms.items()))
+                               for res, doms in want.items()))
+    _reads(node, rel, want, 'after writing every domain')
+    # ... then one domain of one resource
+    res = geo.l3[0]
+    node.accepted(rel, '%s:%d=%x\n' % (res, geo.dl, second[geo.dl]))
+    want[res][geo.dl] = '%x' % second[geo.dl]
+    _reads(node, rel, want, 'after writing %s:%d=%x alone' % (res, geo.dl, second[geo.dl]))
     expect(node.status() == 'ok\n', 'an accepted write left last_cmd_status %r',
            node.status())
-    notes = ['one domain changed alone']
-    free = geo.full & ~unshareable(geo.groups(node, grp), geo.d0)
+    kept = sum(len(doms) for doms in want.values()) - 1
+    notes = ['one domain written, the other %d domain value%s kept' % (kept, 's' * (kept > 1))
+             if kept else 'the only domain of the only resource written (nothing else '
+             'a write could change)']
+    free = geo.full & ~unshareable(groups, geo.d0)
     if geo.plat.sparse_masks:
         ways = max(geo.min_bits, 1)
         low = run_in(free, ways, geo.cbm_len)
@@ -87,21 +121,31 @@ def check_schemata_accepted(node: Node, geo: Geometry) -> str:
         node.accepted(rel, '%s:%d=0\n' % (res, geo.d0))
         want[res][geo.d0] = '0'
         notes.append('empty mask taken')
-    expect(resource_lines(node.read(rel)) == want, 'the schemata reads %r, expected %r',
-           node.read(rel), want)
+    _reads(node, rel, want, 'at the end')
     # size: bytes per way times the ways; other resources as in schemata
+    shown = resource_lines(node.read(rel))
     size = resource_lines(node.read(grp + '/size'))
     for name in geo.l3:
-        for dom, value in want[name].items():
+        for dom, text in shown[name].items():
             way = geo.way_bytes(dom)
             if way:
-                expect(int(size[name][dom]) == way * bin(int(value, 16)).count('1'),
+                expect(int(size[name][dom]) == way * bin(int(text, 16)).count('1'),
                        'size %s:%d=%s for mask %s (%d bytes a way)', name, dom,
-                       size[name][dom], value, way)
+                       size[name][dom], text, way)
     expect({r: v for r, v in size.items() if r not in geo.l3} ==
-           {r: v for r, v in want.items() if r not in geo.l3},
-           'size %r does not repeat the bandwidth values of %r', size, want)
+           {r: v for r, v in shown.items() if r not in geo.l3},
+           'size %r does not repeat the bandwidth values of %r', size, shown)
     return ', '.join(notes) + ', size follows the ways'
+
+
+def _reads(node: Node, rel: str, want: dict[str, dict[int, str]], when: str) -> None:
+    """``rel`` reads ``want`` (its resources at least), else what differs."""
+    got = resource_lines(node.read(rel))
+    wrong = ['%s:%d=%s (expected %s)' % (res, dom, got.get(res, {}).get(dom), value)
+             for res, doms in want.items() for dom, value in doms.items()
+             if got.get(res, {}).get(dom) != value]
+    expect(not wrong, '%s the schemata reads %s%s', when, ', '.join(wrong[:4]),
+           ' and %d more' % (len(wrong) - 4) if len(wrong) > 4 else '')
 
 
 def check_new_group(node: Node, geo: Geometry) -> str:
@@ -121,16 +165,17 @@ def check_new_group(node: Node, geo: Geometry) -> str:
         have = {d: int(v, 16) for d, v in got[res].items()}
         expect(have in wants, 'a new group has %s %s, ovs-rdt predicts %s', res,
                masks_text(have), ' or '.join(masks_text(w) for w in wants))
+    mb = geo.plat.mb
     for res in ('MB', 'SMBA'):
-        if res not in geo.root:
+        if res not in geo.root or mb is None:
             continue
-        top = {UNIT_MBPS: MBA_MAX_MBPS, UNIT_PERCENT: 100}.get(geo.mb_unit or '') \
-            if res == 'MB' else None
+        # the maximum: 100%, U32_MAX MiB/s; AMD's 2048 or, with a wider
+        # CPUID width, more (SMBA's is MB's)
         values = set(got[res].values())
-        expect(len(values) == 1, 'a new group has different %s values: %s', res, got[res])
-        if top is not None:
-            expect(values == {str(top)}, 'a new group has %s %s, not the maximum %d',
-                   res, got[res], top)
+        expect(len(values) == 1 and all(v.isdigit() and int(v) >= mb.max_value
+                                        for v in values),
+               'a new group has %s:%s, not the maximum %d', res,
+               ';'.join('%d=%s' % kv for kv in sorted(got[res].items())), mb.max_value)
     return 'L3 %s as ovs-rdt predicts%s' % (
         masks_text(have), ' (the whole sparse set)' if have == whole != cut else '')
 
@@ -198,12 +243,16 @@ def check_exclusive(node: Node, geo: Geometry) -> str:
                'exclusive ways %x', mine.get(dom, 0), dom, mask)
     node.refused(b + '/schemata', '%s:%d=%x\n' % (geo.l3[-1], geo.dl, free[geo.dl]),
                  errno.EINVAL, 'Overlaps with exclusive group\n')
+    notes.append("exclusive on free ways, marked E, kept off a new group's; 'Overlaps "
+                 "with exclusive group' as expected")
     if mine.get(geo.d0):
         node.refused(a + '/schemata', '%s:%d=%x\n' % (geo.l3[0], geo.d0, mine[geo.d0]),
                      errno.EINVAL, 'Overlaps with other group\n')
+        notes[-1] += ", and 'Overlaps with other group'"
+    else:
+        raise Skip("not tried: 'Overlaps with other group' (a new group has no way on "
+                   'domain %d); checked: %s' % (geo.d0, '; '.join(notes)))
     node.accepted(a + '/mode', 'shareable\n')
-    notes.append("exclusive on free ways; 'Overlaps with exclusive group' and "
-                 "'Overlaps with other group' as expected")
     return '; '.join(notes)
 
 

@@ -8,11 +8,13 @@ from ovs_rdt.resctrl import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import (SETTLE, MiB, count_or_none, masks_for,
                                                 masks_text, mon_total)
 from ovs_rdt.selftest.geometry import Geometry
-from ovs_rdt.selftest.node import Node, expect
+from ovs_rdt.selftest.node import Node, Skip, expect
 
 
 def check_mon_data_counts(node: Node, geo: Geometry) -> str:
-    """Monitoring files read counts; MBM grows and occupancy shows under a load."""
+    """Monitoring files read counts; under a load MBM grows and occupancy
+    rises above what the group held idle.
+    """
     grp = node.mkdir('mon')
     m = node.mkmon(grp, 'm')
     for rel in (grp, m):
@@ -23,41 +25,48 @@ def check_mon_data_counts(node: Node, geo: Geometry) -> str:
     ways = max(geo.min_bits, 1)
     masks = masks_for(node, geo, ways, load=True)
     node.accepted(grp + '/schemata', geo.l3_line(masks))
+    occupancy = 'llc_occupancy' in geo.events
+    idle = mon_total(node, m, 'llc_occupancy', geo) if occupancy else None
     biggest = max(geo.way_bytes(d) for d in geo.ids) * ways
     load = node.load(min(max(4 * biggest, 64 * MiB), 1024 * MiB))
     node.accepted(grp + '/tasks', '%d\n' % load)
     node.accepted(m + '/tasks', '%d\n' % load)
-    notes = ['a memory load in ways %s' % masks_text(masks)]
+    notes, untried = ['a memory load in ways %s' % masks_text(masks)], []
     deadline = time.monotonic() + SETTLE
     if 'mbm_total_bytes' in geo.events:
-        first = mon_total(node, m, 'mbm_total_bytes', geo)
-        later = first
-        while first is not None and time.monotonic() < deadline:
+        first = later = mon_total(node, m, 'mbm_total_bytes', geo)
+        while first is not None:        # read again at least once, however slow
             time.sleep(0.1)
             later = mon_total(node, m, 'mbm_total_bytes', geo)
-            if later is not None and later > first:
+            if later is None or later > first or time.monotonic() > deadline:
                 break
         if first is None or later is None:
-            notes.append('mbm_total_bytes gives no count (%s)'
-                         % node.read('%s/mon_data/mon_L3_%02d/mbm_total_bytes'
-                                     % (m, geo.d0)).strip())
+            untried.append('mbm_total_bytes growing (it reads %r)' % node.read(
+                '%s/mon_data/mon_L3_%02d/mbm_total_bytes' % (m, geo.d0)).strip())
         else:
             expect(later > first, 'mbm_total_bytes stayed at %d under a memory load',
                    first)
             whole = mon_total(node, grp, 'mbm_total_bytes', geo)
             expect(whole is not None and whole >= later, 'the control group counts %s '
                    'bytes, less than its monitor group\'s %d', whole, later)
-            notes.append('mbm_total_bytes grows under load')
-    if 'llc_occupancy' in geo.events:
-        occupancy = mon_total(node, m, 'llc_occupancy', geo)
-        while not occupancy and time.monotonic() < deadline:
+            notes.append('mbm_total_bytes grows under load, the control group counts '
+                         'its monitor group\'s')
+    if occupancy:
+        loaded = mon_total(node, m, 'llc_occupancy', geo)
+        while idle is not None and loaded is not None and loaded <= idle and \
+                time.monotonic() < deadline:
             time.sleep(0.1)
-            occupancy = mon_total(node, m, 'llc_occupancy', geo)
-        if occupancy is None:
-            notes.append('llc_occupancy gives no count')
+            loaded = mon_total(node, m, 'llc_occupancy', geo)
+        if idle is None or loaded is None:
+            untried.append('llc_occupancy rising (it reads %r)' % node.read(
+                '%s/mon_data/mon_L3_%02d/llc_occupancy' % (m, geo.d0)).strip())
         else:
-            expect(occupancy > 0, 'llc_occupancy is 0 under a memory load')
-            notes.append('llc_occupancy %d KiB under load' % (occupancy // 1024))
+            expect(loaded > idle, 'llc_occupancy stayed at %d bytes under a memory load '
+                   '(%d idle)', loaded, idle)
+            notes.append('llc_occupancy %d KiB under load, %d KiB idle' % (
+                loaded // 1024, idle // 1024))
+    if untried:
+        raise Skip('not tried: %s; checked: %s' % (', '.join(untried), ', '.join(notes)))
     return ', '.join(notes)
 
 
@@ -84,8 +93,11 @@ def check_snc(node: Node, geo: Geometry) -> str:
                    '%s/%s reads %d..%d, its SNC nodes sum to %d', here, event,
                    before, after, total)
             notes.append(str(total))
+    if not notes:
+        raise Skip('not tried: the sums (the default group\'s llc_occupancy gives no '
+                   'count); checked: %d SNC nodes per L3 domain' % geo.snc)
     return '%d SNC nodes per L3 domain; the default group\'s occupancy is their sum' % (
-        geo.snc) if notes else '%d SNC nodes per L3 domain' % geo.snc
+        geo.snc)
 
 
 def check_mbm_assign(node: Node, geo: Geometry) -> str:

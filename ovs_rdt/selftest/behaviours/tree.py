@@ -9,7 +9,7 @@ from ovs_rdt.core.model import UNIT_MBPS
 from ovs_rdt.resctrl import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import GROUP_FILES, MON_GROUP_FILES
 from ovs_rdt.selftest.geometry import Geometry
-from ovs_rdt.selftest.node import Mismatch, Node, expect
+from ovs_rdt.selftest.node import Mismatch, Node, Skip, expect
 
 
 def check_info(node: Node, geo: Geometry) -> str:
@@ -59,11 +59,20 @@ def check_info(node: Node, geo: Geometry) -> str:
         files = set(node.listdir('info/L3_MON'))
         want = {'max_threshold_occupancy', 'mon_features', 'num_rmids'}
         expect(files >= want, 'info/L3_MON lacks %s', sorted(want - files))
-    return ('%d ways (cbm_mask %x) x %d domains, %d CLOSIDs, min_cbm_bits %d, '
+    seen = ('%d ways (cbm_mask %x) x %d domains, %d CLOSIDs, min_cbm_bits %d, '
             'sparse_masks %d%s%s; ovs-rdt reads the same'
             % (geo.cbm_len, geo.full, len(geo.ids), min(closids.values()), geo.min_bits,
                plat.sparse_masks, ', CDP' if plat.cdp else '',
                ', MB in %s' % geo.mb_unit if geo.mb_unit else ''))
+    # the domain ids are the CPUs' L3 cache ids (the hook maps vCPUs so)
+    caches = sorted(set(node.rc.cpu_domains().values()))
+    where = node.rc.sysfs_cpu_root + '/cpu*/cache/index*/id'
+    if not caches:
+        raise Skip('not tried: the domains as L3 cache ids (no %s); checked: %s'
+                   % (where, seen))
+    expect(caches == geo.ids, "the CPUs' L3 cache ids (%s) are %s, the schemata's "
+           'domains %s', where, caches, geo.ids)
+    return seen + "; the domains are the CPUs' L3 cache ids"
 
 
 def check_mon_data(node: Node, rel: str, geo: Geometry) -> None:
@@ -89,7 +98,9 @@ def check_mon_data(node: Node, rel: str, geo: Geometry) -> None:
 
 
 def check_tree(node: Node, geo: Geometry) -> str:
-    """A new group, and a monitor group in it, have the files ovs-rdt uses."""
+    """A new group, and a monitor group in it, have the files ovs-rdt uses,
+    start shareable and empty: no task, no CPU.
+    """
     extra = set()
     if geo.has('mbm_event') or node.exists('mbm_L3_assignments'):
         extra.add('mbm_L3_assignments')
@@ -112,13 +123,18 @@ def check_tree(node: Node, geo: Geometry) -> str:
             check_mon_data(node, rel, geo)
     expect(node.read(grp + '/mode') == 'shareable\n', 'a new group is %r, not shareable',
            node.read(grp + '/mode'))
-    expect(node.read(grp + '/tasks') == '', 'a new group has tasks: %r',
-           node.read(grp + '/tasks'))
+    for rel, what in ((grp, 'a new group'), (mon, 'a new monitor group')):
+        # empty: no task, no CPU (an empty mask is all zeros, an empty list '')
+        for name, empty in (('tasks', ''), ('cpus_list', '\n'), ('cpus', None)):
+            text = node.read('%s/%s' % (rel, name))
+            expect(text == empty if empty is not None else not text.strip('0,\n'),
+                   '%s has %s %r', what, name, text)
     expect(stat.S_ISDIR(os.stat(node.path(grp + '/mon_groups')).st_mode),
            'mon_groups is not a directory')
-    return 'group and monitor group files%s%s' % (
-        ', mon_data per L3 domain' if geo.mon else '',
-        ' with %d SNC nodes each' % geo.snc if geo.snc > 1 else '')
+    return ('group and monitor group files%s%s; a new group starts shareable, it and '
+            'its monitor group with no task and no CPU' % (
+                ', mon_data per L3 domain' if geo.mon else '',
+                ' with %d SNC nodes each' % geo.snc if geo.snc > 1 else ''))
 
 
 def check_read_only(node: Node, geo: Geometry) -> str:

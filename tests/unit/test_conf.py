@@ -287,6 +287,16 @@ def test_a_later_file_overriding_a_pool_is_a_warning(tmp_path):
     (confd / '10-a.conf').write_text('[allocation]\npools = hp\n')
     assert conf.load_files(conf.config_paths(
         [str(main)], [str(confd)])).warnings == []
+    # A pool [allocation] pools does not list (issue 51 trial 12): one
+    # warning naming every file its section is in, none for its overrides.
+    main.write_text('[allocation]\npools =\n')
+    (confd / '10-a.conf').write_text('[pool:hp]\nl3_ways = 4\n')
+    [warning] = conf.load_files(conf.config_paths(
+        [str(main)], [str(confd)])).warnings
+    assert warning.startswith(
+        'config files {d}/10-a.conf, {d}/20-b.conf, {d}/30-c.conf: '
+        '[pool:hp] is ignored: hp is not in [allocation] pools (empty)'
+        .format(d=confd)), warning
 
 
 def test_fingerprint_and_changes_say_which_file_changed(tmp_path):

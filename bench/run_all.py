@@ -2,8 +2,8 @@
 
     python3 bench/run_all.py [NAME ...]      (e.g. allocator hook)
 
-bench_filter needs nova installed (``tox -e nova`` env); it says so and skips
-otherwise.
+bench_nova_scheduler needs nova installed (``tox -e bench-nova``); it says so and
+skips otherwise.
 """
 import os
 import subprocess

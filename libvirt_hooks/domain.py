@@ -138,8 +138,18 @@ class Domain:
         """Whether the XML could ask for an allocation (config not read)."""
         return (self.annotation is not None
                 or self.flavor_name is not None
-                or bool(self.extra_specs and any(
-                    k.startswith('rdt:') for k in self.extra_specs)))
+                or self.flavor_asks)
+
+    @property
+    def flavor_asks(self) -> bool:
+        """Whether the flavor's extra specs may hold one of ours.
+
+        A cheap look for the prefixes of
+        :func:`ovs_rdt.inputs.request.is_ours` (which decides, when
+        :func:`resolve` reads them): a VM asking for nothing does not
+        import the rules.
+        """
+        return any(map(_maybe_ours, self.extra_specs or ()))
 
     # -- vCPU placement ---------------------------------------------------
     def vcpu_count(self) -> int:
@@ -410,7 +420,7 @@ class _Parser:
                 if dom.extra_specs is None:
                     dom.extra_specs = {}
                 name = self.spec_name
-                if name.startswith('rdt:') and name in dom.extra_specs:
+                if _maybe_ours(name) and name in dom.extra_specs:
                     raise AnnotationError('flavor extra spec %s is given twice'
                                           % show(name))
                 dom.extra_specs[name] = text   # verbatim, as Nova has it
@@ -421,6 +431,11 @@ class _Parser:
             self.in_flavor = 0
         stack.pop()
         self.scopes.pop()
+
+
+def _maybe_ours(key: str) -> bool:
+    """Whether an extra spec may be ours (:attr:`Domain.flavor_asks`)."""
+    return key.startswith('rdt:') or ':CUSTOM_RDT_' in key
 
 
 def check_namespace(qname: str, uri: str) -> None:
@@ -525,15 +540,16 @@ def resolve(dom: Domain, settings: object | None) -> CacheRequest | None:
     """What the VM asks for, validated against the settings; None: nothing.
 
     The annotation wins (an empty ``<rdt:rdt/>`` means "nothing", whatever
-    the flavor says), then the flavor's ``rdt:`` extra specs, then the
-    ``[flavors]`` entry for the flavor's name.
+    the flavor says), then the flavor's extra specs (``rdt:``,
+    ``resources:CUSTOM_RDT_*``), then the ``[flavors]`` entry for the
+    flavor's name.
     """
     from ovs_rdt.inputs import request
 
     spec: CacheRequest | None
     if dom.annotation is not None:
         spec = _annotation_spec(dom.annotation)
-    elif dom.extra_specs and any(k.startswith('rdt:') for k in dom.extra_specs):
+    elif dom.flavor_asks:
         flavor = show(dom.flavor_name or '?')
         spec = request.from_extra_specs(
             dom.extra_specs, 'flavor %s extra spec ' % flavor,

@@ -187,9 +187,7 @@ class Hook:
 
         if not dom.wants_something or dom.annotation == {}:
             return None       # (an empty <rdt:rdt/> is an explicit "nothing")
-        explicit = dom.annotation is not None or bool(
-            dom.extra_specs and any(k.startswith('rdt:')
-                                    for k in dom.extra_specs))
+        explicit = dom.annotation is not None or dom.flavor_asks
         try:
             settings = self.settings
         except ConfigError as exc:
@@ -368,9 +366,8 @@ def remedy(exc: BaseException, dom: Domain | None) -> str:
     from ovs_rdt.exceptions import quote
 
     if isinstance(exc, e.InvalidValue):
-        if dom is not None and dom.annotation is None and dom.extra_specs \
-                and any(k.startswith('rdt:') for k in dom.extra_specs):
-            return 'fix the rdt: extra specs of flavor %s' % quote(
+        if dom is not None and dom.annotation is None and dom.flavor_asks:
+            return 'fix the extra specs of flavor %s' % quote(
                 dom.flavor_name or '?')
         return 'fix the domain XML'
     if isinstance(exc, e.ConfigError):

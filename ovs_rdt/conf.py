@@ -47,11 +47,11 @@ SPEC: dict[str, list[tuple[str, str, Any, str, dict]]] = {
         ('sysfs_node_root', 'str', None,
          'Where the NUMA nodes are read: nodeN/cpulist lists the CPUs of '
          'node N; with sysfs_cpu_root they map each NUMA node to its L3 '
-         'cache domains ("ovs-rdt provider-config" prints the map for the '
-         'Nova filter, rdt_numa_l3). Unset: the "node" directory inside '
-         'sysfs_cpu_root if there is one (the tree of "ovs-rdt emulate '
-         '--sysfs-dir"), else the "node" directory beside it '
-         '(/sys/devices/system/node).', {}),
+         'cache domains, which group the L3 caches a Nova flavor\'s ways '
+         'are counted and spread over ("ovs-rdt provider-config" prints '
+         'the groups). Unset: the "node" directory inside sysfs_cpu_root '
+         'if there is one (the tree of "ovs-rdt emulate --sysfs-dir"), else '
+         'the "node" directory beside it (/sys/devices/system/node).', {}),
         ('lock_timeout', 'int', 30,
          'Seconds to wait for the flock on the resctrl root before giving '
          'up with an error.', {'min': 0}),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ovs_rdt.exceptions import Refusal, show
+from ovs_rdt.exceptions import Refusal, count, show
 from ovs_rdt import VM_GROUP_PREFIX
 
 TYPE_CHECKING = False
@@ -104,13 +104,38 @@ class GuestCache:
                      'check <vcpupin> and <vcpu cpuset>' % (
                          'CPU' if len(unknown) == 1 else 'CPUs',
                          to_text(unknown), to_text(known) or 'unknown'))
-        # By size (l3_kib): the ways of this node's size that hold it.
-        return Request(VM_GROUP_PREFIX + dom.uuid,
-                       ways={d: l3_ways_on(spec, platform.cbm_len,
-                                           platform.way_bytes(d))
-                             for d in sorted(domains)},
+        if spec.l3_total is not None:
+            ways = self.spread(spec, platform, domains)
+        else:
+            # By size (l3_kib): the ways of this node's size that hold it.
+            ways = {d: l3_ways_on(spec, platform.cbm_len,
+                                  platform.way_bytes(d))
+                    for d in sorted(domains)}
+        return Request(VM_GROUP_PREFIX + dom.uuid, ways=ways,
                        exclusive=True, mb_percent=spec.mb_percent,
                        mb_mbps=spec.mb_mbps)
+
+    def spread(self, spec: CacheRequest, platform: Any,
+               domains: frozenset[int]) -> dict[int, int]:
+        """Ways per domain of a flavor's ways in all (what Placement
+        counted): spread over the node's cache groups the vCPUs span.
+        """
+        from ovs_rdt.core import topology
+        from ovs_rdt.exceptions import refuse
+        from ovs_rdt.inputs.request import L3_TOTAL
+
+        groups = topology.cache_groups(topology.from_cpus(
+            self.rc.cpu_nodes(), platform.cpu_domains), platform.domains)
+        assert spec.l3_total is not None
+        ways = topology.spread(spec.l3_total, groups, domains)
+        most = max(ways.values())
+        if most > platform.cbm_len:
+            spanned = sum(1 for g in groups if g & domains)
+            raise refuse(spec.label(L3_TOTAL), str(spec.l3_total),
+                         'is more than this host\'s L3 caches hold: its '
+                         'vCPUs span %s, %d ways each'
+                         % (count(spanned, 'cache group'), platform.cbm_len))
+        return ways
 
     def ensure(self, dom: Domain, spec: CacheRequest) -> Plan | None:
         """Reserve what the guest asks for; the plan, None if no change.

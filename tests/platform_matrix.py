@@ -1,10 +1,8 @@
 """The platforms of issue 14 as test cases, and what each should give.
 
-Shared by the functional tests (``tests/functional/test_profiles.py``: the
+Used by the functional tests (``tests/functional/test_profiles.py``: the
 demo, a VM annotation, the OvS knobs and ``ovs-rdt provider-config`` on a
-mounted emulator of every case) and the Nova ones
-(``tests/nova/test_filter_profiles.py``: RDTCacheFilter fed each case's
-capacity).  Expectations come from the emulator's profile definitions (the
+mounted emulator of every case).  Expectations come from the emulator's profile definitions (the
 hardware), never from ovs-rdt's own reading of resctrl.
 """
 from __future__ import annotations
@@ -43,6 +41,14 @@ class Case(NamedTuple):
     def domains(self) -> int:
         p = PROFILES[self.profile]
         return p.sockets * p.l3_per_socket
+
+    @property
+    def groups(self) -> int:
+        """Cache groups (what a Placement way counts on): the L3 caches of
+        one socket on every profile here (one NUMA node per socket, or SNC
+        nodes sharing its L3).
+        """
+        return PROFILES[self.profile].sockets
 
     @property
     def closids(self) -> int:
@@ -91,7 +97,7 @@ CASES = [
     Case('epyc-9654'),
     Case('epyc-9575f'),
 ]
-#: provider-config and the filter also see io_alloc enabled.
+#: provider-config also sees io_alloc enabled.
 CAPACITY_CASES = CASES + [Case('epyc-9575f', io_alloc=True)]
 
 

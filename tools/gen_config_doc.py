@@ -1,8 +1,5 @@
-"""Regenerate the option tables of the docs from the options' declarations.
-
-* README.md's configuration reference, from ovs_rdt.conf.SPEC;
-* doc/nova.md's table of the ``[ovs_rdt]`` options of nova.conf, from
-  nova_plugin.opts.list_opts() (needs oslo.config).
+"""Regenerate the option table of the docs from the options' declarations:
+README.md's configuration reference, from ovs_rdt.conf.SPEC.
 
 python3 tools/gen_config_doc.py [--check]
 """
@@ -16,8 +13,6 @@ from ovs_rdt.conf import SPEC  # noqa: E402
 ROOT = os.path.join(os.path.dirname(__file__), '..')
 BEGIN = '<!-- BEGIN CONFIG REFERENCE (tools/gen_config_doc.py) -->'
 END = '<!-- END CONFIG REFERENCE -->'
-NOVA_BEGIN = '<!-- BEGIN NOVA OPTIONS (tools/gen_config_doc.py) -->'
-NOVA_END = '<!-- END NOVA OPTIONS -->'
 
 
 def table() -> str:
@@ -37,41 +32,6 @@ def table() -> str:
             lines.append('| `%s` | %s | `%s` | %s |' % (
                 name, kind, '' if shown is None else shown,
                 help_.replace('|', '\\|')))
-    return '\n'.join(lines) + '\n'
-
-
-def nova_kind(opt: object) -> str:
-    """An ``[ovs_rdt]`` option's type as the table shows it."""
-    from oslo_config import types
-
-    from ovs_rdt.inputs.integers import MAX
-
-    kind = getattr(opt, 'type')
-    if isinstance(kind, types.Integer):
-        return 'int (%s..%s)' % (kind.min, '' if kind.max >= MAX else kind.max)
-    if isinstance(kind, types.List):
-        return 'list'
-    return kind.type_name if kind.type_name != 'string value' else 'str'
-
-
-def nova_default(opt: object) -> str:
-    default = getattr(opt, 'default')
-    if default is None:
-        return 'unset'
-    if isinstance(default, list):
-        default = ','.join(default)
-    return '`%s`' % default
-
-
-def nova_table() -> str:
-    from nova_plugin.opts import list_opts
-
-    lines = ['', '| option | type | default | meaning |', '|---|---|---|---|']
-    for _group, opts in list_opts():
-        for opt in opts:
-            lines.append('| `%s` | %s | %s | %s |' % (
-                opt.name, nova_kind(opt), nova_default(opt),
-                opt.help.replace('|', '\\|')))
     return '\n'.join(lines) + '\n'
 
 
@@ -99,8 +59,6 @@ def main() -> int:
     check = '--check' in sys.argv
     current = replace(os.path.join(ROOT, 'README.md'), BEGIN, END, table(),
                       check)
-    current = replace(os.path.join(ROOT, 'doc', 'nova.md'), NOVA_BEGIN,
-                      NOVA_END, nova_table(), check) and current
     return 0 if current else 1
 
 

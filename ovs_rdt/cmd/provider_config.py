@@ -4,75 +4,73 @@ Writes a Nova provider config file (schema 1.0, read by nova-compute from
 ``[compute] provider_config_location``, default /etc/nova/provider_config/)
 that adds to the compute node's resource provider:
 
-* ``CUSTOM_RDT_L3_WAY``: L3 ways, ``total`` = CBM length x cache domains,
-  ``reserved`` = the ways VMs cannot have: per domain, the default group's
-  minimum (``[allocation] system_min_ways``, or ``system_l3_cbm``) plus the
-  ways held by the pools, the OvS PMD group and other tools' groups, and
-  the ways the hardware shares with I/O where VMs' isolated groups cannot
-  go: CBM length minus what the node allocator would give VMs (the per
-  domain value is also the filter's ``rdt_system_ways``).
+* ``CUSTOM_RDT_L3_WAY``: a way on every L3 cache of one *cache group*
+  (:func:`ovs_rdt.core.topology.cache_groups`: a socket on a Xeon, with
+  Sub-NUMA Clustering or not; the CCDs of one NUMA node on an AMD EPYC),
+  ``total`` = CBM length x cache groups, ``reserved`` = per group the ways
+  VMs cannot have on its tightest L3 cache: the default group's minimum
+  (``[allocation] system_min_ways``, or ``system_l3_cbm``) plus the ways
+  held by the pools, the OvS PMD group and other tools' groups, and the
+  ways the hardware shares with I/O where VMs' isolated groups cannot go:
+  the CBM length less the ways VMs hold and the largest request the node
+  allocator places there (:meth:`CacheManager.free_ways`, the one free
+  count ``ovs-rdt status`` and the hook's refusals show too).
 * ``CUSTOM_RDT_CLOSID``: classes of service, ``reserved`` = every group
   that is not a VM's (the default group included); one per VM.
-* traits ``CUSTOM_RDT_L3_CAT`` (and ``CUSTOM_RDT_MBA`` with MBA).
+* traits ``CUSTOM_RDT_L3_CAT`` (and ``CUSTOM_RDT_MBA`` with MBA, the kind
+  of cap the host takes, ``CUSTOM_RDT_POOL_<NAME>`` per configured pool).
 
-Its header also names, for the scheduler filter, the NUMA node to L3 cache
-domain map read from sysfs (:mod:`ovs_rdt.core.topology`), as the aggregate
-metadata line ``rdt_numa_l3=0:0-11;1:12-23`` (Sub-NUMA Clustering, AMD
-CCDs): Placement provider configs carry inventories and traits only.
-
-Placement sums the ways over the domains: a flavor asks for
-``resources:CUSTOM_RDT_L3_WAY`` = ``rdt:l3_ways`` x the domains the VM spans
-(every domain unless it has a NUMA topology) and
-``resources:CUSTOM_RDT_CLOSID=1``.  The layout is what ``ovs-rdt apply``
-makes of the configuration (pools counted even before the agent created
-them), so pools and PMD ways must be configured before this runs.
+A flavor asks ``resources:CUSTOM_RDT_L3_WAY=N`` (ways in all: the hook
+spreads them over the cache groups the VM's vCPUs span, so one flavor
+counts the same on every host shape) and ``resources:CUSTOM_RDT_CLOSID=1``;
+Nova claims them, across every scheduler, cell and move.  The layout is
+what ``ovs-rdt apply`` makes of the configuration (pools counted even
+before the agent created them), so pools and PMD ways must be configured
+before this runs.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, Iterable
 
 import yaml
 
 from ovs_rdt import atomicfile
-from ovs_rdt.cmd import say
 from ovs_rdt.core import topology
 from ovs_rdt.core.model import UNIT_PERCENT, Group, Platform
 from ovs_rdt.core.plan import Plan
 from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt.inputs.numa_l3 import to_text as numa_l3_text
-from ovs_rdt.inputs import uuids
+from ovs_rdt.inputs import cpulists, uuids
+from ovs_rdt.inputs.placement import TRAIT_CAT, TRAIT_MB_KIND, TRAIT_MBA
+from ovs_rdt.inputs.placement import pool_trait
+from ovs_rdt.inputs.request import RC_CLOSIDS, RC_WAYS
 from ovs_rdt.manager import CacheManager
 from ovs_rdt import VM_GROUP_PREFIX
 
-RC_WAYS = 'CUSTOM_RDT_L3_WAY'
-RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
-TRAIT_CAT = 'CUSTOM_RDT_L3_CAT'
-TRAIT_MBA = 'CUSTOM_RDT_MBA'
-#: The kind of memory-bandwidth cap a host takes, by request field.
-TRAIT_MB_KIND = {'mb_percent': 'CUSTOM_RDT_MB_PERCENT',
-                 'mb_mbps': 'CUSTOM_RDT_MB_MBPS'}
 COMPUTE_NODE = '$COMPUTE_NODE'
-#: The aggregate metadata key (and [ovs_rdt] option) of the NUMA node to L3
-#: map: a provider config cannot carry it (Placement has no such field).
-NUMA_L3_KEY = 'rdt_numa_l3'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
 
 
 def inventory(platform: Platform, groups: list[Group],
-              per_domain: dict[int, int]) -> dict[str, dict]:
-    """Placement inventories (resource class -> fields) of the node;
-    ``per_domain``: the ways VMs cannot have there
-    (:meth:`CacheManager.free_ways`).
+              per_domain: dict[int, int],
+              cache_groups: list[frozenset[int]] | None = None
+              ) -> dict[str, dict]:
+    """Placement inventories (resource class -> fields) of the node: ways
+    in ``cache_groups`` units (:func:`ovs_rdt.core.topology.cache_groups`;
+    None: each L3 domain a group), each group reserving what VMs cannot
+    have on its tightest L3 domain (``per_domain``: the ways VMs cannot
+    have there, :meth:`CacheManager.free_ways`); CLOSIDs.
     """
-    total = platform.cbm_len * len(platform.domains)
-    reserved = sum(per_domain.values())
-    free = max(1, total - reserved)
+    if cache_groups is None:
+        cache_groups = [frozenset({d}) for d in platform.domains]
+    total = platform.cbm_len * len(cache_groups)
+    held = sum(max(per_domain[d] for d in group) for group in cache_groups)
+    free = max(1, total - held)
     not_vms = sum(1 for g in groups if not g.name.startswith(VM_GROUP_PREFIX))
     return {
-        RC_WAYS: {'total': total, 'reserved': reserved,
+        RC_WAYS: {'total': total, 'reserved': held,
                   # AMD's min_cbm_bits is 0; Placement wants >= 1
                   'min_unit': max(1, min(platform.min_cbm_bits, free)),
                   'max_unit': free, 'step_size': 1, 'allocation_ratio': 1.0},
@@ -97,10 +95,11 @@ def document(inventories: dict[str, dict], traits: list[str],
     return {'meta': {'schema_version': '1.0'}, 'providers': [provider]}
 
 
-def traits_of(platform: Platform) -> list[str]:
-    """L3 CAT, MBA, and the kind of MB cap the host takes: a flavor with
-    ``rdt:mb_mbps`` also asks ``trait:CUSTOM_RDT_MB_MBPS=required`` so
-    Placement only offers hosts that take bandwidths (doc/nova.md).
+def traits_of(platform: Platform, pools: Iterable[str] = ()) -> list[str]:
+    """L3 CAT, MBA, the kind of MB cap the host takes and its ``pools``:
+    a flavor with ``rdt:mb_mbps`` also requires ``CUSTOM_RDT_MB_MBPS``, one
+    with ``rdt:pool=hp`` ``CUSTOM_RDT_POOL_HP``, so that Placement only
+    offers hosts that serve them (:mod:`ovs_rdt.inputs.placement`).
     """
     out = [TRAIT_CAT]
     mba = platform.mb
@@ -108,7 +107,7 @@ def traits_of(platform: Platform) -> list[str]:
         out.append(TRAIT_MBA)
         if mba.unit != UNIT_PERCENT or mba.delay_linear:
             out.append(TRAIT_MB_KIND[mba.field])
-    return out
+    return out + sorted({pool_trait(p) for p in pools})
 
 
 def to_yaml(doc: dict, comment: str = '') -> str:
@@ -166,32 +165,33 @@ def run(settings: Any, args: argparse.Namespace) -> int:
 
     free = manager.free_ways((platform, now))
     per_dom = {d: f['reserved_ways'] for d, f in free.items()}
-    inv = inventory(platform, groups, per_dom)
+    numa_l3 = resctrl.numa_l3()
+    cache_groups = topology.cache_groups(numa_l3, platform.domains)
+    inv = inventory(platform, groups, per_dom, cache_groups)
     comment = (
         'Nova provider config written by "ovs-rdt provider-config" from %s.\n'
         'L3: %d cache domain(s) x %d ways; reserved per domain: %s%s.\n'
-        'Flavors ask for resources:%s=<rdt:l3_ways x domains spanned> and '
-        'resources:%s=1.'
+        '%s counts a way on every L3 cache of one cache group: %s.\n'
+        'Flavors ask for resources:%s=<ways in all> and resources:%s=1.'
         % (resctrl.root, len(platform.domains), platform.cbm_len,
            ' '.join('%d=%d' % kv for kv in sorted(per_dom.items())),
-           reserved_by_domain(free), RC_WAYS, RC_CLOSIDS))
-    numa_l3 = resctrl.numa_l3()
-    if numa_l3:
-        comment += ('\nNova filter: aggregate metadata %s=%s (NUMA node:L3 '
-                    'cache domains).' % (NUMA_L3_KEY, numa_l3_text(numa_l3)))
-        if not topology.is_identity(numa_l3):
-            say('provider-config', 'NUMA node N is not L3 cache domain N on '
-                'this host: set aggregate metadata %s=%s on an aggregate '
-                'holding it (or [ovs_rdt] %s in nova.conf), else the Nova '
-                'filter takes node N for L3 domain N'
-                % (NUMA_L3_KEY, numa_l3_text(numa_l3), NUMA_L3_KEY),
-                'warning')
-    text = to_yaml(document(inv, traits_of(platform), uuid, name), comment)
+           reserved_by_domain(free),
+           RC_WAYS, '; '.join(_describe(g, numa_l3) for g in cache_groups),
+           RC_WAYS, RC_CLOSIDS))
+    text = to_yaml(document(inv, traits_of(
+        platform, settings.allocation.pools), uuid, name), comment)
     if args.output in (None, '-'):
         sys.stdout.write(text)
     else:
         _write_atomic(args.output, text)
     return 0
+
+
+def _describe(group: frozenset[int], numa_l3: topology.NumaL3) -> str:
+    """``L3 0-11 (NUMA node 0)``: a cache group for the header."""
+    nodes = [n for n, l3s in numa_l3.items() if l3s & group]
+    return 'L3 %s%s' % (cpulists.to_text(group), ' (NUMA node %s)'
+                        % cpulists.to_text(nodes) if nodes else '')
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -1,9 +1,7 @@
 """NUMA nodes and L3 cache domains: which L3 caches a node's CPUs use.
 
 Pure: no I/O, no oslo, no nova.  The node reads the two maps it is built
-from in sysfs (:meth:`ovs_rdt.resctrl.Resctrl.numa_l3`); the Nova filter
-gets its result as aggregate metadata ``rdt_numa_l3`` (text form in
-:mod:`ovs_rdt.inputs.numa_l3`).
+from in sysfs (:meth:`ovs_rdt.resctrl.Resctrl.numa_l3`).
 
 The rule: NUMA node N uses L3 domain D when one of N's CPUs has D as its
 L3 cache (``cpuC/cache/index3/id``).  A VM whose vCPUs may run on the
@@ -12,16 +10,23 @@ what the libvirt hook takes for vCPUs pinned to those nodes' CPUs
 (:meth:`ovs_rdt.core.model.Platform.domains_of_cpus`).  So:
 
 * Xeon without Sub-NUMA Clustering: one node per socket, one L3 per socket,
-  ``0:0;1:1`` (the identity the filter assumes without the mapping).
+  ``0:0;1:1``.
 * Sub-NUMA Clustering (SNC3 on Xeon 6): three nodes share one L3,
   ``0:0;1:0;2:0;3:1;4:1;5:1``; two cells of a VM on nodes 0 and 1 hold
   ways on L3 0 once.
 * AMD EPYC in NPS1: one node per socket, one L3 per CCD,
   ``0:0-11;1:12-23``; a VM on node 0 holds ways on each of L3 0-11.
 
-A node the mapping does not know (no CPU, or not in the metadata) is
-taken to use every L3 domain: the conservative answer, since the VM's
-vCPUs could be anywhere as far as the scheduler can tell.
+A node the mapping does not know (no CPU) is taken to use every L3 domain:
+the conservative answer.
+
+What Placement counts (``CUSTOM_RDT_L3_WAY``, ``ovs-rdt provider-config``)
+is a way on every L3 cache of one *cache group*: the L3 caches of the NUMA
+nodes that share one (:func:`cache_groups`: a socket on a Xeon, with Sub-NUMA
+Clustering or not; the CCDs of one NUMA node on an AMD EPYC).  An instance
+pinned to one NUMA node spans one group, whatever the host's shape, so one
+flavor counts the same everywhere; an instance asking ``N`` such ways in all
+holds them spread evenly over the groups its vCPUs span (:func:`spread`).
 """
 from __future__ import annotations
 
@@ -90,3 +95,56 @@ def nodes_per_l3(numa_l3: NumaL3) -> int:
 def is_identity(numa_l3: NumaL3) -> bool:
     """Whether node N uses exactly L3 N for every node (no mapping needed)."""
     return all(l3s == {node} for node, l3s in numa_l3.items())
+
+
+def cache_groups(numa_l3: NumaL3, domains: Iterable[int]
+                 ) -> list[frozenset[int]]:
+    """The L3 ``domains`` in cache groups, by their lowest domain.
+
+    A group: the L3 domains of NUMA nodes that share an L3 domain, closed
+    under sharing (a socket's one L3 and its SNC nodes; the CCDs of one
+    EPYC node).  A domain no node of ``numa_l3`` names is a group of its
+    own (no NUMA information: each L3 domain is a group).
+    """
+    owner = {d: d for d in domains}
+
+    def root(d: int) -> int:
+        while owner[d] != d:
+            owner[d] = owner[owner[d]]
+            d = owner[d]
+        return d
+
+    for l3s in numa_l3.values():
+        known = sorted(d for d in l3s if d in owner)
+        for d in known[1:]:
+            a, b = root(known[0]), root(d)
+            owner[max(a, b)] = min(a, b)
+    found: dict[int, set[int]] = {}
+    for d in owner:
+        found.setdefault(root(d), set()).add(d)
+    return [frozenset(found[r]) for r in sorted(found)]
+
+
+def spread(total: int, groups: Iterable[frozenset[int]],
+           spanned: Iterable[int]) -> dict[int, int]:
+    """Ways per L3 domain of an instance holding ``total`` ways in all
+    (``CUSTOM_RDT_L3_WAY``) whose vCPUs use the ``spanned`` domains.
+
+    ``total`` is split evenly over the cache groups (:func:`cache_groups`)
+    it spans, one more for each of the first groups (lowest domain first)
+    when it does not divide; every spanned domain of a group gets the
+    group's share.  A domain whose share is 0 is left out (the instance
+    holds no ways there).  The shares add up to ``total``: what Placement
+    counts is what the node holds.
+    """
+    wanted = set(spanned)
+    mine = [g & wanted for g in groups if g & wanted]
+    if not mine:
+        return {}
+    share, extra = divmod(total, len(mine))
+    out = {}
+    for i, group in enumerate(mine):
+        ways = share + (i < extra)
+        if ways:
+            out.update(dict.fromkeys(sorted(group), ways))
+    return out

@@ -1,8 +1,7 @@
 """The core cache-way arithmetic, with no imports at all.
 
 The node allocator (:mod:`ovs_rdt.core.allocator`, run by the libvirt hook on
-every VM start) and the Nova filter (through :mod:`ovs_rdt.core.capacity`) both
-decide with these functions.
+every VM start) decides with these functions.
 """
 
 

@@ -9,9 +9,8 @@ module             holds the rule for
 ``masks``          hex masks: CBMs, per-domain ``0=7f0;1=3f``, CPU masks
 ``cpulists``       CPU lists: libvirt's cpuset syntax, the kernel's lists
 ``keyvalues``      ``KEY=VALUE`` lists (per-domain masks, ``[flavors]``)
-``numa_l3``        NUMA node to L3 domain maps (``0:0-11;1:12-23``)
 ``request``        what a VM or OvS asks for: L3 ways, pool, MB cap (percent or MiB/s)
-``host_capacity``  a host's capacity for the Nova scheduler (options, aggregate metadata)
+``placement``      a Nova flavor against what Placement counts (resources, traits)
 =================  ===================================================
 
 Every surface calls these: the libvirt hook's domain reader, the agent's

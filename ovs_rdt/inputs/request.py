@@ -11,6 +11,12 @@ One request, five fields, each written its own way on each surface:
   ``rdt-pmd-mb-percent``;
 * ``mb_mbps``: ``<rdt:mb mbps>``, ``rdt:mb_mbps``, ``rdt-pmd-mb-mbps``.
 
+A Nova flavor may instead ask Placement for the ways, which is what a node
+reads then (the count is written once): ``resources:CUSTOM_RDT_L3_WAY=N``
+(``l3_total``: N ways in all, spread over the cache groups the VM's vCPUs
+span, :func:`ovs_rdt.core.topology.spread`) with
+``resources:CUSTOM_RDT_CLOSID=1`` (:func:`from_extra_specs`).
+
 ``l3_ways`` is a whole number from 1 to :data:`MAX_WAYS`, ``l3_kib`` a
 size in KiB (a whole number from 1), ``pool`` a pool name
 (:mod:`~ovs_rdt.inputs.names`), ``mb_percent`` a percentage, ``mb_mbps`` a
@@ -51,6 +57,28 @@ MB_FIELDS = (MB_PERCENT, MB_MBPS)
 EXTRA_SPEC_PREFIX = 'rdt:'
 EXTRA_SPECS = {EXTRA_SPEC_PREFIX + field: field for field in FIELDS}
 
+#: The request field of ``resources:CUSTOM_RDT_L3_WAY``: ways in all.
+L3_TOTAL = 'l3_total'
+#: The Placement resource classes a node publishes (``ovs-rdt
+#: provider-config``): a way on every L3 cache of one cache group, a CLOSID.
+RC_WAYS = 'CUSTOM_RDT_L3_WAY'
+RC_CLOSIDS = 'CUSTOM_RDT_CLOSID'
+RC_PREFIX = 'CUSTOM_RDT_'
+#: The flavor extra specs that ask Placement for them (no request group).
+WAYS_SPEC = 'resources:' + RC_WAYS
+CLOSIDS_SPEC = 'resources:' + RC_CLOSIDS
+
+
+def is_ours(key: str) -> bool:
+    """Whether a flavor extra spec is ovs-rdt's to read: ``rdt:*``, or
+    ``resources*:CUSTOM_RDT_*`` (with any request group suffix).
+    """
+    if key.startswith(EXTRA_SPEC_PREFIX):
+        return True
+    group, colon, rc = key.partition(':')
+    return bool(colon) and group.startswith('resources') and \
+        rc.startswith(RC_PREFIX)
+
 
 class CacheRequest:
     """A valid request; at most one of ``l3_ways``, ``l3_kib`` and ``pool``
@@ -61,15 +89,19 @@ class CacheRequest:
     """
 
     __slots__ = ('l3_ways', 'l3_kib', 'pool', 'mb_percent', 'mb_mbps',
-                 'labels', 'source')
+                 'labels', 'source', 'l3_total')
 
     def __init__(self, l3_ways: int | None = None, pool: str | None = None,
                  mb_percent: int | None = None,
                  labels: dict[str, str] | None = None,
                  source: str = '', mb_mbps: int | None = None,
-                 l3_kib: int | None = None) -> None:
+                 l3_kib: int | None = None,
+                 l3_total: int | None = None) -> None:
         self.l3_ways = l3_ways
         self.l3_kib = l3_kib
+        self.l3_total = l3_total
+        """Ways in all, spread over the cache groups spanned (a flavor's
+        ``resources:CUSTOM_RDT_L3_WAY``)."""
         self.pool = pool
         self.mb_percent = mb_percent
         self.mb_mbps = mb_mbps
@@ -79,7 +111,8 @@ class CacheRequest:
     @property
     def dedicated(self) -> bool:
         """Whether it asks for a dedicated CLOS (by ways or by size)."""
-        return self.l3_ways is not None or self.l3_kib is not None
+        return (self.l3_ways is not None or self.l3_kib is not None
+                or self.l3_total is not None)
 
     def label(self, field: str) -> str:
         return self.labels.get(field, field)
@@ -90,6 +123,8 @@ class CacheRequest:
             what = 'pool %s' % self.pool
         elif self.l3_kib is not None:
             what = '%d KiB of L3' % self.l3_kib
+        elif self.l3_total is not None:
+            what = count(self.l3_total, 'L3 way') + ' in all'
         else:
             what = count(self.l3_ways or 0, 'L3 way')
         if self.mb_percent is not None:
@@ -100,7 +135,7 @@ class CacheRequest:
 
     def _key(self) -> tuple:
         return (self.l3_ways, self.pool, self.mb_percent, self.mb_mbps,
-                self.l3_kib)
+                self.l3_kib, self.l3_total)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CacheRequest) and self._key() == other._key()
@@ -110,7 +145,7 @@ class CacheRequest:
 
     def __repr__(self) -> str:
         return ('CacheRequest(l3_ways=%r, pool=%r, mb_percent=%r, '
-                'mb_mbps=%r, l3_kib=%r)' % self._key())
+                'mb_mbps=%r, l3_kib=%r, l3_total=%r)' % self._key())
 
 
 def ways(raw: str, field: str) -> int:
@@ -123,9 +158,15 @@ def kib(raw: str, field: str) -> int:
     return integers.parse(raw, field, 1, integers.MAX)
 
 
+def total_ways(raw: str, field: str) -> int:
+    """Ways in all (``resources:CUSTOM_RDT_L3_WAY``): a whole number from 1."""
+    return integers.parse(raw, field, 1)
+
+
 #: field -> its rule, ``rule(raw, label) -> value``.
 RULES = {L3_WAYS: ways, L3_KIB: kib, POOL: names.pool_name,
-         MB_PERCENT: integers.percent, MB_MBPS: integers.mbps}
+         MB_PERCENT: integers.percent, MB_MBPS: integers.mbps,
+         L3_TOTAL: total_ways}
 
 
 def parse(raw: Mapping[str, str], labels: Mapping[str, str],
@@ -136,7 +177,7 @@ def parse(raw: Mapping[str, str], labels: Mapping[str, str],
     :data:`FIELDS` order, then the combination.
     """
     req = CacheRequest(labels=dict(labels), source=source)
-    for field in FIELDS:
+    for field in (*FIELDS, L3_TOTAL):
         if field in raw:
             setattr(req, field, RULES[field](raw[field], req.label(field)))
     check_combination(req)
@@ -157,7 +198,8 @@ def check_combination(req: CacheRequest) -> None:
     if req.l3_ways is not None and req.l3_kib is not None:
         raise InvalidValue('%s and %s exclude each other: ask for a number '
                            'of ways or for a size, not both' % (l3, size))
-    for field, label in ((L3_WAYS, l3), (L3_KIB, size)):
+    for field, label in ((L3_WAYS, l3), (L3_KIB, size),
+                         (L3_TOTAL, req.label(L3_TOTAL))):
         if getattr(req, field) is not None and req.pool is not None:
             raise InvalidValue('%s and %s exclude each other: ask for a '
                                'dedicated CLOS or a shared pool, not both'
@@ -185,31 +227,95 @@ def unknown_key(label: str, known: Iterable[str] = EXTRA_SPECS
 
 
 def from_extra_specs(specs: Mapping[str, str] | None, prefix: str = '',
-                     strict: bool = True,
                      source: str = '') -> CacheRequest | None:
-    """The request of a flavor's ``rdt:`` extra specs; None without any.
+    """The request of a flavor's extra specs (:func:`is_ours`); None when
+    they ask for nothing.
 
-    ``prefix + key`` names a key in messages.  ``strict=False`` ignores
-    unknown ``rdt:`` keys instead of refusing them.
+    ``resources:CUSTOM_RDT_L3_WAY`` (ways in all, what Placement counted)
+    goes with ``resources:CUSTOM_RDT_CLOSID=1`` (:func:`placement_ways`)
+    and is the count: ``rdt:l3_ways`` or ``rdt:l3_kib`` beside it is
+    checked but not used.  ``prefix + key`` names a key in messages.
     """
-    keys = sorted(k for k in specs or () if k.startswith(EXTRA_SPEC_PREFIX))
+    keys = sorted(k for k in specs or () if is_ours(k))
     if not keys:
         return None
     assert specs is not None
     raw: dict[str, str] = {}
     for key in keys:
+        if not key.startswith(EXTRA_SPEC_PREFIX):
+            continue
         field = EXTRA_SPECS.get(key)
         if field is None:
-            if strict:
-                raise unknown_key(prefix + key)
-            continue
+            raise unknown_key(prefix + key)
         raw[field] = specs[key]
-    return parse(raw, {field: prefix + key
-                       for key, field in EXTRA_SPECS.items()}, source)
+    labels = {field: prefix + key for key, field in EXTRA_SPECS.items()}
+    labels[L3_TOTAL] = prefix + WAYS_SPEC
+    total = placement_ways(specs, prefix)
+    if total is not None:
+        for field in L3_FIELDS:    # checked, not used: the count is total's
+            if field in raw:
+                RULES[field](raw.pop(field), labels[field])
+        raw[L3_TOTAL] = str(total)
+    if not raw:
+        return None
+    return parse(raw, labels, source)
+
+
+def placement_ways(specs: Mapping[str, str], prefix: str = '') -> int | None:
+    """The ways in all a flavor asks Placement for; None: none.
+
+    The one rule of ``resources:CUSTOM_RDT_L3_WAY`` and
+    ``resources:CUSTOM_RDT_CLOSID``: whole numbers (0 is Nova's "not
+    asked"), the ways with exactly one CLOSID (the instance's class of
+    service, which Placement counts too), neither in a request group
+    (``resources1:...``), no other ``CUSTOM_RDT_`` class.
+    """
+    ways = closids = None
+    for key in sorted(specs):
+        group, colon, rc = key.partition(':')
+        if not (colon and group.startswith('resources')
+                and rc.startswith(RC_PREFIX)):
+            continue
+        label = prefix + key
+        if rc not in (RC_WAYS, RC_CLOSIDS):
+            raise InvalidValue('%s: unknown ovs-rdt resource class (known: '
+                               '%s, %s)' % (label, RC_WAYS, RC_CLOSIDS))
+        if group != 'resources':
+            raise InvalidValue(
+                '%s: ovs-rdt reads resources:%s only, not in a request group: '
+                'write it without the suffix "%s"'
+                % (label, rc, group[len('resources'):]))
+        if rc == RC_WAYS:
+            ways = integers.parse(specs[key], label)
+        else:
+            closids = integers.parse(specs[key], label, 0, 1)
+    if ways:
+        if closids != 1:
+            raise InvalidValue(
+                '%s%s=%d needs %s%s=1 too: the instance\'s class of service '
+                'holds a CLOSID, which Placement counts'
+                % (prefix, WAYS_SPEC, ways, prefix, CLOSIDS_SPEC))
+        return ways
+    if closids:
+        raise InvalidValue(
+            '%s%s=1 without %s%s: an instance holds a CLOSID of its own for '
+            'the ways it asks there' % (prefix, CLOSIDS_SPEC, prefix,
+                                        WAYS_SPEC))
+    return None
 
 
 def check_extra_spec(key: str, value: str) -> None:
-    """One ``rdt:`` extra spec on its own (Nova's API checks key by key)."""
+    """One extra spec of ours on its own (Nova's API checks key by key):
+    an ``rdt:`` key, or ``resources:CUSTOM_RDT_L3_WAY`` /
+    ``resources:CUSTOM_RDT_CLOSID`` (:func:`placement_ways`' rules for a
+    value).
+    """
+    if key == WAYS_SPEC:
+        integers.parse(value, key)
+        return
+    if key == CLOSIDS_SPEC:
+        integers.parse(value, key, 0, 1)
+        return
     field = EXTRA_SPECS.get(key)
     if field is None:
         raise unknown_key(key)

@@ -161,7 +161,7 @@ def test_status_shows_what_is_left_and_a_configuration_it_cannot_apply(
          'reserved_by': [['system_min_ways', 2], [NOISY, 2]],
          'pool_ways': 4, 'shared_pool_ways': 4}] * 2
     assert plan['closids_free'] == 13
-    # The reserve is provider-config's (the Nova filter's rdt_system_ways).
+    # The reserve is provider-config's (what Placement is told).
     header = node.cli('provider-config').stdout
     assert 'reserved per domain: 0=4 1=4 (each: system_min_ways 2, ' \
         'ovsrdt-pool-noisy 2).' in header

@@ -10,8 +10,7 @@ of ``ovs-rdt emulate``, ``-o cdp`` and ``-o mba_MBps`` on the Xeon Gold
 * a VM annotation through the private libvirtd (a dedicated 2-way guest with
   an MB cap in the platform's unit, and a pool guest), io_alloc too;
 * the OvS knobs with a real ovs-vswitchd and the agent, io_alloc too;
-* ``ovs-rdt provider-config``'s inventory (the Nova filter gets the same
-  capacities in ``tests/nova/test_filter_profiles.py``).
+* ``ovs-rdt provider-config``'s inventory: what Placement counts.
 
 Every check reads the emulator's own files (``schemata``, ``tasks``, the
 sysfs tree) and expects what the profile's hardware gives, never ovs-rdt's
@@ -382,9 +381,10 @@ def test_provider_config_inventory(emulator_factory, tmp_path,  # type: ignore
     for item in doc['providers'][0]['inventories']['additional']:
         inv.update(item)
     ways, closids = inv['CUSTOM_RDT_L3_WAY'], inv['CUSTOM_RDT_CLOSID']
-    total = case.cbm_len * case.domains
+    # a way on every L3 of a cache group (a socket here; its CCDs on EPYC)
+    total = case.cbm_len * case.groups
     assert ways['total'] == total
-    assert ways['reserved'] == case.system_ways * case.domains, res.stdout
+    assert ways['reserved'] == case.system_ways * case.groups, res.stdout
     assert ways['max_unit'] == total - ways['reserved']
     assert ways['min_unit'] >= 1      # Placement refuses 0
     assert closids['total'] == case.closids
@@ -396,5 +396,6 @@ def test_provider_config_inventory(emulator_factory, tmp_path,  # type: ignore
             'mbps': 'CUSTOM_RDT_MB_MBPS', 'amd': 'CUSTOM_RDT_MB_MBPS'}
     assert [t for t in traits if t.startswith('CUSTOM_RDT_MB_')] == \
         ([kind[case.mb]] if case.mb else [])
+    assert 'CUSTOM_RDT_POOL_NOISY' in traits
     # provider-config only reads: no group was made
     assert groups(emu.root) == []

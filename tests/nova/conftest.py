@@ -4,11 +4,12 @@ Run in their own tox env (``tox -e nova``) where nova==34.0.0 is installed.
 """
 from __future__ import annotations
 
-import logging
 import warnings
-from typing import Callable, Iterator
 
-import pytest
+# First: Nova's tests choose eventlet or native threads
+# (OS_NOVA_DISABLE_EVENTLET_PATCHING) when this package is imported, before
+# anything imports eventlet.
+import nova.tests.unit  # noqa: F401,I100
 
 warnings.filterwarnings('ignore', category=DeprecationWarning)
 warnings.filterwarnings('ignore', category=FutureWarning)
@@ -16,26 +17,3 @@ warnings.filterwarnings('ignore', category=FutureWarning)
 from nova import objects  # noqa: E402
 
 objects.register_all()
-
-
-@pytest.fixture
-def rdt_conf() -> Iterator[Callable[..., None]]:
-    """Set ``[ovs_rdt]`` nova.conf options for one test."""
-    from nova_plugin.filters import CONF
-
-    names: list[str] = []
-
-    def set_(**values: object) -> None:
-        for name, value in values.items():
-            CONF.set_override(name, value, group='ovs_rdt')
-            names.append(name)
-
-    yield set_
-    for name in names:
-        CONF.clear_override(name, group='ovs_rdt')
-
-
-@pytest.fixture
-def debug_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.DEBUG, logger='nova_plugin')
-    return caplog

@@ -2,27 +2,28 @@
 
 The same rows as the node's surfaces (tests/unit/test_inputs_surfaces.py):
 the same values accepted, the same refused with the same message, here for
-the extra specs ``rdt:l3_ways``, ``rdt:pool``, ``rdt:mb_percent``.  Nova's
-API validates one key at a time, so the rows that combine keys are the
-filter's alone.
+the extra specs ``rdt:l3_ways``, ``rdt:pool``, ``rdt:mb_percent``, ...
+Nova's API validates one key at a time, so the rows that combine keys are
+the filter's alone; and what the node accepts the filter passes only when
+Placement counts it (``rdt:l3_ways`` alone it does not, a pool goes with its
+trait): those rows fail with the line that says so.
 """
 from __future__ import annotations
 
-from typing import Any
+import logging
 
 import pytest
 
 from nova.api.validation.extra_specs import validators
 from nova import exception
 
-from tests.inputs_table import ONE_VALUE_ROWS, POOLS, ROWS, Row
-from tests.nova.test_filter import host, passes, request
+from ovs_rdt.exceptions import InvalidValue
+from ovs_rdt.inputs import placement
+from tests.inputs_table import ONE_VALUE_ROWS, ROWS, Row
+from tests.nova.test_filter import passes, request
 
 FIELDS = {f: 'rdt:' + f for f in ('l3_ways', 'l3_kib', 'pool',
                                   'mb_percent', 'mb_mbps')}
-#: A host every valid request fits: 64 ways, the table's pools.
-ROOMY = {'rdt_l3_ways': '64', 'rdt_system_ways': '0', 'rdt_closids': '16',
-         'rdt_reserved_closids': '1', 'rdt_pools': ','.join(POOLS)}
 
 
 @pytest.mark.parametrize('row', ONE_VALUE_ROWS, ids=repr)
@@ -37,20 +38,22 @@ def test_the_api_validators(row: Row) -> None:
 
 
 @pytest.mark.parametrize('row', ROWS, ids=repr)
-def test_the_scheduler_filter(row: Row, debug_log: pytest.LogCaptureFixture,
-                              rdt_conf: Any) -> None:
-    # Ways so large that every size of the table is one way.
-    rdt_conf(rdt_l3_way_kib=999999999)
+def test_the_scheduler_filter(row: Row,
+                              caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger='nova_plugin')
     extra = {FIELDS[f]: v for f, v in row.values.items()}
-    spec = request(**extra)
+    spec = request(extra)
+    assert passes(spec) == []
     if row.ok:
-        assert passes(host(meta=ROOMY), spec) == ['h1']
-        return
-    assert passes(host(meta=ROOMY), spec) == []
-    expected = 'fails RDT cache requirements: flavor %s: %s' % (
-        spec.flavor.name, row.message(FIELDS))
-    assert any(m.endswith(expected) for m in debug_log.messages), \
-        debug_log.messages
+        # valid on the node; Placement does not count it as written
+        with pytest.raises(InvalidValue) as err:
+            placement.schedulable(extra)
+        why = str(err.value)
+    else:
+        why = row.message(FIELDS)
+    expected = 'flavor %s: %s' % (spec.flavor.name, why)
+    assert any(m.endswith(expected) for m in caplog.messages), \
+        caplog.messages
 
 
 def test_unknown_keys_refused_alike() -> None:
@@ -60,4 +63,4 @@ def test_unknown_keys_refused_alike() -> None:
     assert str(err.value) == ('rdt:l3_way: unknown ovs-rdt key (known: '
                               'rdt:l3_ways, rdt:l3_kib, rdt:pool, '
                               'rdt:mb_percent, rdt:mb_mbps)')
-    assert passes(host(meta=ROOMY), request(**{'rdt:l3_way': '3'})) == []
+    assert passes(request({'rdt:l3_way': '3'})) == []

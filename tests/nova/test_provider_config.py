@@ -29,7 +29,8 @@ def test_nova_loads_and_validates_the_file(tmp_path: os.PathLike) -> None:
     inv = pc.inventory(plat, groups, {d: f['reserved_ways']
                                       for d, f in free.items()})
     _write(str(tmp_path), pc.to_yaml(
-        pc.document(inv, pc.traits_of(plat)), 'a comment'))
+        pc.document(inv, pc.traits_of(plat, ['hp', 'be.v2-1'])),
+        'a comment'))
     configs = nova_provider_config.get_provider_configs(str(tmp_path))
     assert list(configs) == ['$COMPUTE_NODE']
     provider = configs['$COMPUTE_NODE']
@@ -40,9 +41,9 @@ def test_nova_loads_and_validates_the_file(tmp_path: os.PathLike) -> None:
         {'CUSTOM_RDT_CLOSID': {'total': 16, 'reserved': 2, 'min_unit': 1,
                                'max_unit': 1, 'step_size': 1,
                                'allocation_ratio': 1.0}}]
-    assert provider['traits']['additional'] == ['CUSTOM_RDT_L3_CAT',
-                                                'CUSTOM_RDT_MBA',
-                                                'CUSTOM_RDT_MB_PERCENT']
+    assert provider['traits']['additional'] == [
+        'CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_MBA', 'CUSTOM_RDT_MB_PERCENT',
+        'CUSTOM_RDT_POOL_BE_V2_1', 'CUSTOM_RDT_POOL_HP']
 
 
 def test_named_provider(tmp_path: os.PathLike) -> None:

@@ -15,7 +15,8 @@ from nova_plugin import validators as rdt_validators
 
 def test_registered_through_the_entry_point() -> None:
     for name in ('rdt:l3_ways', 'rdt:pool', 'rdt:mb_percent', 'rdt:mb_mbps',
-                 'rdt:{key}'):
+                 'rdt:{key}', 'resources:CUSTOM_RDT_L3_WAY',
+                 'resources:CUSTOM_RDT_CLOSID'):
         assert validators.VALIDATORS[name] in rdt_validators.register()
     assert 'rdt' in validators.NAMESPACES
 
@@ -30,6 +31,10 @@ def test_documented_for_nova_api_reference() -> None:
     ('rdt:l3_ways', '1'), ('rdt:l3_ways', '64'), ('rdt:l3_ways', '03'),
     ('rdt:pool', 'noisy'), ('rdt:pool', 'hp.v2_a-1'),
     ('rdt:mb_percent', '1'), ('rdt:mb_percent', '100'),
+    ('resources:CUSTOM_RDT_L3_WAY', '0'), ('resources:CUSTOM_RDT_L3_WAY', '24'),
+    ('resources:CUSTOM_RDT_CLOSID', '1'),
+    # other resource classes: Nova's own validator
+    ('resources:CUSTOM_RDT_OTHER', '3'), ('resources1:CUSTOM_RDT_L3_WAY', '3'),
 ])
 def test_accepted(name: str, value: str) -> None:
     validators.validate(name, value)
@@ -45,6 +50,13 @@ def test_accepted(name: str, value: str) -> None:
     ('rdt:pool', 'two words', "rdt:pool: 'two words' is not a pool name"),
     ('rdt:pools', 'noisy', 'rdt:pools: unknown ovs-rdt key (known: '
      'rdt:l3_ways, rdt:l3_kib, rdt:pool, rdt:mb_percent, rdt:mb_mbps)'),
+    # ours, not Nova's int(): the filter and the hook refuse them alike
+    ('resources:CUSTOM_RDT_L3_WAY', '+6',
+     "resources:CUSTOM_RDT_L3_WAY: '+6' is not a whole number"),
+    ('resources:CUSTOM_RDT_L3_WAY', '-1',
+     "resources:CUSTOM_RDT_L3_WAY: '-1' is not a whole number"),
+    ('resources:CUSTOM_RDT_CLOSID', '2',
+     "resources:CUSTOM_RDT_CLOSID: '2' must be from 0 to 1"),
 ])
 def test_refused(name: str, value: str, message: str) -> None:
     with pytest.raises(exception.ValidationError) as err:

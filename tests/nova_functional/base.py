@@ -2,20 +2,16 @@
 
 :class:`RDTTestCase` is Nova's ``ProviderUsageBaseTestCase`` (real nova-api,
 conductor and scheduler, the real Placement service in-process from
-``openstack-placement``, an SQLite cell database) with fake-driver computes
+``openstack-placement``, SQLite cell databases) with fake-driver computes
 started with the provider config ``ovs-rdt provider-config`` wrote for their
-emulated node (:mod:`tests.nova_functional.nodes`), their capacity as
-aggregate metadata, and ``RDTCacheFilter`` in the scheduler's
-``enabled_filters``.
+emulated node (:mod:`tests.nova_functional.nodes`) and ``RDTCacheFilter`` in
+the scheduler's ``enabled_filters``.  Flavors ask Placement for the cache
+(``resources:CUSTOM_RDT_L3_WAY``, ``resources:CUSTOM_RDT_CLOSID``, a pool's
+trait): Nova claims it.  :mod:`tests.nova_functional.libvirt_base` puts the
+same on libvirt-driver computes whose domains start through the real hook.
 
-``ACCOUNTING`` picks the path the flavors take:
-
-* ``'filter'``: flavors carry ``rdt:l3_ways`` (and ``rdt:pool``); the
-  filter counts.
-* ``'placement'``: flavors also ask for ``resources:CUSTOM_RDT_L3_WAY``
-  (ways x the domains they span) and ``resources:CUSTOM_RDT_CLOSID=1``;
-  the filter is not enabled, Placement counts.
-* ``'both'``: both.
+The tox env runs Nova in native threads (``OS_NOVA_DISABLE_EVENTLET_PATCHING``,
+as Nova 34's services run by default: ``nova/monkey_patch.py``).
 
 Set-up facts worked around here: the nova wheel installs
 ``etc/nova/api-paste.ini`` under the environment's data directory, not where
@@ -31,23 +27,20 @@ import time
 from typing import Any, Iterable
 
 import fixtures
-from oslo_utils import uuidutils
 
 from nova import context as nova_context
 from nova import objects
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.functional import integrated_helpers
-from nova.virt import hardware
 
 from tests.nova_functional import nodes
+from tests.nova_functional.nodes import RC_CLOSID, RC_WAYS
 
 FILTER = 'nova_plugin.filters.RDTCacheFilter'
 #: What Nova's scheduler runs (its defaults, then NUMA, then ours).
 NOVA_FILTERS = ['ComputeFilter', 'ComputeCapabilitiesFilter',
                 'ImagePropertiesFilter', 'ServerGroupAntiAffinityFilter',
                 'ServerGroupAffinityFilter', 'NUMATopologyFilter']
-RC_WAYS = 'CUSTOM_RDT_L3_WAY'
-RC_CLOSID = 'CUSTOM_RDT_CLOSID'
 
 
 def api_paste() -> str:
@@ -60,36 +53,45 @@ def api_paste() -> str:
     return path
 
 
+def specs(ways: int | None = None, pool: str | None = None
+          ) -> dict[str, str]:
+    """The extra specs of a flavor asking ``ways`` in all (Placement counts
+    them), or joining ``pool`` (with the pool's trait).
+    """
+    out = {}
+    if ways is not None:
+        out = {'resources:' + RC_WAYS: str(ways),
+               'resources:' + RC_CLOSID: '1'}
+    if pool is not None:
+        out.update({'rdt:pool': pool,
+                    'trait:CUSTOM_RDT_POOL_%s' % pool.upper(): 'required'})
+    return out
+
+
 class RDTMixin:
     """ovs-rdt's filter, provider configs and helpers, on one of Nova's
     functional test bases (:class:`RDTTestCase`, and
     ``tests.nova_functional.libvirt_base``).
     """
 
-    #: 'filter', 'placement' or 'both' (module docstring).
-    ACCOUNTING = 'filter'
     #: RPC casts as calls: an API call returns when its work is done.
     CAST_AS_CALL = True
-    #: ``[filter_scheduler] track_instance_changes``: computes report their
-    #: instances to the scheduler (else it reads bare stubs per request).
-    TRACK_INSTANCE_CHANGES = True
+    #: RDTCacheFilter among the scheduler's filters (the benchmark's Nova
+    #: alone runs without).
+    RDT_FILTER = True
 
     def setUp(self) -> None:
         self.flags(api_paste_config=api_paste(), group='wsgi')
-        enabled = list(NOVA_FILTERS)
-        if self.ACCOUNTING in ('filter', 'both'):
-            enabled.append('RDTCacheFilter')
         self.flags(available_filters=['nova.scheduler.filters.all_filters',
                                       FILTER],
-                   enabled_filters=enabled, group='filter_scheduler')
-        self.flags(allow_resize_to_same_host=True)
-        self.flags(track_instance_changes=self.TRACK_INSTANCE_CHANGES,
+                   enabled_filters=NOVA_FILTERS + (
+                       ['RDTCacheFilter'] if self.RDT_FILTER else []),
                    group='filter_scheduler')
+        self.flags(allow_resize_to_same_host=True)
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         super().setUp()  # type: ignore[misc]
         self.ctxt = nova_context.get_admin_context()
         self._provider_dirs = self.useFixture(fixtures.TempDir()).path
-        self._aggregates: dict[str, int] = {}
         self._flavors: dict[tuple, str] = {}
         self.host_node: dict[str, nodes.Node] = {}
         self._rp_uuids: dict[str, str] = {}
@@ -101,12 +103,12 @@ class RDTMixin:
         """
 
     # -- hosts -----------------------------------------------------------------
-    def start_hosts(self, kind: nodes.Kind, names: Iterable[str]) -> None:
-        """Fake computes of ``kind``, each with its provider config, in the
-        aggregate of that kind (its capacity as metadata).
+    def start_hosts(self, kind: nodes.Kind, names: Iterable[str],
+                    cell: str | None = None) -> None:
+        """Computes of ``kind``, each with its provider config (in ``cell``
+        when given).
         """
         node = nodes.node(kind)
-        names = list(names)
         for name in names:
             folder = os.path.join(self._provider_dirs, name)
             os.makedirs(folder)
@@ -114,25 +116,13 @@ class RDTMixin:
                       encoding='utf-8') as fh:
                 fh.write(node.provider_yaml)
             self.flags(provider_config_location=folder, group='compute')
-            self.start_one(name, node)
+            self.start_one(name, node, cell)
             self.host_node[name] = node
-        agg = self._aggregates.get(kind.name)
-        if agg is None:
-            agg = self._aggregates[kind.name] = self.admin_api.post_aggregate(
-                {'aggregate': {'name': 'rdt-' + kind.name}})['id']
-            self.admin_api.post_aggregate_action(
-                agg, {'set_metadata': {'metadata': dict(node.metadata)}})
-        for name in names:
-            self.admin_api.add_host_to_aggregate(agg, name)
 
-    def start_one(self, name: str, node: nodes.Node) -> None:
+    def start_one(self, name: str, node: nodes.Node,
+                  cell: str | None) -> None:
         """Start compute ``name`` (of ``node``'s kind)."""
-        self._start_compute(name)
-
-    @property
-    def scheduler_manager(self) -> Any:
-        service = getattr(self, 'scheduler_service', None) or self.scheduler
-        return service.manager
+        self._start_compute(name, cell_name=cell)
 
     def restart(self, host: str) -> None:
         """Restart a compute (a new manager, the same driver), with its
@@ -150,33 +140,20 @@ class RDTMixin:
 
     # -- flavors ---------------------------------------------------------------
     def flavor(self, ways: int | None = None, *, pool: str | None = None,
-               domains: int = 2, path: str | None = None,
                extra: dict[str, str] | None = None, vcpus: int = 1) -> str:
-        """A flavor asking ``ways`` per domain (or joining ``pool``) on an
-        accounting path (default: the test's): ``rdt:*`` for the filter,
-        plus ``resources:CUSTOM_RDT_*`` for Placement (``domains``: what
-        an unpinned instance spans; Placement asks ways x domains).  On
-        the Placement path alone the flavor still carries ``rdt:l3_ways``:
-        the node's hook reads it.
+        """A flavor asking ``ways`` in all (or joining ``pool``), made
+        once, straight in the API database (nova-api's flavor calls and
+        the validators: test_fleet).
         """
-        path = path or self.ACCOUNTING
-        specs: dict[str, str] = dict(extra or {})
-        if ways is not None:
-            specs['rdt:l3_ways'] = str(ways)
-            if path in ('placement', 'both'):
-                specs['resources:' + RC_WAYS] = str(ways * domains)
-                specs['resources:' + RC_CLOSID] = '1'
-        if pool is not None:
-            specs['rdt:pool'] = pool
-        key = (tuple(sorted(specs.items())), vcpus)
+        extra_specs = dict(extra or {})
+        extra_specs.update(specs(ways, pool))
+        key = (tuple(sorted(extra_specs.items())), vcpus)
         if key not in self._flavors:
-            # straight into the API database: nova-api's flavor calls (and
-            # the rdt validators) are tested once, in test_fleet
             flavorid = 'rdt-%d' % (len(self._flavors) + 1)
             objects.Flavor(self.ctxt, name=flavorid, flavorid=flavorid,
                            memory_mb=64, vcpus=vcpus, root_gb=1,
                            ephemeral_gb=0, swap=0, is_public=True,
-                           extra_specs=specs).create()
+                           extra_specs=extra_specs).create()
             self._flavors[key] = flavorid
         return self._flavors[key]
 
@@ -231,15 +208,13 @@ class RDTMixin:
         return self.admin_api.get_server(server['id'])[
             'OS-EXT-SRV-ATTR:host']
 
-    # -- helpers ---------------------------------------------------------------
     def action(self, server: dict, body: dict, status: str) -> dict:
         self.admin_api.post_server_action(server['id'], body)
         return self.wait(server, status)
 
-    def resize(self, server: dict, ways: int) -> dict:
-        return self.action(server, {'resize': {'flavorRef':
-                                               self.flavor(ways)}},
-                           'VERIFY_RESIZE')
+    def resize(self, server: dict, ways: int, **kwargs: Any) -> dict:
+        return self.action(server, {'resize': {'flavorRef': self.flavor(
+            ways, **kwargs)}}, 'VERIFY_RESIZE')
 
     def confirm(self, server: dict) -> dict:
         server = self.action(server, {'confirmResize': None}, 'ACTIVE')
@@ -260,77 +235,18 @@ class RDTMixin:
         self.admin_api.put_service(service['id'], {
             'status': 'disabled' if disabled else 'enabled'})
 
-    def filter_fits(self, flavor: str, host: str) -> bool:
-        """Whether the scheduler's filters pass ``host`` for a new instance
-        of ``flavor`` now: the RequestSpec the API builds for a boot on
-        ``host`` (microversion 2.74), through the scheduler's own
-        ``HostManager`` (its HostStates, its view of the hosts' instances)
-        and every enabled filter, as ``select_destinations`` runs them
-        (without Placement's candidates and claim: nothing is consumed,
-        no instance is expected).
-        """
-        obj = objects.Flavor.get_by_flavor_id(self.ctxt, flavor)
-        image = {'properties': {}}
-        spec = objects.RequestSpec.from_components(
-            self.ctxt, uuidutils.generate_uuid(), image, obj,
-            hardware.numa_get_constraints(obj,
-                                          objects.ImageMeta.from_dict(image)),
-            objects.InstancePCIRequests(requests=[]), {}, None, None,
-            project_id='fake', user_id='fake')
-        spec.requested_destination = objects.Destination(host=host,
-                                                         node=host)
-        spec.is_bfv = False
-        manager = self.scheduler_manager.host_manager
-        states = list(manager.get_host_states_by_uuids(
-            self.ctxt, [self.rp_uuid(host)], spec))
-        passed = [h.host for h in manager.get_filtered_hosts(
-            states, spec, index=0)]
-        for flt in manager.enabled_filters:
-            if hasattr(flt, 'ledger'):      # RDTCacheFilter: not a placement
-                flt.ledger.drop(spec.instance_uuid)
-        return passed == [host]
+    # -- Placement -------------------------------------------------------------
+    def usage(self, host: str) -> tuple[int, int]:
+        """(ways, CLOSIDs) Placement has allocated on ``host``."""
+        used = self._get_provider_usages(self.rp_uuid(host))
+        return used.get(RC_WAYS, 0), used.get(RC_CLOSID, 0)
 
-    def placement_free(self, host: str) -> int:
-        """Ways per domain Placement has free on ``host`` (what it hands
-        out: its inventory minus reserved minus its allocations, as
-        ``GET /resource_providers/{uuid}/usages`` gives them).
-        """
-        rp = self.rp_uuid(host)
-        inventory = self._get_provider_inventory(rp)[RC_WAYS]
-        used = self._get_provider_usages(rp).get(RC_WAYS, 0)
-        return (inventory['total'] - inventory['reserved'] - used) // \
-            self.host_node[host].domains
-
-    def assert_free(self, host: str, free: int, step: str = '') -> None:
-        """``host`` has exactly ``free`` ways per domain left, on each
-        accounting path of the test: the scheduler's filters pass a new
-        ``rdt:l3_ways`` instance asking ``free`` ways there (when > 0) and
-        refuse one asking ``free + 1`` (:meth:`filter_fits`); Placement
-        has ``free`` per domain unallocated (:meth:`placement_free`).
-        """
-        where = '%s (%s)' % (host, step) if step else host
-        if self.ACCOUNTING in ('filter', 'both'):
-            if free > 0:
-                self.assertTrue(
-                    self.filter_fits(self.flavor(free, path='filter'), host),
-                    '%s, filter: %d ways should be free, %d do not fit'
-                    % (where, free, free))
-            self.assertFalse(
-                self.filter_fits(self.flavor(free + 1, path='filter'), host),
-                '%s, filter: %d ways should be free, %d fit'
-                % (where, free, free + 1))
-        if self.ACCOUNTING in ('placement', 'both'):
-            self.assertEqual(free, self.placement_free(host),
-                             '%s, Placement: ways free per domain' % where)
-
-    def sync(self, host: str) -> None:
-        """The compute's periodic ``_sync_scheduler_instance_info``."""
-        self.computes[host].manager._sync_scheduler_instance_info(self.ctxt)
-
-    def counts(self, step: str, **free: int) -> None:
-        """:meth:`assert_free` for each ``host=ways``."""
-        for host, ways in sorted(free.items()):
-            self.assert_free(host, ways, step=step)
+    def free(self, host: str) -> tuple[int, int]:
+        """(ways, CLOSIDs) Placement still hands out on ``host``."""
+        inventory = self._get_provider_inventory(self.rp_uuid(host))
+        ways, closids = self.usage(host)
+        return tuple(inventory[rc]['total'] - inventory[rc]['reserved'] - used
+                     for rc, used in ((RC_WAYS, ways), (RC_CLOSID, closids)))
 
 
 class RDTTestCase(RDTMixin, integrated_helpers.ProviderUsageBaseTestCase):

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
+# First: Nova's functional tests choose eventlet or native threads
+# (OS_NOVA_DISABLE_EVENTLET_PATCHING) when this package is imported, before
+# anything imports eventlet.
+import nova.tests.functional  # noqa: F401,I100
+
+import pytest  # noqa: I100
 
 warnings.filterwarnings('ignore', category=DeprecationWarning)
 warnings.filterwarnings('ignore', category=FutureWarning)

@@ -5,10 +5,12 @@ its kind's profile, an ``ovs-rdt.conf`` with its kind's allocation).  The
 domain XML Nova's libvirt driver passes to ``defineXML`` is kept (fakelibvirt
 ``XMLDesc()`` drops ``<metadata>``, where Nova writes the flavor's extra
 specs) and fed, as libvirt does, on standard input to ``ovs-rdt-hook NAME
-prepare begin -`` when the domain is started, and to ``release end`` when it
-is destroyed.  A refusal fails the start with libvirt's error, which makes
-Nova reschedule the instance.  The ``started`` event (moving QEMU's vCPU
-threads) is not sent: fakelibvirt runs no QEMU.
+prepare begin -`` when the domain is started, and to ``release end`` when a
+running domain is destroyed; an incoming live migration (``createXML`` of
+the destination XML) gets ``migrate begin`` then ``prepare begin``.  A
+refusal fails the start with libvirt's error, which makes Nova reschedule
+the instance.  The ``started`` event (moving QEMU's vCPU threads) is not
+sent: fakelibvirt runs no QEMU.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Any
+from xml.etree import ElementTree
 
 import fixtures
 
@@ -40,13 +44,23 @@ class HookedHosts(fixtures.Fixture):
         hosts = self
 
         real_define = fakelibvirt.Connection.defineXML
+        real_create_xml = fakelibvirt.Connection.createXML
         real_create = fakelibvirt.Domain.createWithFlags
-        real_destroy = fakelibvirt.Domain.destroy
 
         def define(conn: fakelibvirt.Connection, xml: str) -> object:
             dom = real_define(conn, xml)
             hosts.defined[(conn.hostname, dom.name())] = xml
             return dom
+
+        def create_xml(conn: fakelibvirt.Connection, xml: str,
+                       flags: int) -> object:
+            host = conn.hostname
+            if host in hosts.configs:
+                name = ElementTree.fromstring(xml).findtext('name')
+                hosts.defined[(host, name)] = xml
+                hosts.hook(host, name, 'migrate', 'begin')
+                hosts.hook(host, name, 'prepare', 'begin')
+            return real_create_xml(conn, xml, flags)
 
         def create(dom: fakelibvirt.Domain, flags: int) -> None:
             host = dom._connection.hostname
@@ -54,23 +68,33 @@ class HookedHosts(fixtures.Fixture):
                 hosts.hook(host, dom.name(), 'prepare', 'begin')
             real_create(dom, flags)
 
-        def destroy(dom: fakelibvirt.Domain) -> None:
-            real_destroy(dom)
-            host = dom._connection.hostname
-            if host in hosts.configs:
-                hosts.hook(host, dom.name(), 'release', 'end')
+        def stopping(real: Any) -> Any:
+            """A way QEMU stops: libvirt then runs ``release end``."""
+            def stop(dom: fakelibvirt.Domain, *args: Any) -> Any:
+                was_running = dom.isActive()
+                out = real(dom, *args)
+                host = dom._connection.hostname
+                if was_running and host in hosts.configs:
+                    hosts.hook(host, dom.name(), 'release', 'end')
+                return out
+            return stop
 
         self.useFixture(fixtures.MonkeyPatch(_FAKE + 'Connection.defineXML',
                                              define))
+        self.useFixture(fixtures.MonkeyPatch(_FAKE + 'Connection.createXML',
+                                             create_xml))
         self.useFixture(fixtures.MonkeyPatch(
             _FAKE + 'Domain.createWithFlags', create))
-        self.useFixture(fixtures.MonkeyPatch(_FAKE + 'Domain.destroy',
-                                             destroy))
+        for name in ('destroy', 'shutdown', 'managedSave'):
+            self.useFixture(fixtures.MonkeyPatch(
+                _FAKE + 'Domain.' + name,
+                stopping(getattr(fakelibvirt.Domain, name))))
 
     def add(self, host: str, kind: nodes.Kind) -> MountedEmulator:
         """Emulate ``host``'s node (unmounted at cleanup)."""
         emu = MountedEmulator(tempfile.mkdtemp(prefix=host + '-',
-                                               dir=self._tmp), kind.profile)
+                                               dir=self._tmp), kind.profile,
+                              kind.emulator_args)
         try:
             emu.start()
         except Exception:

@@ -1,33 +1,35 @@
-"""Two ``nova-scheduler`` services race for the last ways of a host.
+"""Two ``nova-scheduler`` services, native threads, race for the last cache.
 
-A deployment runs several schedulers: RabbitMQ hands the conductor's
+A deployment runs several schedulers (``[scheduler] workers`` defaults to
+the CPUs, HA runs several hosts): RabbitMQ hands the conductor's
 ``select_destinations`` calls to them in turn, and each has its own
-``HostManager``, its own filter instances and so its own
-``RDTCacheFilter`` ledger.  Here a second scheduler service runs beside
+``HostManager`` and filters.  Here a second scheduler service runs beside
 the one Nova's functional base starts, each call is sent to the next
-scheduler in turn, and both requests are held after their filters ran
-until both have filtered: neither scheduler can see the other's request
-(not in its ledger, not yet claimed in Placement).  The hosts are
-fakelibvirt computes whose domains start through the real ovs-rdt hook on
-an emulated node (:mod:`tests.nova_functional.libvirt_base`).
+scheduler in turn, and a burst of boots is held after the filters and
+weighers ran (``SchedulerManager._get_sorted_hosts``), before any claim,
+until every boot of the burst got there: all are decided on the same view
+of the hosts, then all claim at once.  Nova runs in native threads
+(``OS_NOVA_DISABLE_EVENTLET_PATCHING``: each scheduler's RPC server handles
+its calls in a thread pool, as Nova 34's services do by default).
 
-What is proven, with two 5-way boots for a host with 5 ways left:
+The hosts are fakelibvirt computes whose domains start through the real
+ovs-rdt hook on an emulated node (:mod:`tests.nova_functional.libvirt_base`),
+the scheduler stacks (free RAM, negative multiplier: the fullest host
+first), so the burst goes for the same host's last cache.  What is proven:
 
-* Placement path: Placement's claims are atomic across schedulers, one
-  boot lands, the other gets ``No valid host`` (no other host has room).
-* Filter path: both schedulers pass (and pick) the host; its node's hook
-  has the ways for one and refuses the other; Nova reschedules that one to
-  the alternate the scheduler gave it, a host with room.  With no host
-  with room there is no alternate: it ends in ERROR, retries exhausted.
+* the last ways (unpinned instances, ways on both sockets): Placement's
+  claims, atomic across the schedulers, admit exactly what each host has;
+  the others get ``No valid host``; no node refuses anything;
+* the last CLOSIDs (hosts with 4): the same, CLOSIDs running out first;
+* a socket's fit, which Placement does not see (instances pinned to one
+  NUMA node, the NFV norm): Nova's NUMA fit gives them the socket with the
+  most free CPUs, whose ways are taken; the node's hook refuses each one
+  Placement admitted there (the test counts them: 3), and Nova reschedules
+  each to its alternate host, where it runs.
 
-In every case no way of any node is promised twice: the VM groups' masks
-on each emulated node never overlap, never exceed the ways for VMs, and
-each ACTIVE instance has a group on its host, a refused one none.
-
-Both requests must pick the same host while another has room: the
-scheduler weighs hosts by free RAM only, with a negative multiplier
-(stacking): the host already holding an instance has less free RAM and
-comes first.  RPC casts stay casts (as in ``test_concurrency``).
+After each burst no way of any node is promised twice (the VM groups'
+masks never overlap), and Placement's allocation of each instance is what
+its node holds.
 
 Worked around in Nova 34: ``nova.test.TestCase.start_service`` refuses a
 second scheduler (``Duplicate start_service``): the second one is started
@@ -47,34 +49,31 @@ import fixtures
 
 from nova.scheduler import rpcapi as scheduler_rpcapi
 from nova.tests import fixtures as nova_fixtures
+from nova import utils
 
 from tests.nova_functional import libvirt_base
 from tests.nova_functional import nodes
 
-#: How long a held request waits for the other one (a broken test fails).
-GATE_TIMEOUT = 30.0
-RACERS = 2
+#: How long a held request waits for the others (a broken test fails).
+GATE_TIMEOUT = 60.0
 
 
 class Gate:
-    """Once armed, holds the first :data:`RACERS` requests after their
-    filters and weighers ran (the scheduler manager's
-    ``_get_sorted_hosts``), before any claim, until all have got there;
+    """Once armed for ``n`` requests, holds the first ``n`` after their
+    filters and weighers ran, before any claim, until all have got there;
     other requests pass.  Records, for each held request, the manager that
     ran it and the hosts it sorted (the chosen one first).
-
-    Nova 34's tests run monkey-patched by eventlet (``nova/tests/__init__``
-    calls ``monkey_patch.patch()``; the RPC servers take the eventlet
-    executor): ``threading``'s Barrier and Lock are then green, and native
-    in threading mode: the gate works in either.
     """
 
     def __init__(self) -> None:
-        self._barrier = threading.Barrier(RACERS, timeout=GATE_TIMEOUT)
         self._lock = threading.Lock()
-        self.armed = False
+        self._barrier: threading.Barrier | None = None
         self.held: list[tuple[Any, str, list[str]]] = []
         self.broken = False
+
+    def arm(self, n: int) -> None:
+        self._barrier = threading.Barrier(n, timeout=GATE_TIMEOUT)
+        self.held = []
 
     def wrap(self, manager: Any) -> Callable[..., list]:
         real = manager._get_sorted_hosts
@@ -83,13 +82,16 @@ class Gate:
                          index: int) -> list:
             hosts = real(spec_obj, host_states, index)
             with self._lock:
-                hold = self.armed and len(self.held) < RACERS
+                barrier = self._barrier
+                hold = barrier is not None and \
+                    len(self.held) < barrier.parties
                 if hold:
                     self.held.append((manager, spec_obj.instance_uuid,
                                       [h.host for h in hosts]))
             if hold:
+                assert barrier is not None
                 try:
-                    self._barrier.wait()
+                    barrier.wait()
                 except threading.BrokenBarrierError:
                     self.broken = True
                     raise
@@ -97,13 +99,16 @@ class Gate:
         return sorted_hosts
 
 
-class _TwoSchedulers(libvirt_base.LibvirtRDTTestCase):
+class TwoSchedulersTest(libvirt_base.LibvirtRDTTestCase):
     CAST_AS_CALL = False
 
     def setUp(self) -> None:
         self.flags(weight_classes=['nova.scheduler.weights.ram.RAMWeigher'],
                    ram_weight_multiplier=-1.0, group='filter_scheduler')
         super().setUp()
+        self.assertTrue(utils.concurrency_mode_threading(),
+                        'Nova runs under eventlet here: set '
+                        'OS_NOVA_DISABLE_EVENTLET_PATCHING=1 (tox does)')
         second = self.useFixture(nova_fixtures.ServiceFixture(
             'scheduler', host='scheduler-2')).service
         self.schedulers = [self.scheduler, second]
@@ -137,168 +142,127 @@ class _TwoSchedulers(libvirt_base.LibvirtRDTTestCase):
             'nova.scheduler.rpcapi.SchedulerAPI.select_destinations',
             select_destinations))
 
-    # -- the race ----------------------------------------------------------
-    def race(self, ways: int) -> list[dict]:
-        """Two boots of ``ways``, scheduled concurrently by the two
-        schedulers; their final states (ACTIVE or ERROR), in post order.
+    # -- the burst ---------------------------------------------------------
+    def burst(self, flavor: str, n: int) -> list[dict]:
+        """``n`` boots of ``flavor`` scheduled at once by the two
+        schedulers; their final states (ACTIVE or ERROR).
         """
-        flavor = self.flavor(ways)
-        self.gate.armed = True
-        posted = [self.post(flavor) for _ in range(RACERS)]
-        done = [self.wait(s, ('ACTIVE', 'ERROR')) for s in posted]
+        self.gate.arm(n)
+        posted = [self.post(flavor, name='burst-%d' % i) for i in range(n)]
+        done = [self.wait(s, ('ACTIVE', 'ERROR'), timeout=120)
+                for s in posted]
         self.assertFalse(self.gate.broken, 'a request waited %.0f s for the '
-                         'other at the gate' % GATE_TIMEOUT)
+                         'others at the gate' % GATE_TIMEOUT)
+        self.assertEqual(sorted(s['id'] for s in posted),
+                         sorted(uuid for _, uuid, _ in self.gate.held),
+                         'every boot of the burst was held')
         managers = {id(m) for m, _, _ in self.gate.held}
         self.assertEqual({id(s.manager) for s in self.schedulers}, managers,
-                         'the racing requests were not scheduled by both '
-                         'schedulers: %s (routed to %s)'
-                         % (self.gate.held, self.routed))
-        self.assertEqual(sorted(s['id'] for s in posted),
-                         sorted(uuid for _, uuid, _ in self.gate.held))
+                         'the burst was not scheduled by both schedulers: '
+                         '%s (routed to %s)' % (self.gate.held, self.routed))
         return done
 
-    def sorted_hosts(self) -> list[list[str]]:
-        """The hosts each racing request's scheduler passed, chosen first."""
-        return [hosts for _, _, hosts in self.gate.held]
+    def outcome(self, done: list[dict]) -> dict[str, int]:
+        """``host`` -> instances ACTIVE there, ``'No valid host'`` -> the
+        others' count (each with no allocation left).
+        """
+        out: dict[str, int] = {}
+        for server in done:
+            if server['status'] == 'ACTIVE':
+                key = server['OS-EXT-SRV-ATTR:host']
+            else:
+                self.assertIn('No valid host', server['fault']['message'])
+                self.assertEqual(
+                    {}, self._get_allocations_by_server_uuid(server['id']))
+                key = 'No valid host'
+            out[key] = out.get(key, 0) + 1
+        return out
 
     # -- the nodes ---------------------------------------------------------
-    def assert_no_way_twice(self, servers: list[dict], step: str) -> None:
-        """On each emulated node, the VM groups' own masks (not mirroring
+    def assert_no_way_twice(self, step: str) -> None:
+        """On each emulated node the VM groups' own masks (not mirroring
         the default group's) are disjoint per domain, off the default
         group's (the ways kept for the system) and hold no more than the
-        ways for VMs; the groups are those of the ACTIVE ``servers`` on
-        that host.
+        ways for VMs.
         """
         for host, emu in sorted(self.hooked.emulators.items()):
             default = libvirt_base._l3(emu.path('schemata'))
             taken = dict.fromkeys(default, 0)
-            for group in self.groups(host):
-                for dom, mask in libvirt_base._l3(
-                        emu.path(group, 'schemata')).items():
+            for group in sorted(self.held(host)):
+                for dom, mask in libvirt_base._l3(emu.path(
+                        libvirt_base.GROUP_PREFIX + group,
+                        'schemata')).items():
                     if mask == default[dom]:
                         continue
-                    self.assertEqual(
-                        0, default[dom] & mask,
-                        '%s (%s), domain %d: %s has ways %#x of the default '
-                        'group' % (host, step, dom, group,
-                                   default[dom] & mask))
-                    self.assertEqual(
-                        0, taken[dom] & mask,
-                        '%s (%s), domain %d: %s has ways %#x already '
-                        'promised' % (host, step, dom, group,
-                                      taken[dom] & mask))
+                    self.assertEqual(0, (default[dom] | taken[dom]) & mask,
+                                     '%s (%s), domain %d: %s has ways '
+                                     'already promised' % (host, step, dom,
+                                                           group))
                     taken[dom] |= mask
             for dom, mask in taken.items():
                 self.assertLessEqual(
                     bin(mask).count('1'), self.host_node[host].vm_ways,
-                    '%s (%s), domain %d: VM groups hold %#x'
-                    % (host, step, dom, mask))
-            self.assertEqual(
-                sorted('ovsrdt-vm-' + s['id'] for s in servers
-                       if s['status'] == 'ACTIVE'
-                       and s['OS-EXT-SRV-ATTR:host'] == host),
-                self.groups(host), '%s (%s): VM groups' % (host, step))
+                    '%s (%s), domain %d' % (host, step, dom))
 
-    def refused_one(self, done: list[dict]) -> tuple[dict, dict, str]:
-        """The hook refused exactly one of the racing instances, on h1:
-        (the other one, the refused one, why).
-        """
-        self.assertEqual(1, len(self.hooked.refusals), self.hooked.refusals)
-        host, domain, why = self.hooked.refusals[0]
-        self.assertEqual('h1', host, self.hooked.refusals)
-        by_name = {s['OS-EXT-SRV-ATTR:instance_name']: s for s in done}
-        self.assertIn(domain, by_name, self.hooked.refusals)
-        refused = by_name.pop(domain)
-        (other,) = by_name.values()
-        return other, refused, why
+    def settled(self, step: str) -> None:
+        self.assert_no_way_twice(step)
+        self.assert_counted(step)
 
-    def one_landed_on_h1(self, done: list[dict]) -> tuple[dict, dict]:
-        """One racing instance is ACTIVE on h1, the other in ERROR: (the
-        one that landed, the other).
-        """
-        self.assertEqual(['ACTIVE', 'ERROR'],
-                         sorted(s['status'] for s in done),
-                         [(s['status'], s['OS-EXT-SRV-ATTR:host'])
-                          for s in done])
-        (won,) = [s for s in done if s['status'] == 'ACTIVE']
-        (lost,) = [s for s in done if s['status'] == 'ERROR']
-        self.assertEqual('h1', won['OS-EXT-SRV-ATTR:host'])
-        return won, lost
-
-    def counts_everywhere(self, step: str, **free: int) -> None:
-        """:meth:`counts` through each scheduler's filters."""
-        for service in self.schedulers:
-            self.scheduler_service = service
-            self.counts('%s, %s' % (step, service.host), **free)
-
-
-class PlacementTwoSchedulersTest(_TwoSchedulers):
-    ACCOUNTING = 'placement'
-
-    def test_one_claim_wins(self) -> None:
-        """Placement hands the 10 ways (5 x 2 domains) left on h1 to one
-        claim: the other request has no other candidate (h2 is full).
+    # -- the tests ---------------------------------------------------------
+    def test_the_last_ways(self) -> None:
+        """h1 and h2 have 4 of their 18 ways left (2 per socket); five
+        unpinned 2-way boots (1 + 1): two land on each, one gets No valid
+        host, no node refuses.
         """
         self.start_hosts(nodes.GOLD, ['h1', 'h2'])
-        full = self.boot(self.flavor(9), 'h2')
-        first = self.boot(self.flavor(4), 'h1')     # 5 left on h1
-        done = self.race(5)
-        self.assertEqual([['h1'], ['h1']], self.sorted_hosts())
-        won, lost = self.one_landed_on_h1(done)
-        self.assertIn('No valid host', lost['fault']['message'])
-        self.assertEqual({}, self._get_allocations_by_server_uuid(lost['id']))
-        self.assertEqual({0: 5, 1: 5}, self.planned('h1', won))
+        for host in ('h1', 'h2'):
+            self.boot(self.flavor(14), host)
+        done = self.burst(self.flavor(2), 5)
+        self.assertEqual({'h1': 2, 'h2': 2, 'No valid host': 1},
+                         self.outcome(done))
         self.assertEqual([], self.hooked.refusals)
-        self.assert_no_way_twice([full, first] + done, 'after the race')
-        self.counts('after the race', h1=0, h2=0)
+        self.assertEqual([(0, 12), (0, 12)],
+                         [self.free(h) for h in ('h1', 'h2')])
+        self.settled('after the burst')
 
-
-class FilterTwoSchedulersTest(_TwoSchedulers):
-    ACCOUNTING = 'filter'
-
-    def test_hook_refuses_and_nova_reschedules(self) -> None:
-        """Both schedulers pass h1 (5 left) and pick it (stacking), h2 (9
-        left) their alternate; h1's hook refuses the second start, Nova
-        builds it on h2.
+    def test_the_last_closids(self) -> None:
+        """Hosts with 4 CLOSIDs (3 for VMs), one VM on each: six 2-way
+        boots for the 4 CLOSIDs left: four land, two get No valid host,
+        though ways are left; no node refuses.
         """
-        self.start_hosts(nodes.GOLD, ['h1', 'h2'])
-        first = self.boot(self.flavor(4), 'h1')     # 5 left on h1
-        done = self.race(5)
-        self.assertEqual([['h1', 'h2'], ['h1', 'h2']], self.sorted_hosts())
-        self.assertEqual(['ACTIVE', 'ACTIVE'], [s['status'] for s in done],
-                         [s.get('fault') for s in done])
-        won, moved, why = self.refused_one(done)
-        self.assertIn('needs 5 ways', why)
-        self.assertEqual('h1', won['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual('h2', moved['OS-EXT-SRV-ATTR:host'])
-        self.assertEqual({0: 5, 1: 5}, self.planned('h1', won))
-        self.assertEqual({0: 5, 1: 5}, self.planned('h2', moved))
-        self.assertEqual(
-            {self.rp_uuid('h2')},
-            set(self._get_allocations_by_server_uuid(moved['id'])),
-            'the rescheduled instance is allocated on h2 only')
-        self.assert_no_way_twice([first] + done, 'after the race')
-        self.counts_everywhere('after the race', h1=0, h2=4)
+        self.start_hosts(nodes.GOLD_FEW_CLOSIDS, ['c1', 'c2'])
+        for host in ('c1', 'c2'):
+            self.boot(self.flavor(2), host)
+        done = self.burst(self.flavor(2), 6)
+        self.assertEqual({'c1': 2, 'c2': 2, 'No valid host': 2},
+                         self.outcome(done))
+        self.assertEqual([], self.hooked.refusals)
+        self.assertEqual([(12, 0), (12, 0)],
+                         [self.free(h) for h in ('c1', 'c2')])
+        self.settled('after the burst')
 
-    def test_hook_refuses_and_no_host_is_left(self) -> None:
-        """h2 is full: the filter refuses it, the schedulers give no
-        alternate; h1's hook refuses the second start and Nova has no host
-        to retry on.
+    def test_a_socket_placement_does_not_see(self) -> None:
+        """p1: socket 0 holds a 9-way instance on 1 CPU (no way left, 15
+        CPUs), socket 1 a 2-way one on 4 CPUs (7 ways left, 12 CPUs); p2 is
+        empty.  Four pinned 2-way boots: Placement admits three on p1 (7
+        ways in all), Nova's NUMA fit gives each socket 0 (the most free
+        CPUs), p1's hook refuses the three (a socket's fit), Nova
+        reschedules each to p2; the fourth claims p2 at once.
         """
-        self.start_hosts(nodes.GOLD, ['h1', 'h2'])
-        full = self.boot(self.flavor(9), 'h2')
-        first = self.boot(self.flavor(4), 'h1')     # 5 left on h1
-        done = self.race(5)
-        self.assertEqual([['h1'], ['h1']], self.sorted_hosts())
-        self.assertEqual(list(self.one_landed_on_h1(done)),
-                         list(self.refused_one(done)[:2]))
-        self.assertIn('needs 5 ways', self.refused_one(done)[2])
-        won, lost = self.one_landed_on_h1(done)
-        # conductor's build_instances: a reschedule with no alternate left
-        self.assertIn('Exceeded maximum number of retries. Exhausted all '
-                      'hosts available for retrying build failures',
-                      lost['fault']['message'])
-        self.assertEqual({}, self._get_allocations_by_server_uuid(lost['id']))
-        self.assertEqual({0: 5, 1: 5}, self.planned('h1', won))
-        self.assert_no_way_twice([full, first] + done, 'after the race')
-        self.counts_everywhere('after the race', h1=0, h2=0)
+        self.start_hosts(nodes.GOLD, ['p1', 'p2'])
+        full = self.boot(self.pinned(9, vcpus=1), 'p1')
+        part = self.boot(self.pinned(2, vcpus=4), 'p1')
+        self.assertEqual(({0}, {1}), (self.cells(full), self.cells(part)))
+        done = self.burst(self.pinned(2), 4)
+        self.assertEqual({'p2': 4}, self.outcome(done))
+        refused = self.hooked.refusals
+        self.assertEqual(3, len(refused), refused)
+        for host, _name, why in refused:
+            self.assertEqual('p1', host)
+            self.assertIn('needs 2 ways on cache domain 0, but '
+                          'only 0 of 11 are free', why)
+        # each refused instance ran where Nova rescheduled it, counted
+        # there alone
+        self.assertEqual((7, 13), self.free('p1'))
+        self.assertEqual((10, 11), self.free('p2'))
+        self.settled('after the burst')

@@ -21,11 +21,20 @@ class ValidatorsTest(base.RDTTestCase):
             '3', self.admin_api.get_flavor(flavor)['extra_specs']
             ['rdt:l3_way'])
         self.admin_api.microversion = '2.86'
-        for specs, why in ((typo, 'rdt:l3_way: unknown ovs-rdt key'),
-                           ({'extra_specs': {'rdt:l3_ways': 'abc'}},
-                            "rdt:l3_ways: 'abc' is not a whole number")):
+        for specs, why in (
+                (typo, 'rdt:l3_way: unknown ovs-rdt key'),
+                ({'extra_specs': {'rdt:l3_ways': 'abc'}},
+                 "rdt:l3_ways: 'abc' is not a whole number"),
+                # ours, not Nova's int() for resources:CUSTOM_*
+                ({'extra_specs': {'resources:CUSTOM_RDT_L3_WAY': '+6'}},
+                 "resources:CUSTOM_RDT_L3_WAY: '+6' is not a whole number"),
+                ({'extra_specs': {'resources:CUSTOM_RDT_CLOSID': '2'}},
+                 "resources:CUSTOM_RDT_CLOSID: '2' must be from 0 to 1")):
             error = self.assertRaises(client.OpenStackApiException,
                                       self.admin_api.post_extra_spec, flavor,
                                       specs)
             self.assertEqual(400, error.response.status_code)
             self.assertIn(why, error.response.text)
+        self.admin_api.post_extra_spec(flavor, {'extra_specs': {
+            'resources:CUSTOM_RDT_L3_WAY': '6',
+            'resources:CUSTOM_RDT_CLOSID': '1'}})

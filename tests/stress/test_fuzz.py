@@ -237,17 +237,26 @@ def test_ovs_knobs(other_config: dict[str, str], pools: set[str],
 
 
 # -- the flavor extra specs (Nova filter, API validators, the hook) ----------
-EXTRA_KEYS = tuple(request.EXTRA_SPECS) + ('rdt:other', 'hw:x', 'rdt:L3_ways')
+EXTRA_KEYS = tuple(request.EXTRA_SPECS) + (
+    'rdt:other', 'hw:x', 'rdt:L3_ways', request.WAYS_SPEC,
+    request.CLOSIDS_SPEC, 'resources1:CUSTOM_RDT_L3_WAY',
+    'resources:CUSTOM_RDT_X')
 
 
 @given(st.dictionaries(st.sampled_from(EXTRA_KEYS),
-                       hostile_text, max_size=4), st.booleans())
-def test_extra_specs(extra: dict[str, str], strict: bool) -> None:
+                       st.one_of(hostile_text, st.sampled_from(
+                           ['0', '1', '3', '12'])), max_size=4))
+def test_extra_specs(extra: dict[str, str]) -> None:
     tried()
-    ok, spec = outcome(request.from_extra_specs, extra, '', strict)
+    ok, spec = outcome(request.from_extra_specs, extra)
     if ok and spec is not None:
         assert not (spec.l3_ways and spec.pool)
         assert not (spec.l3_kib and (spec.pool or spec.l3_ways))
+        # the count written once: resources' when given, then alone
+        if spec.l3_total is not None:
+            assert spec.l3_total >= 1 and extra[request.CLOSIDS_SPEC] \
+                .lstrip('0') == '1'
+            assert spec.l3_ways is None and spec.l3_kib is None
         assert spec.pool is None or re.fullmatch(r'[A-Za-z0-9][A-Za-z0-9_.-]*',
                                                  spec.pool), spec.pool
 

@@ -42,51 +42,6 @@ def test_sample_config_copied_as_is_reads_without_a_warning():
     assert settings.warnings == [] and settings.pools == {}
 
 
-def nova_table() -> str:
-    with open(os.path.join(ROOT, 'doc', 'nova.md')) as fh:
-        text = fh.read()
-    begin = '<!-- BEGIN NOVA OPTIONS (tools/gen_config_doc.py) -->'
-    assert begin in text, 'doc/nova.md has no table of the [ovs_rdt] options'
-    return text.split(begin, 1)[1].split('<!-- END NOVA OPTIONS -->', 1)[0]
-
-
-def test_nova_options_table_has_every_option_of_list_opts():
-    """doc/nova.md's [ovs_rdt] table: one row per option nova-scheduler
-    reads, with its type and default (tools/gen_config_doc.py writes it;
-    the test above checks it is current).
-    """
-    from nova_plugin.opts import list_opts
-
-    rows = {}
-    for line in nova_table().splitlines():
-        if line.startswith('| `'):
-            cells = [c.strip() for c in line.split(' | ')]
-            rows[cells[0].strip('|` ')] = cells[1:3]
-    opts = [opt for _group, group_opts in list_opts() for opt in group_opts]
-    assert sorted(rows) == sorted(opt.name for opt in opts)
-    for opt in opts:
-        kind, default = rows[opt.name]
-        assert default == ('unset' if opt.default is None else
-                           '`%s`' % opt.default), opt.name
-        if opt.type.__class__.__name__ == 'WholeNumber':
-            assert kind.startswith('int (%d..' % opt.type.min), opt.name
-
-
-def test_nova_doc_names_the_config_generator_namespace():
-    import configparser
-
-    setup = configparser.ConfigParser()
-    setup.read(os.path.join(ROOT, 'setup.cfg'))
-    entries = dict(
-        (target.strip(), name.strip()) for name, target in
-        (line.split('=', 1) for line in
-         setup['entry_points']['oslo.config.opts'].strip().splitlines()))
-    namespace = entries['nova_plugin.opts:list_opts']
-    with open(os.path.join(ROOT, 'doc', 'nova.md')) as fh:
-        text = fh.read()
-    assert '`oslo-config-generator --namespace %s`' % namespace in text
-
-
 def _code(text: str) -> list[str]:
     """The inline code spans and code block lines of a Markdown text."""
     import re

@@ -271,7 +271,7 @@ REMEDIES = [
     (xml('<rdt:rdt xmlns:rdt="urn:ovs-rdt:libvirt:2"><rdt:l3 ways="2"/>'
          '</rdt:rdt>'), '', 'fix the domain XML: <rdt:rdt> is in the '
      'namespace "urn:ovs-rdt:libvirt:2", which ovs-rdt does not know'),
-    (xml(nova({'rdt:l3_ways': '0'})), '', "fix the rdt: extra specs of "
+    (xml(nova({'rdt:l3_ways': '0'})), '', "fix the extra specs of "
      "flavor 'm1.nfv': flavor m1.nfv extra spec rdt:l3_ways: '0' must be"),
     (xml(nova({'rdt:l3_ways': '0'}) + rdt('<rdt:l3 ways="x"/>')), '',
      "fix the domain XML: <rdt:l3 ways>: 'x'"),

@@ -222,16 +222,6 @@ def test_invalid_requests(extra: dict, message: str) -> None:
     assert refused(request.from_extra_specs, extra).startswith(message)
 
 
-def test_lenient_ignores_unknown_keys_only() -> None:
-    assert request.from_extra_specs({'rdt:l3_way': '3'}, strict=False) == \
-        CacheRequest()
-    assert request.from_extra_specs({'rdt:l3_ways': '2', 'rdt:x': 'y'},
-                                    strict=False) == CacheRequest(2)
-    with pytest.raises(InvalidValue):
-        request.from_extra_specs({'rdt:l3_ways': 'x', 'rdt:x': 'y'},
-                                 strict=False)
-
-
 def test_a_size_in_ways_of_the_host() -> None:
     """l3_kib: the fewest ways of the host's size that hold it."""
     labels = {'l3_kib': 'K'}

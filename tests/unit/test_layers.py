@@ -46,7 +46,7 @@ CORE = sorted(imports('ovs_rdt.core'))
 def test_the_core_holds_the_pure_modules() -> None:
     names = {os.path.basename(p) for p in CORE}
     assert {'bitmask.py', 'allocator.py', 'layout.py', 'writes.py',
-            'kernel.py', 'capacity.py', 'model.py', 'ways.py', 'policy.py',
+            'kernel.py', 'topology.py', 'model.py', 'ways.py', 'policy.py',
             'sizing.py', 'mbm.py'} <= names
 
 
@@ -65,34 +65,19 @@ def test_pure_logic_imports_no_libvirt_ovs_or_oslo(module: str) -> None:
     assert not ours, (module, ours)
 
 
-def test_nova_is_imported_by_the_adapter_and_the_validators_only() -> None:
-    """Nova internals live in one module, each tested inside Nova.
-
-    nova_plugin.adapter (tests/nova/test_adapter.py); the validators use
-    Nova's documented extension point (nova.api.validation.extra_specs).
+def test_nova_is_imported_by_the_plugin_only_and_never_its_databases(
+) -> None:
+    """Only nova_plugin imports Nova: the filter's scheduler interface, the
+    validators' extension point; never ``nova.db`` or ``nova.objects`` (the
+    filter keeps no books: Placement counts).
     """
-    allowed = {os.path.join('nova_plugin', 'adapter.py'),
-               os.path.join('nova_plugin', 'validators.py')}
     for package in ('ovs_rdt', 'libvirt_hooks', 'nova_plugin'):
         for path, mods in imports(package).items():
             nova = {m for m in mods if m.split('.')[0] == 'nova'}
-            assert path in allowed or not nova, (path, nova)
-
-
-def test_the_filters_state_imports_neither_nova_nor_the_adapter() -> None:
-    """What the filter keeps is given the adapter, not importing it.
-
-    nova_plugin.passes, .usage, .ledger and .aggregates: unit-tested
-    without Nova.
-    """
-    mods = imports('nova_plugin')
-    for name in ('passes.py', 'usage.py', 'ledger.py', 'aggregates.py'):
-        found = mods[os.path.join('nova_plugin', name)]
-        assert not {m for m in found if m.split('.')[0] in ('nova', 'oslo_log')
-                    or m == 'nova_plugin.adapter'}, (name, found)
-    # one owner: the filter; a request's pass needs none of its state
-    assert not {m for m in mods[os.path.join('nova_plugin', 'passes.py')]
-                if m.startswith('nova_plugin')}
+            if package != 'nova_plugin':
+                assert not nova, (path, nova)
+            assert not {m for m in nova if m.startswith(
+                ('nova.db', 'nova.objects'))}, (path, nova)
 
 
 def test_libvirt_python_is_imported_by_one_agent_module_only() -> None:

@@ -48,9 +48,10 @@ def reserved_ways(plat: Platform, groups: list[Group], system_min_ways: int,
 
 
 def inventory(plat: Platform, groups: list[Group], system_min_ways: int,
-              pools: dict[str, int] | None = None) -> dict:
+              pools: dict[str, int] | None = None,
+              cache_groups: list[frozenset[int]] | None = None) -> dict:
     return pc.inventory(plat, groups, reserved_ways(
-        plat, groups, system_min_ways, pools=pools))
+        plat, groups, system_min_ways, pools=pools), cache_groups)
 
 
 def test_bare_node_reserves_the_system_minimum() -> None:
@@ -114,6 +115,23 @@ def test_explicit_system_mask_and_min_cbm_bits() -> None:
     assert reserved_ways(plat, groups, 1) == {0: 2}
     assert reserved_ways(plat, groups, 1, '0=007') == {0: 3}
     assert inventory(plat, groups, 1)[pc.RC_WAYS]['min_unit'] == 2
+
+
+def test_ways_count_per_cache_group_at_its_tightest_l3() -> None:
+    """One unit is a way on every L3 of a cache group (EPYC: the CCDs of
+    a NUMA node): a group has what its fullest L3 leaves.
+    """
+    plat = platform(domains=(0, 1, 2, 3))
+    groups = [Group('', {d: cbm(0x1ff) for d in range(4)}),
+              Group('COS1', {0: cbm(0x600), 1: cbm(0x400), 2: cbm(0x400),
+                             3: cbm(0x400)})]    # another tool's class
+    assert reserved_ways(plat, groups, 2) == {0: 4, 1: 3, 2: 3, 3: 3}
+    inv = inventory(plat, groups, 2, cache_groups=[
+        frozenset({0, 1}), frozenset({2, 3})])
+    assert (inv[pc.RC_WAYS]['total'], inv[pc.RC_WAYS]['reserved'],
+            inv[pc.RC_WAYS]['max_unit']) == (22, 4 + 3, 15)
+    # each L3 its own group: the same as a domain count
+    assert inventory(plat, groups, 2)[pc.RC_WAYS]['reserved'] == 13
 
 
 def test_min_unit_is_at_least_one_on_amd() -> None:
@@ -186,6 +204,9 @@ def test_default_identification_and_traits() -> None:
         'additional': ['CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_MBA',
                        'CUSTOM_RDT_MB_PERCENT']}
     assert pc.traits_of(platform()) == ['CUSTOM_RDT_L3_CAT']
+    # a trait per configured pool, for pool flavors to require
+    assert pc.traits_of(platform(), ['hp', 'noisy.v2']) == [
+        'CUSTOM_RDT_L3_CAT', 'CUSTOM_RDT_POOL_HP', 'CUSTOM_RDT_POOL_NOISY_V2']
     # The kind of cap a host takes, so flavors can require it.
     for unit, delay_linear, kind in (
             (UNIT_MBPS, True, ['CUSTOM_RDT_MB_MBPS']),
@@ -224,6 +245,11 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
     # shares them with the default group: no group of ours may have them)
     assert 'reserved per domain: 0=5 1=5 (each: system_min_ways 2, ' \
         'ovsrdt-pool-hp 3).' in text
+    # no NUMA nodes in sysfs here: each L3 domain is a cache group
+    assert ('CUSTOM_RDT_L3_WAY counts a way on every L3 cache of one cache '
+            'group: L3 0; L3 1.') in text
+    assert 'CUSTOM_RDT_POOL_HP' in yaml.safe_load(text)['providers'][0][
+        'traits']['additional']
     [provider] = yaml.safe_load(text)['providers']
     inventories = {k: v for item in provider['inventories']['additional']
                    for k, v in item.items()}

@@ -102,6 +102,22 @@ class Domain:
         #: libvirt's own resctrl tuning: ``<cputune><cachetune vcpus>`` and
         #: ``<memorytune vcpus>``, as (element, vcpus attribute).
         self.libvirt_tunes: list[tuple[str, str]] = []
+        #: Metadata that looks meant for ovs-rdt in another namespace
+        #: (``<x:rdt>``, ``<x:l3 ways>``, a namespace like ``urn:ovsrdt:..``):
+        #: namespace -> the element, for the hook's warning.
+        self.lookalikes: dict[str, str] = {}
+
+    def lookalike_warning(self) -> str | None:
+        """Why metadata in another namespace may be an annotation meant for
+        ovs-rdt that it does not read (None: nothing looks so).
+        """
+        if not self.lookalikes:
+            return None
+        found = '; '.join('<%s> in namespace "%s"' % (show(tag), show(uri, 80))
+                          for uri, tag in sorted(self.lookalikes.items()))
+        return ('%s looks like an ovs-rdt annotation, but ovs-rdt reads only '
+                '<rdt:rdt xmlns:rdt="%s"> in <metadata>: this VM asks ovs-rdt '
+                'for nothing and runs in the default group' % (found, RDT_NS))
 
     @property
     def uuid(self) -> str:
@@ -273,6 +289,26 @@ class _Parser:
             return
         if tag.startswith(NOVA_NS + _SEP) or tag.startswith(NOVA_NS_OLD + _SEP):
             self._nova_element(tag, attrs, depth)
+        elif depth <= 3 and not self.in_flavor:
+            self._lookalike(qname, tag, attrs, depth)
+
+    def _lookalike(self, qname: str, tag: str, attrs: dict[str, str],
+                   depth: int) -> None:
+        """Note metadata in another namespace that looks meant for ovs-rdt:
+        an ``<x:rdt>`` directly in ``<metadata>``, a namespace whose letters
+        spell ovsrdt, or an ``<x:l3 ways>``, ``<x:pool name>``, ``<x:mb
+        percent>`` in such an element (:meth:`Domain.lookalike_warning`).
+        """
+        uri, sep, local = tag.rpartition(_SEP)
+        if not sep:             # an unbound prefix: "x:rdt" as written
+            uri, local = '(unbound prefix)', qname.rpartition(':')[2]
+        letters = ''.join(c for c in uri.lower() if c.isalnum())
+        like = 'ovsrdt' in letters or (depth == 2 and local == 'rdt') or (
+            depth == 3 and local in _RDT_CHILDREN and any(
+                a.rpartition(':')[2] == attr for a in attrs
+                for attr, _field in _RDT_CHILDREN[local]))
+        if like and len(self.dom.lookalikes) < 3:
+            self.dom.lookalikes.setdefault(uri, qname)
 
     def _rdt_element(self, tag: str, attrs: dict[str, str],
                      depth: int) -> None:

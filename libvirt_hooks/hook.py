@@ -140,6 +140,9 @@ class Hook:
         #: read from the files named and made on first use.
         self._settings: Any = settings
         self._guests = guests
+        #: What still reads of a configuration that does not
+        #: (:func:`ovs_rdt.conf.salvage`), once :attr:`settings` failed.
+        self.salvaged: Any = None
         #: The parsed domain, once it parsed.
         self.dom: Domain | None = None
 
@@ -148,8 +151,18 @@ class Hook:
         """The configuration (a conf.Settings), read on first use."""
         if self._settings is None:
             from ovs_rdt import conf
-            self._settings = conf.load_files(conf.config_paths(
-                self.config_files, self.config_dirs))
+            try:
+                self._settings = conf.load_files(conf.config_paths(
+                    self.config_files, self.config_dirs))
+            except conf.ConfigError:
+                # What still reads of it: all a release needs, and the log
+                # file the refusal this causes goes to (without syslog,
+                # that is all an operator has).
+                self.salvaged = conf.salvage(self.config_files,
+                                             self.config_dirs)
+                self.log.configure(self.salvaged.default.log_file,
+                                   self.salvaged.default.debug)
+                raise
             self.log.configure(self._settings.default.log_file,
                                self._settings.default.debug)
         return self._settings
@@ -188,11 +201,24 @@ class Hook:
         return domain.resolve(dom, settings)
 
     # -- events ---------------------------------------------------------------
+    def unannotated(self, dom: Domain) -> None:
+        """A VM that asks for nothing: warn when its metadata looks like an
+        annotation meant for ovs-rdt in another namespace.
+        """
+        why = dom.lookalike_warning()
+        if why:
+            try:
+                self.settings       # (where the log goes; never needed)
+            except Exception:  # noqa: BLE001 - a VM asking nothing starts
+                pass
+            self.log('warning', why)
+
     def prepare(self, dom: Domain) -> int:
         from ovs_rdt.guest import group_of
 
         spec = self.resolve(dom)
         if spec is None:
+            self.unannotated(dom)
             return 0
         plan = self.guests.ensure(dom, spec)
         group = group_of(dom, spec)
@@ -206,6 +232,8 @@ class Hook:
         self.log('info', 'reserved %s: group %s%s%s' % (
             spec.describe(), group, masks_text,
             ''.join('; %s' % move for move in moves)))
+        for kept in plan.kept if plan is not None else []:
+            self.log('warning', kept)
         return 0
 
     def started(self, dom: Domain) -> int:
@@ -238,11 +266,7 @@ class Hook:
         try:
             settings, why = self.settings, ''
         except ConfigError as exc:
-            from ovs_rdt import conf
-            settings = self._settings = conf.salvage(self.config_files,
-                                                     self.config_dirs)
-            self.log.configure(settings.default.log_file,
-                               settings.default.debug)
+            settings = self._settings = self.salvaged
             why = str(exc)
         if not os.path.isdir(os.path.join(settings.resctrl.root, group)):
             return 0        # (looked at once: a release would look again)
@@ -267,16 +291,15 @@ class Hook:
         """
         spec = self.resolve(dom)
         if spec is None:
+            self.unannotated(dom)
             return None, None
         return spec, self.guests.check(dom, spec)
 
     def check(self, dom: Domain) -> int:
-        spec, plan = self.preview(dom)
+        spec, _plan = self.preview(dom)
         if spec is None:
             return 0
-        self.log('info', 'capacity check passed for %s%s' % (
-            spec.describe(), '' if plan is None else ' (free ways after: %s)'
-            % ', '.join('domain %d: %d' % i for i in sorted(plan.free.items()))))
+        self.log('info', 'capacity check passed for %s' % spec.describe())
         return 0
 
     # -- failures -------------------------------------------------------------

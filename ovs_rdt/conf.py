@@ -229,6 +229,18 @@ class Section:
         return 'Section(%r)' % (vars(self),)
 
 
+class Source:
+    """Where an option was set: file, line, and the value written there."""
+
+    __slots__ = ('path', 'line', 'value')
+
+    def __init__(self, path: str, line: int, value: str) -> None:
+        self.path, self.line, self.value = path, line, value
+
+    def __repr__(self) -> str:
+        return '%s line %d: %r' % (self.path, self.line, self.value)
+
+
 class Settings:
     """The whole configuration, as plain values.
 
@@ -252,9 +264,24 @@ class Settings:
         self.flavors = dict(flavors or {})
         self.config_file = config_file
         self.warnings = list(warnings or [])
+        #: The files read, in order (:func:`load_files`).
+        self.paths: list[str] = []
+        #: (section, option) -> where it was set, in the order read: one
+        #: :class:`Source` per file and line; the last one is in force.
+        self.sources: dict[tuple[str, str], list[Source]] = {}
+        #: (path, text) of each file as read: :attr:`digests`.
+        self.contents: list[tuple[str, str | None]] = []
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError('no section %r in the configuration' % name)
+
+    @property
+    def digests(self) -> dict[str, str | None]:
+        """Each file as read, as a digest (:func:`fingerprint` of the same
+        files now differs where one changed); computed on first use (the
+        hook never needs it: no hashlib at every VM start).
+        """
+        return {path: _sha256(data) for path, data in self.contents}
 
     @classmethod
     def defaults(cls, **overrides: dict[str, Any]) -> 'Settings':
@@ -344,7 +371,7 @@ def parse_listen(text: str, where: str = '[metrics] listen') -> tuple[str, int]:
 def from_lookup(get: Any, has_section: Any,
                 flavors: dict[str, str] | None = None,
                 config_file: str | None = None,
-                origins: dict[str, str] | None = None) -> Settings:
+                origins: dict[str, list[str]] | None = None) -> Settings:
     """Build Settings from ``get(section, name) -> raw str | None``;
     ``origins``: every section read -> the file it is in.
     """
@@ -371,26 +398,32 @@ def from_lookup(get: Any, has_section: Any,
                     unlisted_pools(origins or {}, list(pools)))
 
 
-def unlisted_pools(origins: dict[str, str], pools: list[str]) -> list[str]:
+def unlisted_pools(origins: dict[str, list[str]],
+                   pools: list[str]) -> list[str]:
     """A warning for each ``[pool:NAME]`` section that ``[allocation]
-    pools`` does not list: it is ignored (not an error: a pool may be kept
-    there disabled on purpose), and "ovs-rdt apply" removes its group.
+    pools`` does not list (naming every file it is in): it is ignored (not
+    an error: a pool may be kept there disabled on purpose), and "ovs-rdt
+    apply" removes its group.
     """
     out = []
-    for section, path in origins.items():
+    for section, paths in origins.items():
         name = section[len(POOL_GROUP_PREFIX):]
         if section.startswith(POOL_GROUP_PREFIX) and name not in pools:
-            out.append('config file %s: [%s] is ignored: %s is not in '
+            path = ', '.join(paths)
+            out.append('config %s %s: [%s] is ignored: %s is not in '
                        '[allocation] pools (%s), so there is no group '
                        '%s%s (one left from before is removed, its tasks '
                        'moved to the default group); add %s to pools to use '
                        'the pool, or remove or comment out the section'
-                       % (path, section, name, ', '.join(pools) or 'empty',
+                       % ('files' if len(paths) > 1 else 'file', path,
+                          section, name, ', '.join(pools) or 'empty',
                           GROUP_PREFIX + 'pool-', name, name))
     return out
 
 
-def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
+def parse_ini(text: str, path: str,
+              lines: dict[tuple[str, str], int] | None = None
+              ) -> dict[str, dict[str, str]]:
     """Parse an ini file the way oslo.config's iniparser does.
 
     ``[section]`` headers, ``key = value`` or ``key: value``, full-line
@@ -407,10 +440,15 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
     repeated key, expands ``%``, lowercases keys, copies ``[DEFAULT]``
     into every section), and the agent and the CLI read with this parser
     too, so one file means one thing to every reader.
+
+    ``lines``, if given, gets the line each option was set on (the last
+    time, as its value), keyed by (section, option), and the line of each
+    section's first header, keyed by (section, '').
     """
     sections: dict[str, dict[str, str]] = {}
     current: dict[str, str] | None = None
     key = None
+    name = ''
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not line or line.lstrip()[:1] in ('#', ';'):
@@ -422,7 +460,10 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
             if not line.endswith(']') or len(line) <= 2:
                 raise ConfigError('config file %s line %d: bad section header '
                                   '%r' % (path, lineno, line))
-            current = sections.setdefault(line[1:-1].strip(), {})
+            name = line[1:-1].strip()
+            current = sections.setdefault(name, {})
+            if lines is not None:
+                lines.setdefault((name, ''), lineno)
             key = None
             continue
         if current is None:
@@ -438,15 +479,23 @@ def parse_ini(text: str, path: str) -> dict[str, dict[str, str]]:
         if len(value) > 1 and value[0] == value[-1] and value[0] in '"\'':
             value = value[1:-1]
         current[key] = value
+        if lines is not None:
+            lines[(name, key)] = lineno
     return sections
 
 
-def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
+def check_names(sections: dict[str, dict[str, str]], path: str,
+                lines: dict[tuple[str, str], int] | None = None) -> None:
     """Refuse unknown sections and options: a typo must not silently fall
     back to a default (a misspelt [allocation] would make "apply" remove
     every pool).  Unknown [DEFAULT] options are ignored, as oslo.config
-    ignores them (other OpenStack services share such files).
+    ignores them (other OpenStack services share such files).  ``lines``:
+    :func:`parse_ini`'s, for the line of each.
     """
+    def where(section: str, key: str) -> str:
+        line = (lines or {}).get((section, key))
+        return path if line is None else '%s line %d' % (path, line)
+
     for section, values in sections.items():
         if section in FREE_SECTIONS:
             continue
@@ -456,15 +505,34 @@ def check_names(sections: dict[str, dict[str, str]], path: str) -> None:
             known = sorted(s for s in SPEC if s not in ('DEFAULT', 'pool'))
             raise ConfigError('config file %s: unknown section [%s] (known: '
                               '%s, pool:NAME, flavors)'
-                              % (path, section, ', '.join(known)))
+                              % (where(section, ''), section,
+                                 ', '.join(known)))
         if section == 'DEFAULT':
             continue
         names = [o[0] for o in SPEC[spec_name]]
         for key in values:
             if key not in names:
                 raise ConfigError('config file %s: unknown option %r in [%s] '
-                                  '(known: %s)' % (path, key, section,
-                                                   ', '.join(names)))
+                                  '(known: %s)' % (where(section, key), key,
+                                                   section, ', '.join(names)))
+
+
+def located(exc: ConfigError,
+            sources: dict[tuple[str, str], list[Source]]) -> ConfigError:
+    """``exc``, which names an option first (``[section] option ...``, the
+    house form), with the file and line that set it in front, as a
+    syntax error has them; ``exc`` itself when no file set it.
+    """
+    text = str(exc)
+    end = text.find('] ')
+    if not text.startswith('[') or end < 0:
+        return exc
+    option = text[end + 2:].split(' ', 1)[0].rstrip(':')
+    where = sources.get((text[1:end], option))
+    if not where:
+        return exc
+    return ConfigError('config file %s line %d: %s'
+                       % (where[-1].path, where[-1].line, text))
 
 
 def config_paths(files: list[str] | tuple[str, ...] = (),
@@ -582,17 +650,98 @@ def load_files(paths: list[str]) -> Settings:
     repeated ``--config-file``.
     """
     sections: dict[str, dict[str, str]] = {}
-    origins: dict[str, str] = {}
+    origins: dict[str, list[str]] = {}
+    sources: dict[tuple[str, str], list[Source]] = {}
+    contents: list[tuple[str, str | None]] = []
     for path in paths:
-        parsed = parse_ini(read_text(path), path)
-        check_names(parsed, path)
+        lines: dict[tuple[str, str], int] = {}
+        text = read_text(path)
+        parsed = parse_ini(text, path, lines)
+        contents.append((path, text))
+        check_names(parsed, path, lines)
         for name, values in parsed.items():
             sections.setdefault(name, {}).update(values)
-            origins.setdefault(name, path)
+            origins.setdefault(name, []).append(path)
+            for key, value in values.items():
+                sources.setdefault((name, key), []).append(
+                    Source(path, lines[(name, key)], value))
 
     def get(section: str, name: str) -> str | None:
         return given(section, sections.get(section, {}).get(name))
 
-    return from_lookup(get, sections.__contains__,
-                       dict(sections.get('flavors', {})),
-                       paths[-1] if paths else None, origins)
+    try:
+        settings = from_lookup(get, sections.__contains__,
+                               dict(sections.get('flavors', {})),
+                               paths[-1] if paths else None, origins)
+        check_policy(settings)
+    except ConfigError as exc:
+        raise located(exc, sources) from None
+    settings.paths, settings.sources = list(paths), sources
+    settings.contents = contents
+    settings.warnings += overridden(sources, list(settings.pools))
+    return settings
+
+
+def check_policy(settings: Settings) -> None:
+    """``[policy]`` against the pools (:func:`ovs_rdt.core.policy.bounds_from`)
+    when enabled: at load, so that every reader (the agent, ``config``,
+    ``apply``, ``status``, the hook) refuses the same files the same way.
+    """
+    if settings.policy.enabled:
+        from ovs_rdt.core.policy import bounds_from
+        bounds_from(settings)
+
+
+def overridden(sources: dict[tuple[str, str], list[Source]],
+               pools: list[str]) -> list[str]:
+    """A warning for each option of a ``[pool:NAME]`` section of ``pools``
+    (those in use) that a later file sets to another value than an earlier
+    one: one pool defined in several files is more likely a mistake than a
+    plan (the last wins).
+    """
+    out = []
+    used = {POOL_GROUP_PREFIX + name for name in pools}
+    for (section, key), where in sources.items():
+        last = where[-1]
+        earlier = [w for w in where[:-1]
+                   if w.path != last.path and w.value != last.value]
+        if section in used and earlier:
+            out.append('config file %s line %d: [%s] %s = %s overrides %s: '
+                       'the last file read wins ("ovs-rdt config" shows '
+                       'every value and where it comes from)'
+                       % (last.path, last.line, section, key, last.value,
+                          ', '.join('%s in %s line %d'
+                                    % (w.value, w.path, w.line)
+                                    for w in earlier)))
+    return out
+
+
+def _sha256(text: str | None) -> str | None:
+    import hashlib
+    return None if text is None else hashlib.sha256(
+        text.encode('utf-8', 'surrogatepass')).hexdigest()
+
+
+def fingerprint(paths: list[str]) -> dict[str, str | None]:
+    """Each of ``paths`` as it is now, as a digest (None: it cannot be
+    read), as :attr:`Settings.digests` has them as read.
+    """
+    out = {}
+    for path in paths:
+        try:
+            out[path] = _sha256(read_text(path))
+        except ConfigError:
+            out[path] = None
+    return out
+
+
+def changes(read: dict[str, str | None], now: dict[str, str | None]
+            ) -> list[str]:
+    """How the files ``now`` (:func:`fingerprint`) differ from those
+    ``read``, one phrase per file: ``F changed``, ``F is new``, ``F is
+    gone``; empty when they are the same.
+    """
+    out = ['%s changed' % p for p in read if p in now and now[p] != read[p]]
+    out += ['%s is new' % p for p in now if p not in read]
+    out += ['%s is gone' % p for p in read if p not in now]
+    return out

@@ -69,7 +69,20 @@ class AllocationError(RDTError):
 
 
 class InsufficientWays(AllocationError):
-    """Not enough free cache ways on a cache domain."""
+    """Not enough free cache ways on a cache domain.
+
+    ``group`` asked ``ways`` on ``domain`` (None: not one group's request,
+    e.g. the default group's floor); ``io`` and ``blocking`` are what the
+    message adds to the count (I/O's ways, another tool's groups in the
+    way), for the allocator to word it with its one free count.
+    """
+
+    def __init__(self, message: str, group: str | None = None,
+                 domain: int | None = None, ways: int = 0, io: str = '',
+                 blocking: str = '') -> None:
+        super().__init__(message)
+        self.group, self.domain, self.ways = group, domain, ways
+        self.io, self.blocking = io, blocking
 
 
 class OutOfClosids(AllocationError):

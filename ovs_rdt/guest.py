@@ -92,7 +92,18 @@ class GuestCache:
         platform = self.rc.platform()
         check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
         # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
-        domains = platform.domains_of_cpus(dom.vcpu_cpus())
+        cpus = dom.vcpu_cpus()
+        domains = platform.domains_of_cpus(cpus)
+        known = platform.cpu_domains if cpus else {}
+        unknown = sorted(c for c in cpus or () if c not in known)
+        if unknown:
+            from ovs_rdt.inputs.cpulists import to_text
+            self.log('warning', 'its vCPUs are pinned to %s %s, which this '
+                     'node does not have (no L3 cache domain; its CPUs are '
+                     '%s): its ways are reserved on every cache domain; '
+                     'check <vcpupin> and <vcpu cpuset>' % (
+                         'CPU' if len(unknown) == 1 else 'CPUs',
+                         to_text(unknown), to_text(known) or 'unknown'))
         if spec.l3_total is not None:
             ways = self.spread(spec, platform, domains)
         else:

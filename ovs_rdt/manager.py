@@ -12,18 +12,19 @@ from __future__ import annotations
 import errno
 import time
 
-from ovs_rdt.conf import Settings
+from ovs_rdt.conf import Settings, located
 from ovs_rdt.core import allocator, foreign
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.kernel import is_valid
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, Group, Platform
 from ovs_rdt.core.model import pool_group, Request, MBInfo, UNIT_PERCENT, UNIT_MBPS
-from ovs_rdt.core.model import held_masks, mb_terms, uncapped_mb
+from ovs_rdt.core.model import held_masks, mb_terms, uncapped_mb, ROOT
 from ovs_rdt.core.plan import RMDIR, Plan, Step
 from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import InvalidValue, ResctrlError, ResctrlUnavailable
 from ovs_rdt.exceptions import RDTError, refuse
-from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX, SELFTEST_GROUP_PREFIX
+from ovs_rdt import GROUP_PREFIX, POOL_GROUP_PREFIX
+from ovs_rdt import SELFTEST_GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt.inputs import request
 from ovs_rdt.resctrl import Resctrl
 
@@ -156,6 +157,25 @@ def in_progress(platform: Platform, groups: list[Group],
     return 'not written yet: %s' % ', '.join(bare) if bare else ''
 
 
+def _shape(req: Request) -> str:
+    """A pool's size in words: ways per domain, or masks."""
+    if req.ways:
+        return 'ways %s' % ','.join('%d=%d' % kv for kv in sorted(
+            req.ways.items()))
+    return 'L3:%s' % ';'.join('%d=%s' % kv for kv in sorted(req.cbm.items()))
+
+
+def without_leftovers(groups: list[Group]) -> tuple[list[Group], list[str]]:
+    """``groups`` less what a selftest that is gone left
+    (:func:`ovs_rdt.procfs.selftest_left`), which every plan removes
+    first, and those groups' names.
+    """
+    from ovs_rdt import procfs
+
+    left = [g.name for g in groups if procfs.selftest_left(g.name)]
+    return [g for g in groups if g.name not in left], left
+
+
 class CacheManager:
     """The node's cache plan: what the CLI, the hook and the agent call."""
 
@@ -202,10 +222,7 @@ class CacheManager:
     def _policy_split(self, platform: Platform, groups: list[Group],
                       requests: list[Request]) -> dict[str, Request]:
         """The policy pools' requests as they hold now, where valid."""
-        try:
-            bounds = self.policy_bounds()
-        except ConfigError:
-            return {}   # the agent says why; here: the configured ways
+        bounds = self.policy_bounds()
         if bounds is None:
             return {}
         by_name = {r.name: r for r in requests}
@@ -342,6 +359,18 @@ class CacheManager:
             except InvalidValue as exc:
                 raise ConfigError(str(exc)) from None
 
+    def system_min_ways(self, platform: Platform) -> int:
+        """``[allocation] system_min_ways``, checked against the platform
+        (ConfigError: more ways than a cache domain has).
+        """
+        ways = self.settings.allocation.system_min_ways
+        if ways > platform.cbm_len:
+            raise ConfigError('[allocation] system_min_ways = %d is more than '
+                              'the %d ways of this platform\'s cache domains: '
+                              'the default group cannot keep them'
+                              % (ways, platform.cbm_len))
+        return ways
+
     def system_masks(self, platform: Platform) -> dict[int, CBM] | None:
         raw = self.settings.allocation.system_l3_cbm
         if not raw:
@@ -386,18 +415,69 @@ class CacheManager:
                        mb_percent=pct, mb_mbps=mbps)
 
     def _desired(self, platform: Platform, groups: list[Group],
-                 keep_unconfigured_pools: bool = True,
-                 split: dict[str, Request] | None = None) -> list[Request]:
+                 applying: bool = False,
+                 split: dict[str, Request] | None = None
+                 ) -> tuple[list[Request], list[str]]:
+        """Every group of ours as a plan should leave it, and the pools it
+        keeps as they are though the files size them otherwise (words).
+
+        Only ``apply`` (``applying``: the command, and the agent at its
+        start, its SIGHUP and its repair) makes the pools what the files
+        say and removes those no longer configured.  Every other plan (a
+        VM start or stop, the agent placing PMD threads or a guest) keeps
+        a pool that exists as resctrl holds it (:meth:`held_pools`) and
+        creates only a configured one that does not: editing the files
+        moves nothing until they are applied.
+        """
         requests = self.pool_requests(platform, groups, split)
+        kept: list[str] = []
+        if not applying:
+            requests, kept = self.held_pools(platform, groups, requests)
         configured = {r.name for r in requests}
         root = next(g for g in groups if g.is_root)
         for grp in groups:
             if not grp.owned or grp.name in configured:
                 continue
-            if grp.name.startswith(POOL_GROUP_PREFIX) and not keep_unconfigured_pools:
+            if grp.name.startswith(POOL_GROUP_PREFIX) and applying:
                 continue
             requests.append(self.existing_request(grp, root, platform.mb))
-        return requests
+        return requests, kept
+
+    def held_pools(self, platform: Platform, groups: list[Group],
+                   requests: list[Request]) -> tuple[list[Request],
+                                                     list[str]]:
+        """``requests`` (the configured pools) with each pool that holds
+        ways of its own as resctrl holds it: its ways (still moved to make
+        room, when the files size it by ways) or masks, mode and MB cap.
+        The dynamic policy's two pools keep their split already
+        (:meth:`pool_requests`).  Also, in words, each pool whose ways the
+        files set otherwise.
+        """
+        bounds = self.policy_bounds()
+        policy = set() if bounds is None else {
+            pool_group(bounds.high_priority), pool_group(bounds.best_effort)}
+        current = {g.name: g for g in groups}
+        root = current[ROOT]
+        out, kept = [], []
+        for req in requests:
+            grp = current.get(req.name)
+            held = None if grp is None or req.name in policy else \
+                self.existing_request(grp, root, platform.mb)
+            if grp is None or held is None or not held.cbm:
+                out.append(req)     # (none yet: made as the files say)
+                continue
+            if req.ways:
+                held.ways, held.cbm = self.held_ways(grp, root), {}
+            elif req.code:
+                held.code = {d: grp.l3code[d] for d in held.cbm}
+                held.data = {d: grp.l3data[d] for d in held.cbm}
+            if (held.ways, held.cbm) != (req.ways, req.cbm):
+                kept.append('%s kept as it is (%s), though the files ask %s: '
+                            'pools change at "ovs-rdt apply" (with an agent '
+                            'running: at its reload)'
+                            % (req.name, _shape(held), _shape(req)))
+            out.append(held)
+        return out, kept
 
     # -- operations -------------------------------------------------------
     def read(self, with_tasks: bool = False
@@ -421,15 +501,72 @@ class CacheManager:
               change: Request | None, remove: str | None,
               prune: bool = False,
               split: dict[str, Request] | None = None) -> Plan:
-        requests = [r for r in self._desired(platform, groups, not prune,
-                                             split)
-                    if r.name != remove and
+        try:
+            desired, kept = self._desired(platform, groups, prune, split)
+            floor = self.system_min_ways(platform)
+            masks = self.system_masks(platform)
+        except ConfigError as exc:
+            raise located(exc, self.settings.sources) from None
+        requests = [r for r in desired if r.name != remove and
                     (change is None or r.name != change.name)]
         if change is not None:
             requests.append(change)
-        return allocator.plan(platform, groups, requests,
-                              self.settings.allocation.system_min_ways,
-                              self.system_masks(platform))
+        target = allocator.plan(platform, groups, requests, floor, masks)
+        target.kept = kept
+        return target
+
+    def room(self, state: tuple[Platform, list[Group]] | None = None,
+             isolated: bool = True) -> dict[int, int]:
+        """The most ways one more group (a VM's; ``isolated`` false: a
+        shared pool) gets on each domain, from ``state`` (:meth:`read`)
+        or resctrl now: :func:`ovs_rdt.core.allocator.room` beside what a
+        VM start keeps (:meth:`_desired`: the pools, the PMD group and the
+        VMs as they are, moved as a VM start would move them).  Raises the
+        planning errors when the configuration cannot be applied (nothing
+        can be counted then).
+        """
+        return allocator.room(*self._beside(state), isolated)
+
+    def _beside(self, state: tuple[Platform, list[Group]] | None
+                ) -> tuple[Platform, list[Group], list[Request], int,
+                           dict[int, CBM] | None]:
+        """What one more group is planned beside (:meth:`room`): the
+        platform, the groups, every request a VM start keeps, the default
+        group's floor and masks.
+        """
+        platform, groups = state or self.read()
+        groups = without_leftovers(groups)[0]   # (the plan removes them)
+        try:
+            return (platform, groups, self._desired(platform, groups)[0],
+                    self.system_min_ways(platform),
+                    self.system_masks(platform))
+        except ConfigError as exc:
+            raise located(exc, self.settings.sources) from None
+
+    def free_ways(self, state: tuple[Platform, list[Group]] | None = None
+                  ) -> dict[int, dict[str, Any]]:
+        """Per domain: ``vm_ways``, what one more VM gets (:meth:`room`);
+        ``vm_held_ways``, what VMs hold; ``reserved_ways``, the rest of the
+        CBM length, which VMs cannot have: the reserve ``provider-config``
+        gives Placement, so that Placement's free count is :meth:`room`'s
+        (``status`` shows the same sum); ``reserved_by``, what holds it
+        (:func:`ovs_rdt.core.allocator.reserve`).
+        """
+        beside = self._beside(state)
+        platform, groups = beside[:2]
+        free = allocator.room(*beside)
+        parts = allocator.reserve(*beside)
+        root = next(g for g in groups if g.is_root)
+        held = {d: 0 for d in platform.domains}
+        for grp in groups:
+            if grp.name.startswith(VM_GROUP_PREFIX):
+                for dom, ways in self.held_ways(grp, root).items():
+                    held[dom] = held.get(dom, 0) + ways
+        return {d: {'vm_ways': free[d], 'vm_held_ways': held[d],
+                    'reserved_ways': max(0, platform.cbm_len - free[d]
+                                         - held[d]),
+                    'reserved_by': parts[d]}
+                for d in platform.domains}
 
     def apply(self) -> Plan:
         """Create/update the configured pools and the default group's mask.
@@ -508,10 +645,7 @@ class CacheManager:
         What a selftest left (:func:`ovs_rdt.procfs.selftest_left`) is
         removed first, its ways and CLOSIDs planned as free.
         """
-        from ovs_rdt import procfs
-
-        left = [g.name for g in groups if procfs.selftest_left(g.name)]
-        groups = [g for g in groups if g.name not in left]
+        groups, left = without_leftovers(groups)
         try:
             target = self._plan(platform, groups, change, remove, prune)
         except (AllocationError, ConfigError) as exc:

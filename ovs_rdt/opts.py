@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any, Callable
 
@@ -83,23 +84,51 @@ def add_config_arguments(parser: argparse.ArgumentParser,
     """
     parser.add_argument('--config-file', metavar='PATH', action='append',
                         dest=prefix + 'config_file',
-                        help='a configuration file (default %s, then the '
-                        '*.conf files of %s); repeatable, later files win'
-                        % (conf.DEFAULT_CONFIG_FILE, conf.DEFAULT_CONFIG_DIR))
+                        help='a configuration file (default: $%s if set, '
+                        'else %s, then the *.conf files of %s); repeatable, '
+                        'later files win' % (CONFIG_ENV,
+                                             conf.DEFAULT_CONFIG_FILE,
+                                             conf.DEFAULT_CONFIG_DIR))
     parser.add_argument('--config-dir', metavar='DIR', action='append',
                         dest=prefix + 'config_dir',
                         help='a directory whose *.conf files are read after '
                         'the --config-file ones, in sorted order')
 
 
+#: The configuration file of the commands when neither --config-file nor
+#: --config-dir is given (``eval "$(ovs-rdt sandbox env)"`` sets it).  The
+#: hook never reads it: its wrapper names its files.
+CONFIG_ENV = 'OVS_RDT_CONF'
+
+
 def config_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The ``--config-file`` and ``--config-dir`` values of ``args``, in
-    order (before the subcommand, then after it).
+    order (before the subcommand, then after it); when there are none,
+    ``$OVS_RDT_CONF`` if set (:data:`CONFIG_ENV`).
     """
     def given(name: str) -> list[str]:
         return (list(getattr(args, name, None) or [])
                 + list(getattr(args, 'sub_' + name, None) or []))
-    return given('config_file'), given('config_dir')
+    files, dirs = given('config_file'), given('config_dir')
+    if not files and not dirs and os.environ.get(CONFIG_ENV):
+        files = [os.environ[CONFIG_ENV]]
+    return files, dirs
+
+
+def config_source(args: argparse.Namespace) -> str:
+    """Which rule chose the files (:func:`config_args`), in words."""
+    def given(name: str) -> bool:
+        return bool(getattr(args, name, None) or
+                    getattr(args, 'sub_' + name, None))
+    named = ' and '.join(o for o in ('--config-file', '--config-dir')
+                         if given(o[2:].replace('-', '_')))
+    if named:
+        return named + ('; $%s is set, and not read when either is given'
+                        % CONFIG_ENV if os.environ.get(CONFIG_ENV) else '')
+    if os.environ.get(CONFIG_ENV):
+        return '$%s' % CONFIG_ENV
+    return 'the default ones: %s, then %s/*.conf, those that exist' % (
+        conf.DEFAULT_CONFIG_FILE, conf.DEFAULT_CONFIG_DIR)
 
 
 def config_files(args: argparse.Namespace) -> list[str]:

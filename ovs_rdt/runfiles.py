@@ -68,3 +68,27 @@ def ensure_dir(run_dir: str = RUN_DIR) -> str:
     finally:
         os.close(fd)
     return run_dir
+
+
+def read_live(path: str, error: type[Exception], proc: str | None = None
+              ) -> dict | None:
+    """The JSON object an agent publishes at ``path`` (its state, the
+    policy's), if the process that wrote it (its ``pid``) still runs; None
+    when there is none, it is being replaced, or its writer is gone.
+    ``error`` (naming the path) when this user may not read it.
+    """
+    import json
+
+    from ovs_rdt import procfs
+
+    try:
+        with open(path, encoding='utf-8') as fh:
+            data = json.load(fh)
+    except PermissionError:
+        raise error(root_only(path)) from None
+    except (OSError, ValueError):
+        return None     # none, or being replaced by a dead agent's
+    pid = data.get('pid') if isinstance(data, dict) else None
+    if not isinstance(pid, int) or not procfs.alive(pid, proc or procfs.PROC):
+        return None
+    return data

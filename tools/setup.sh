@@ -98,13 +98,23 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 if [ "$profile" = demo ]; then
-    if [ ! -x .venv/bin/ovs-rdt ] || ! .venv/bin/python -c 'import mfusepy' 2>/dev/null; then
+    # This checkout's ovs_rdt, not another one the system site packages
+    # hold (a Debian python3-ovs-rdt installed on the host): an editable
+    # install's import finder comes after them, so the checkout goes on
+    # sys.path instead (editable_mode=compat: a .pth in .venv's own site
+    # packages, read before the system's).
+    here=$(pwd -P)
+    if [ ! -x .venv/bin/ovs-rdt ] || ! .venv/bin/python -c 'import mfusepy' 2>/dev/null \
+            || ! .venv/bin/python -I -c 'import os, sys, ovs_rdt; sys.exit(
+                os.path.realpath(ovs_rdt.__file__) != sys.argv[1])' \
+                "$here/ovs_rdt/__init__.py" 2>/dev/null; then
         echo "== installing ovs-rdt and mfusepy into .venv (log: .venv/pip.log)"
         # The requirements are Debian's (system site packages); what Debian
         # lacks, mfusepy, comes from PyPI. setuptools, wheel and pbr:
         # Debian's too.
         if ! .venv/bin/pip install -q --disable-pip-version-check \
-                --no-build-isolation -e ".[emulator]" >.venv/pip.log 2>&1; then
+                --no-build-isolation --config-settings editable_mode=compat \
+                -e ".[emulator]" >.venv/pip.log 2>&1; then
             tail -n 30 .venv/pip.log >&2
             echo "tools/setup.sh: pip failed (full log: .venv/pip.log)" >&2
             exit 1

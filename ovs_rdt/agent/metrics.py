@@ -132,11 +132,14 @@ class ResctrlCollector:
     """Reads resctrl and the agent's counters at every scrape."""
 
     def __init__(self, rc: Resctrl, counters: Counters, labeller: Labeller,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 outdated: Callable[[], bool] = lambda: False) -> None:
         self.rc = rc
         self.counters = counters
         self.labeller = labeller
         self.clock = clock
+        #: Whether the configuration files differ from what the agent runs.
+        self.outdated = outdated
         self.epochs = Epochs()
         self._lock = threading.Lock()
         self._error = LastingError(LOG)
@@ -164,6 +167,7 @@ class ResctrlCollector:
             self._add_events(families)
             families['libvirt'].add_metric(
                 [], 0 if self.labeller.vm_names() is None else 1)
+            families['outdated'].add_metric([], 1 if self.outdated() else 0)
             for member in sorted(set(self.labeller.pool_vms(groups))):
                 families['pool_vm'].add_metric(list(member), {})
         return iter(families.values())
@@ -204,6 +208,10 @@ class ResctrlCollector:
             'connection to [libvirt] uri is up (the vm labels are libvirt\'s '
             'domain names), 0 while libvirt does not answer (names from QEMU '
             'command lines).')
+        out['outdated'] = GaugeMetricFamily(
+            'ovs_rdt_config_outdated', '1 while the configuration files '
+            'differ from what the agent read (it runs the old configuration '
+            'until SIGHUP: systemctl reload ovs-rdt-agent), else 0.')
         return out
 
     def _add_groups(self, families: dict[str, Any],
@@ -256,10 +264,12 @@ class Endpoint:
 
     def __init__(self, counters: Counters,
                  pmd_groups: Callable[[], dict[str, str]] = dict,
-                 vm_names: VmNames = lambda: None) -> None:
+                 vm_names: VmNames = lambda: None,
+                 outdated: Callable[[], bool] = lambda: False) -> None:
         self.counters = counters
         self.pmd_groups = pmd_groups
         self.vm_names = vm_names
+        self.outdated = outdated
         self.listen: str | None = None
         self.web: Any = None
         self.collector: ResctrlCollector | None = None
@@ -272,7 +282,8 @@ class Endpoint:
         rc.lock_timeout = min(rc.lock_timeout, SCRAPE_LOCK_TIMEOUT)
         labeller = Labeller(self.vm_names, self.pmd_groups)
         if self.collector is None:
-            self.collector = ResctrlCollector(rc, self.counters, labeller)
+            self.collector = ResctrlCollector(rc, self.counters, labeller,
+                                              outdated=self.outdated)
         else:
             self.collector.use(rc, labeller)
         listen = settings.metrics.listen

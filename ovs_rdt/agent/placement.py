@@ -232,7 +232,7 @@ class PmdPlacer:
                                    (OTHER, scan.others, want.other_group)):
             move = self._to_move(kind, tids, target, want, tasks)
             if move:
-                self._move(target, move, tasks)
+                self._move(kind, target, move, tasks)
             self._threads[kind] = ThreadsPlaced(target, frozenset(tids))
         if want.ways is None and tasks.of(PMD_GROUP) is not None:
             LOG.info('removing %s', PMD_GROUP)
@@ -266,9 +266,11 @@ class PmdPlacer:
         return {PMD_GROUP, want.pmd_group, want.other_group} | {
             pool_group(p) for p in self.manager.settings.pools}
 
-    def _move(self, target: str, tids: list[int], tasks: GroupTasks) -> None:
-        LOG.info('moving ovs-vswitchd threads %s to %s',
-                 ','.join(map(str, tids)), target or 'the default group')
+    def _move(self, kind: str, target: str, tids: list[int],
+              tasks: GroupTasks) -> None:
+        LOG.info('moving %s %s to %s', count(
+            len(tids), 'PMD thread' if kind == PMD else 'other ovs-vswitchd '
+            'thread'), ','.join(map(str, tids)), target or 'the default group')
         gone = self.manager.assign(target, tids)
         if gone:
             LOG.debug('threads %s exited meanwhile', gone)
@@ -290,16 +292,19 @@ class PmdPlacer:
         if not force and allocation == self._allocation:
             return False
         assert want.ways is not None
-        LOG.info('allocating %s: %s on cache domains %s for PMD cores '
-                 '%s', PMD_GROUP, count(want.ways, 'way'),
-                 ','.join(map(str, cache_domains)), _cpus(cores))
         try:
-            self.manager.allocate(Request(
+            done = self.manager.allocate(Request(
                 PMD_GROUP, ways={d: want.ways for d in cache_domains},
                 mb_percent=want.mb_percent, mb_mbps=want.mb_mbps))
         except RDTError as exc:
             raise RDTError('%s=%d: %s' % (knobs_mod.KEY_WAYS, want.ways, exc)
                            ) from exc
+        # At a forced re-scan this only checks: said when it wrote.
+        LOG.log(logging.INFO if allocation != self._allocation or done.steps
+                else logging.DEBUG, 'allocated %s: %s on cache domains %s for '
+                'PMD cores %s (%s)', PMD_GROUP, count(want.ways, 'way'),
+                ','.join(map(str, cache_domains)), _cpus(cores),
+                count(len(done.steps), 'resctrl write'))
         self._allocation = allocation
         return True
 

@@ -21,7 +21,8 @@ import time
 from typing import Any, Callable
 
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.runfiles import RUN_DIR, ensure_dir, root_only, run_path
+from ovs_rdt.runfiles import RUN_DIR, ensure_dir, read_live
+from ovs_rdt.runfiles import run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
 from ovs_rdt.agent.policy_state import PolicyStateError
 from ovs_rdt import atomicfile
@@ -56,17 +57,8 @@ def read_state(root: str, state_dir: str = STATE_DIR,
     PolicyStateError (one line) for a state this release cannot read.
     """
     path = state_path(root, state_dir)
-    try:
-        with open(path, encoding='utf-8') as fh:
-            data = json.load(fh)
-    except PermissionError:
-        raise PolicyStateError(root_only(path)) from None
-    except (OSError, ValueError):
-        return None     # none, or being replaced by a dead agent's
-    pid = data.get('pid') if isinstance(data, dict) else None
-    if not isinstance(pid, int) or not procfs.alive(pid, proc):
-        return None
-    return PolicyState.from_dict(data, path)
+    data = read_live(path, PolicyStateError, proc)
+    return None if data is None else PolicyState.from_dict(data, path)
 
 
 def drops_of(stats: dict[str, tuple[str, dict[str, int]]]) -> int:

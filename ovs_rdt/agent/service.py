@@ -23,6 +23,7 @@ a VM starts the same whether the agent runs or not.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import select
@@ -31,7 +32,10 @@ import sys
 import time
 from typing import Any
 
+from ovs_rdt.agent import agent_state
+from ovs_rdt.agent.agent_state import AgentState
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent.groupwatch import GroupWatch
 from ovs_rdt.agent.lock import AgentLock
 from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
@@ -65,9 +69,18 @@ def build(settings: Any) -> Any:
 
 
 class Agent:
-    def __init__(self, settings: Any, argv: list[str] | None) -> None:
+    def __init__(self, settings: Any, argv: list[str] | None,
+                 config: tuple[list[str], list[str]] = ([], [])) -> None:
         self.settings = settings
         self.argv = argv
+        #: What it runs, for "ovs-rdt status" (:mod:`.agent_state`):
+        #: ``config`` is its --config-file and --config-dir values.
+        self.state = AgentState(os.getpid(), *config, settings.digests,
+                                time.time())
+        self.state_path = agent_state.state_path(settings.resctrl.root)
+        #: The configuration files changed since they were read.
+        self._outdated = LastingError(LOG, logging.WARNING)
+        self.groups = GroupWatch()
         self.manager = build(settings)
         #: Event counters, served by the metrics endpoint.
         self.counters = Counters()
@@ -144,19 +157,22 @@ class Agent:
         from ovs_rdt import opts
         LOG.info('SIGHUP: re-reading the configuration')
         try:
-            settings, _ = opts.load(self.argv, PROG)
-        except RDTError as exc:
-            LOG.error('keeping the previous configuration: %s', exc)
-            return
-        old = self.settings.ovs
-        try:
+            settings, args = opts.load(self.argv, PROG)
             bounds = bounds_from(settings)
             check_web_config(settings)
         except RDTError as exc:
             LOG.error('keeping the previous configuration: %s', exc)
+            self._publish(reload_error=str(exc))
             return
+        old = self.settings.ovs
         log_warnings(settings)
         self.settings = settings
+        files, dirs = opts.config_args(args)
+        self._publish(config_files=files, config_dirs=dirs,
+                      read=settings.digests, loaded=time.time(),
+                      reload_error=None)
+        self._outdated.recover('running the configuration files as they are '
+                               'now')
         self.manager = build(settings)
         self.placer.manager = self.manager
         self.policy.configure(settings, bounds)
@@ -179,7 +195,8 @@ class Agent:
                 return
             from ovs_rdt.agent.metrics import Endpoint
             self.metrics = Endpoint(self.counters, self.placer.pmd_groups,
-                                    self.guests.names)
+                                    self.guests.names,
+                                    lambda: bool(self.config_changes()))
         self.metrics.configure(self.settings)
 
     def step(self, force: bool) -> None:
@@ -206,6 +223,8 @@ class Agent:
                 self._recovered('placement', status)
         if status:
             self.ovsdb.set_status(status)
+            if status != self.state.ovs_status:
+                self._publish(ovs_status=status)
         self._pmd_cache_domains = self._policy_pmds(scan)
 
     def _policy_pmds(self, scan: Any) -> frozenset[int]:
@@ -236,6 +255,31 @@ class Agent:
             return cache_domains, None
         return cache_domains, drops_of(stats)
 
+    def _publish(self, **changes: Any) -> None:
+        """Replace what ``ovs-rdt status`` reads of this agent."""
+        self.state = dataclasses.replace(self.state, **changes)
+        agent_state.publish(self.state_path, self.state)
+
+    def config_changes(self) -> list[str]:
+        """How the configuration files differ from what this agent runs."""
+        return agent_state.outdated(self.state)
+
+    def check_config(self) -> None:
+        """Log once while the files differ from what this agent runs, and
+        what to do about it (and once when they no longer do).
+        """
+        changed = self.config_changes()
+        if not changed:
+            self._outdated.recover('the configuration files are again what '
+                                   'this agent runs')
+            return
+        self._outdated.fail(
+            '; '.join(changed), 'the configuration changed since this agent '
+            'read it (%s): it still runs the configuration it read at %s, '
+            'and keeps its pools so; to apply the files: %s',
+            '; '.join(changed), agent_state.when(self.state.loaded),
+            agent_state.reload_hint(os.getpid()))
+
     def _log_error(self, text: str, source: str = 'placement') -> None:
         """Count an error; log it once, not at every re-scan while it lasts."""
         self.counters.inc('errors', source=source)
@@ -255,6 +299,7 @@ class Agent:
         ovs = self.settings.ovs
         self.ovsdb = Ovsdb(ovs.connection, ovs.ovsdb_timeout, self.wake)
         self.watch = PidfileWatch(ovs.vswitchd_pidfile)
+        self._publish()
         self.apply_pools()
         self.serve_metrics()
         self.policy.configure(self.settings, bounds_from(self.settings))
@@ -296,10 +341,13 @@ class Agent:
                 force = now >= next_rescan
                 if force:
                     self.watch.rearm()
+                    # (what changed, before its own repair writes)
+                    self.groups.look(self.manager.resctrl)
                     if not self._pools_ok or self.drifted():
                         self.apply_pools()
                     if self.metrics is not None:
                         self.metrics.retry()
+                    self.check_config()
                 self.step(force)
                 if force:
                     # From the end of the pass: one that took longer than
@@ -310,6 +358,7 @@ class Agent:
                                    self.settings.ovs.rescan_interval)
         finally:
             LOG.info('%s stopping; allocations are kept', PROG)
+            agent_state.withdraw(self.state_path)
             if self.metrics is not None:
                 self.metrics.stop()
             self.policy.stop()
@@ -352,39 +401,41 @@ def log_own_groups(manager: Any) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     from ovs_rdt import opts
     try:
-        settings, _ = opts.load(argv, PROG, description=DESCRIPTION)
+        settings, args = opts.load(argv, PROG, description=DESCRIPTION)
     except RDTError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 2
     root = settings.resctrl.root
     lock = AgentLock(root)
     try:
         acquired = lock.acquire()
     except RDTError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 1
     if not acquired:
-        print('%s: another ovs-rdt-agent is running for [resctrl] root %s '
-              '(pid %s)' % (PROG, root, lock.holder()), file=sys.stderr)
+        print('%s: error: another ovs-rdt-agent is running for [resctrl] '
+              'root %s (pid %s)' % (PROG, root, lock.holder()),
+              file=sys.stderr)
         return 1
     try:
-        return _run(settings, argv)
+        return _run(settings, argv, opts.config_args(args))
     finally:
         lock.release()
 
 
-def _run(settings: Any, argv: list[str] | None) -> int:
+def _run(settings: Any, argv: list[str] | None,
+         config: tuple[list[str], list[str]] = ([], [])) -> int:
     from ovs_rdt import opts
     opts.setup_logging(settings)
     try:
         bounds_from(settings)
         check_web_config(settings)
     except RDTError as exc:
-        print('%s: %s' % (PROG, exc), file=sys.stderr)
+        print('%s: error: %s' % (PROG, exc), file=sys.stderr)
         return 2
     log_warnings(settings)
     try:
-        return Agent(settings, argv).run()
+        return Agent(settings, argv, config).run()
     except (RDTError, OSError) as exc:
         LOG.error('%s: %s', PROG, describe(exc))
         return 1

@@ -98,8 +98,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                 guests=GuestCache(settings, said))
     hook.log = said
     dom = None
+    made_up = None
     try:
         dom = domain.parse(data)
+        if not dom.uuid_raw:
+            # A file for "virsh define" may have none: libvirt gives it
+            # one then, which the hook gets (and names the group after).
+            import uuid
+            made_up = dom.uuid_raw = str(uuid.uuid4())
         spec, plan = hook.preview(dom)
         lines = describe(hook.guests, dom, spec, plan)
         code = 0
@@ -112,6 +118,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     for level, msg in said.lines:
         if level in ('warning', 'error'):
             lines.append('the hook would log: %s: %s' % (level, msg))
+    if made_up:
+        lines = [line.replace('(uuid %s)' % made_up, '(no <uuid> in the XML: '
+                              'libvirt gives it one when it is defined)')
+                 .replace(made_up, '<its uuid>') for line in lines]
     print('\n'.join(lines))
     return code
 
@@ -173,19 +183,36 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
     for dom_id in sorted(masks):
         mask = masks[dom_id]
         if held(mask, root.get(dom_id)):
-            lines.append('  cache domain %d: %s (%d ways, %d KiB)'
-                         % (dom_id, mask, mask.count,
+            lines.append('  cache domain %d: %s (%s, %d KiB)'
+                         % (dom_id, mask, count(mask.count, 'way'),
                             mask.count * way_bytes(dom_id) // 1024))
         else:
             lines.append('  cache domain %d: no ways of its own (its vCPUs '
                          'do not run there: it follows the default group)'
                          % dom_id)
+    written = plan.mb.get(group) if plan is not None else None
+    if written and (spec.mb_percent or spec.mb_mbps) and spec.pool is None:
+        lines.append('  memory bandwidth: MB:%s written (what it asks, '
+                     'rounded up to the hardware\'s granularity)'
+                     % ';'.join('%d=%d' % kv for kv in sorted(written.items())))
     if plan is not None:
         lines.extend('  and it removes %s, the dedicated group of an earlier '
                      'definition of the VM' % stale for stale in plan.remove
                      if stale == VM_GROUP_PREFIX + dom.uuid)
         lines.extend('  and it %s' % move for move in plan.moves)
-        if plan.free:
-            lines.append('free ways after it: %s' % ', '.join(
-                'cache domain %d: %d' % kv for kv in sorted(plan.free.items())))
+        lines.extend('  (%s)' % kept for kept in plan.kept)
+        lines.append('free ways after it: %s' % ', '.join(
+            'cache domain %d: %d' % kv for kv in sorted(free_after(
+                guests, plan).items())))
     return lines
+
+
+def free_after(guests: GuestCache, plan: Plan) -> dict[int, int]:
+    """What one more VM would get once ``plan`` is made: the one free
+    count (:meth:`ovs_rdt.manager.CacheManager.room`, as ``status`` and
+    ``provider-config`` count it).
+    """
+    from ovs_rdt.cmd.provider_config import layout_groups
+
+    platform, groups = guests.manager.read()
+    return guests.manager.room((platform, layout_groups(plan, groups)))

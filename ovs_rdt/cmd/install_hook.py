@@ -222,9 +222,14 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         say('install-hook', '%s does not exist; the hook uses the defaults '
             'until it does' % conf.DEFAULT_CONFIG_FILE, 'warning')
     conf.load_files(conf.config_paths(files, dirs))  # as the hook will
+    replaced = os.path.exists(path)
     install(path, files, dirs)
-    print('installed %s (config %s, python %s)'
-          % (path, ' '.join(config_arguments(files, dirs))
-             or defaults_text(), sys.executable))
-    print(restart)
+    print('%s %s (config %s, python %s)'
+          % ('replaced' if replaced else 'installed', path,
+             ' '.join(config_arguments(files, dirs)) or defaults_text(),
+             sys.executable))
+    # libvirtd lists qemu.d/ at every event once it found hooks at its
+    # start: a wrapper replaced in place runs from the next event.
+    print('libvirtd runs it from the next guest event' if replaced
+          else restart)
     return 0

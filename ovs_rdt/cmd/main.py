@@ -34,6 +34,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                      'this node, without doing it'),
     'install-hook': ('ovs_rdt.cmd.install_hook',
                      'install the libvirt hook wrapper'),
+    'config': ('ovs_rdt.cmd.config',
+               'show the effective configuration: every value, and the file '
+               'and line it comes from'),
     'provider-config': ('ovs_rdt.cmd.provider_config',
                         'write a Nova provider config with the node\'s '
                         'cache-way inventory'),
@@ -99,7 +102,7 @@ def _add_parsers(subparsers: argparse._SubParsersAction,
 
 def main(argv: list[str] | None = None) -> int:
     from ovs_rdt.cmd import say
-    from ovs_rdt.exceptions import RDTError, describe
+    from ovs_rdt.exceptions import ConfigError, RDTError, describe
     from ovs_rdt import opts
 
     argv = sys.argv[1:] if argv is None else argv
@@ -134,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == 'emulate':
             return int(module.run(args) or 0)
         return int(module.run(settings, args) or 0)
+    except ConfigError as exc:      # (one this node shows: a mask too wide)
+        say(name, str(exc))
+        return 2
     except RDTError as exc:
         say(name, str(exc))
         return 1

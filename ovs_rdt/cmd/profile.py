@@ -17,7 +17,7 @@ from ovs_rdt.cmd.common import resctrl_from
 from ovs_rdt.cmd import say
 from ovs_rdt.conf import Settings
 from ovs_rdt.core import model, sizing
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import ConfigError
 from ovs_rdt import members, sampling
 from ovs_rdt.resctrl import Resctrl
 
@@ -73,9 +73,9 @@ def chosen(rc: Resctrl, labels: list[str]) -> list[str] | None:
     for label in labels:
         name = model.group_of(label)
         if name not in have:
-            raise RDTError('--group %r: no such resctrl group in %s (there '
-                           'are: %s)' % (label, rc.root, ', '.join(
-                               model.label_of(n) for n in have)))
+            raise ConfigError('--group %r: no such resctrl group in %s '
+                              '(there are: %s)' % (label, rc.root, ', '.join(
+                                  model.label_of(n) for n in have)))
         if name not in names:
             names.append(name)
     return names

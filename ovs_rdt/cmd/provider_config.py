@@ -11,8 +11,10 @@ that adds to the compute node's resource provider:
   VMs cannot have on its tightest L3 cache: the default group's minimum
   (``[allocation] system_min_ways``, or ``system_l3_cbm``) plus the ways
   held by the pools, the OvS PMD group and other tools' groups, and the
-  ways the hardware shares with I/O where VMs' isolated groups cannot go
-  (CBM length minus what the node allocator would give VMs there).
+  ways the hardware shares with I/O where VMs' isolated groups cannot go:
+  the CBM length less the ways VMs hold and the largest request the node
+  allocator places there (:meth:`CacheManager.free_ways`, the one free
+  count ``ovs-rdt status`` and the hook's refusals show too).
 * ``CUSTOM_RDT_CLOSID``: classes of service, ``reserved`` = every group
   that is not a VM's (the default group included); one per VM.
 * traits ``CUSTOM_RDT_L3_CAT`` (and ``CUSTOM_RDT_MBA`` with MBA, the kind
@@ -35,12 +37,10 @@ from typing import Any, Iterable
 import yaml
 
 from ovs_rdt import atomicfile
-from ovs_rdt.core import allocator, layout, topology
-from ovs_rdt.core.bitmask import CBM
-from ovs_rdt.core.model import ROOT, UNIT_PERCENT, Group, Platform, Request
-from ovs_rdt.core.model import held_masks, vm_group
+from ovs_rdt.core import topology
+from ovs_rdt.core.model import UNIT_PERCENT, Group, Platform
 from ovs_rdt.core.plan import Plan
-from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidValue
+from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import cpulists, uuids
 from ovs_rdt.inputs.placement import TRAIT_CAT, TRAIT_MB_KIND, TRAIT_MBA
@@ -51,103 +51,22 @@ from ovs_rdt import VM_GROUP_PREFIX
 
 COMPUTE_NODE = '$COMPUTE_NODE'
 DEFAULT_OUTPUT = '/etc/nova/provider_config/ovs-rdt.yaml'
-_PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 
 
-def reserved_ways(platform: Platform, groups: list[Group],
-                  system_min_ways: int,
-                  system_cbm: dict[int, CBM] | None = None) -> dict[int, int]:
-    """Ways per domain that VMs cannot have.
-
-    The CBM length minus the most ways the node allocator
-    (:func:`ovs_rdt.core.allocator.plan`) would give one more VM group there,
-    with every group that is not a VM's where it is (:func:`room`): the
-    ways other tools' groups hold or share with ours
-    (:mod:`ovs_rdt.core.foreign`), our pools and PMD group where their
-    mask does not overlap the default group's (elsewhere they hold no ways
-    and follow it), the default group's minimum (``system_min_ways`` or the
-    ``system_cbm`` mask), and what the allocator refuses VMs: the ways the
-    hardware shares with I/O (``shareable_bits``) unless the default group
-    can keep its minimum there, ways split off from the free run, fewer
-    ways than ``min_cbm_bits``.  VM groups are left out (Placement counts
-    them as allocations); the ways VMs get add up, as the allocator moves
-    groups to make a run when a request needs one.  Pools and the PMD group
-    stay where they are in this count (an explicit ``l3_cbm`` cannot move):
-    when they left holes, the node may place more than this says, never
-    less.
-    """
-    return {dom: platform.cbm_len - ways for dom, ways in room(
-        platform, [g for g in groups if not g.name.startswith(VM_GROUP_PREFIX)],
-        system_min_ways, system_cbm).items()}
-
-
-def room(platform: Platform, groups: list[Group], system_min_ways: int,
-         system_cbm: dict[int, CBM] | None = None,
-         isolated: bool = True) -> dict[int, int]:
-    """The most ways the node allocator would give one more group on each
-    domain, an ``isolated`` one or not (a pool with ``isolated = false``
-    may have the ways the hardware shares with I/O): every group where it
-    is, but VMs' groups, which the allocator may move to make a run.
-    """
-    width = platform.cbm_len
-    state = list(groups)
-    root = next((g for g in state if g.is_root), None)
-    if root is None:
-        root = Group(ROOT, {d: CBM.full(width) for d in platform.domains})
-        state.insert(0, root)
-    # where they are now: fixed, as the allocator keeps them; VMs' groups
-    # hold their count of ways (the allocator moves them if it must)
-    held = {g.name: held_masks(g, root) for g in state if g.owned}
-    requests = [CacheManager.existing_request(g, root, platform.mb)
-                if g.name.startswith(VM_GROUP_PREFIX) else
-                Request(g.name, cbm=held[g.name], exclusive=False)
-                for g in state if g.owned]
-    out = {}
-    for dom in platform.domains:
-        area = layout.Domain(platform, dom, state, [], system_min_ways,
-                             (system_cbm or {}).get(dom))
-        ours = CBM.empty(width)
-        for masks in held.values():
-            ours |= masks.get(dom) or ours
-        system = area.system_cbm or CBM.empty(width)
-        taken = area.fixed | ours | system
-        reserve = layout.system_reserve(area, ours)
-        # an upper bound: ask the allocator, from there down
-        ways = layout.free_ways(area, taken, reserve, isolated)
-        while ways >= platform.min_cbm_bits and not _fits(
-                platform, state, requests, dom, ways, system_min_ways,
-                system_cbm, isolated):
-            ways -= 1
-        out[dom] = ways if ways >= platform.min_cbm_bits else 0
-    return out
-
-
-def _fits(platform: Platform, groups: list[Group], requests: list[Request],
-          domain: int, ways: int, system_min_ways: int,
-          system_cbm: dict[int, CBM] | None, isolated: bool = True) -> bool:
-    probe = Request(_PROBE, ways={domain: ways}, exclusive=isolated)
-    try:
-        allocator.plan(platform, groups, requests + [probe], system_min_ways,
-                       system_cbm)
-    except AllocationError:
-        return False
-    return True
-
-
-def inventory(platform: Platform, groups: list[Group], system_min_ways: int,
-              system_cbm: dict[int, CBM] | None = None,
+def inventory(platform: Platform, groups: list[Group],
+              per_domain: dict[int, int],
               cache_groups: list[frozenset[int]] | None = None
               ) -> dict[str, dict]:
     """Placement inventories (resource class -> fields) of the node: ways
     in ``cache_groups`` units (:func:`ovs_rdt.core.topology.cache_groups`;
-    None: each L3 domain a group), per group what VMs may have on its
-    tightest L3 domain; CLOSIDs.
+    None: each L3 domain a group), each group reserving what VMs cannot
+    have on its tightest L3 domain (``per_domain``: the ways VMs cannot
+    have there, :meth:`CacheManager.free_ways`); CLOSIDs.
     """
-    reserved = reserved_ways(platform, groups, system_min_ways, system_cbm)
     if cache_groups is None:
         cache_groups = [frozenset({d}) for d in platform.domains]
     total = platform.cbm_len * len(cache_groups)
-    held = sum(max(reserved[d] for d in group) for group in cache_groups)
+    held = sum(max(per_domain[d] for d in group) for group in cache_groups)
     free = max(1, total - held)
     not_vms = sum(1 for g in groups if not g.name.startswith(VM_GROUP_PREFIX))
     return {
@@ -242,19 +161,21 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     platform, now = manager.read()
     groups = layout_groups(manager.preview(prune=True, state=(platform, now)),
                            now)  # the layout "apply" makes
-    system_cbm = manager.system_masks(platform)
-    min_ways = settings.allocation.system_min_ways
+    from ovs_rdt.cmd.report import reserved_by_domain
+
+    free = manager.free_ways((platform, now))
+    per_dom = {d: f['reserved_ways'] for d, f in free.items()}
     numa_l3 = resctrl.numa_l3()
     cache_groups = topology.cache_groups(numa_l3, platform.domains)
-    inv = inventory(platform, groups, min_ways, system_cbm, cache_groups)
-    per_dom = reserved_ways(platform, groups, min_ways, system_cbm)
+    inv = inventory(platform, groups, per_dom, cache_groups)
     comment = (
         'Nova provider config written by "ovs-rdt provider-config" from %s.\n'
-        'L3: %d cache domain(s) x %d ways; reserved per domain: %s.\n'
+        'L3: %d cache domain(s) x %d ways; reserved per domain: %s%s.\n'
         '%s counts a way on every L3 cache of one cache group: %s.\n'
         'Flavors ask for resources:%s=<ways in all> and resources:%s=1.'
         % (resctrl.root, len(platform.domains), platform.cbm_len,
            ' '.join('%d=%d' % kv for kv in sorted(per_dom.items())),
+           reserved_by_domain(free),
            RC_WAYS, '; '.join(_describe(g, numa_l3) for g in cache_groups),
            RC_WAYS, RC_CLOSIDS))
     text = to_yaml(document(inv, traits_of(

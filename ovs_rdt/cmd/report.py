@@ -16,6 +16,7 @@ from ovs_rdt.members import summary
 from ovs_rdt import POOL_GROUP_PREFIX
 
 if TYPE_CHECKING:
+    from ovs_rdt.agent.agent_state import AgentState
     from ovs_rdt.agent.policy_state import PolicyState
 
 
@@ -240,21 +241,64 @@ def render(report: dict, colour: bool = False) -> str:
 
 
 def free_text(free: dict, width: int) -> str:
-    """``free: 5 ways for VMs (11 - 4 reserved - 2 held by VMs), ...``: what
-    is left on one domain (:func:`ovs_rdt.cmd.status.left`).
+    """``free: 5 ways for a VM or an isolated pool (11 - 4 reserved ... - 2
+    held by VMs)``: what is left on one domain
+    (:func:`ovs_rdt.cmd.status.left`), in the words of the hook's refusals.
     """
-    pools = '%d for a new or larger pool' % free['pool_ways']
-    if free['shared_pool_ways'] != free['pool_ways']:
-        pools += ' (%d if not isolated)' % free['shared_pool_ways']
-    return ('free: %d ways for VMs (%d - %d reserved for the default group, '
-            'pools, OvS and other tools - %d held by VMs), %s'
-            % (free['vm_ways'], width, free['reserved_ways'],
-               free['vm_held_ways'], pools))
+    shared = ''
+    if free['shared_pool_ways'] != free['vm_ways']:
+        shared = ', %d for a pool that is not isolated' \
+            % free['shared_pool_ways']
+    return ('free: %s for a VM or an isolated pool%s (%d - %s - %d held by '
+            'VMs)' % (count(free['vm_ways'], 'way'), shared, width,
+                      reserved_text(free), free['vm_held_ways']))
 
 
-def render_configuration(conf: dict, root: str) -> str:
+def reserved_text(free: dict) -> str:
+    """``5 reserved (system_min_ways 2, ovsrdt-pool-hp 3)``: the reserve
+    of one domain (:meth:`ovs_rdt.manager.CacheManager.free_ways`) and
+    what holds it (:func:`reserved_by`).
+    """
+    why = reserved_by(free)
+    return '%d reserved %s' % (free['reserved_ways'], '(%s)' % why if why
+                               else 'for the default group, pools, OvS and '
+                               'other tools')
+
+
+def reserved_by_domain(free: dict[int, dict]) -> str:
+    """`` (each: system_min_ways 2, ovsrdt-pool-hp 3)``, or per domain
+    where they differ: what holds the reserve of every domain
+    (:func:`reserved_by`); '' when nothing does.
+    """
+    why = {d: reserved_by(f) for d, f in free.items()}
+    if not any(why.values()):
+        return ''
+    if len(set(why.values())) == 1:
+        return ' (each: %s)' % why[min(why)]
+    return ' (%s)' % '; '.join('%d: %s' % kv for kv in sorted(why.items()))
+
+
+def reserved_by(free: dict) -> str:
+    """What holds one domain's reserve, in words
+    (:func:`ovs_rdt.core.allocator.reserve`); what the parts leave of it
+    is free ways not beside the others ('' when nothing is reserved).
+    """
+    parts = free.get('reserved_by') or []
+    if not free['reserved_ways'] or not parts:
+        return ''
+    words = ['%s %d' % part for part in parts]
+    rest = free['reserved_ways'] - sum(ways for _name, ways in parts)
+    if rest > 0:
+        words.append('%d free but not beside the others' % rest)
+    return ', '.join(words)
+
+
+def render_configuration(conf: dict, root: str,
+                         agent_outdated: bool = False) -> str:
     """Whether ``root`` holds what the configuration asks, and if not, why
-    (:func:`ovs_rdt.cmd.status.configuration`).
+    (:func:`ovs_rdt.cmd.status.configuration`); ``agent_outdated``: the
+    agent runs an older configuration, which it would write back over
+    ``apply``'s.
     """
     if conf['state'] == 'invalid':
         return ('Configuration: cannot be applied: %s\n  resctrl holds the '
@@ -265,9 +309,11 @@ def render_configuration(conf: dict, root: str) -> str:
     writes = conf['writes']
     if not writes:
         return 'Configuration: applied (%s holds what it asks)' % root
+    how = ('the agent runs an older configuration, which it writes back: '
+           'reloading it makes them (see "Agent" above)'
+           if agent_outdated else '"ovs-rdt apply" makes them')
     lines = ['Configuration: not applied: %s would make %s what it asks '
-             '("ovs-rdt apply" makes them):'
-             % (count(len(writes), 'write'), root)]
+             '(%s):' % (count(len(writes), 'write'), root, how)]
     for write in writes:
         lines.append('  ' + write['write'])
         lines.extend('      ' + text for text in write['effects'])
@@ -315,26 +361,41 @@ def _platform_extras(plat: dict) -> list[str]:
     return out
 
 
-def render_agent(pid: str | None, error: str | None = None) -> str:
-    """Whether an ovs-rdt-agent keeps the OvS side of the plan (``error``:
-    why this user cannot tell).
+def render_agent(pid: str | None, error: str | None = None,
+                 state: AgentState | None = None,
+                 problems: list[str] | None = None) -> str:
+    """Whether an ovs-rdt-agent keeps the node (``error``: why this user
+    cannot tell): its pid, the configuration it runs, its OvS status, and
+    ``problems`` (:func:`ovs_rdt.cmd.status.agent_problems`).
     """
     if error:
         return 'Agent: %s' % error
-    if pid is not None:
-        return 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
-    return ('Agent: no ovs-rdt-agent runs for this resctrl root: PMD threads '
-            'are not placed, and Open_vSwitch external_ids:rdt-status is '
-            'what the last agent wrote')
+    if pid is None:
+        return 'Agent: %s' % (problems or ['no ovs-rdt-agent runs'])[0]
+    head = 'Agent: ovs-rdt-agent runs for this resctrl root (pid %s)' % pid
+    if state is None:
+        return head + (': it publishes no state (an earlier release?), so '
+                       'whether it runs the files as they are is unknown')
+    if problems:
+        return '\n'.join([head + ', but:'] + ['  - %s' % p for p in problems])
+    lines = [head + ', with the configuration files as they are']
+    if state.ovs_status:
+        lines.append('  OvS: %s' % state.ovs_status)
+    return '\n'.join(lines)
 
 
-def render_policy(state: PolicyState | None, error: str | None = None
-                  ) -> str:
+def render_policy(state: PolicyState | None, error: str | None = None,
+                  agent: str | None = None) -> str:
     """The dynamic policy's state as the agent published it (``error``:
-    why it cannot be read).
+    why it cannot be read; ``agent``: the pid of the agent that runs for
+    this root, if one does).
     """
     if error:
         return 'Policy: %s' % error
+    if not state and agent:
+        return ('Policy: [policy] enabled in the files, but the agent (pid '
+                '%s) does not run it: it runs the configuration it read '
+                'before (see "Agent" above)' % agent)
     if not state:
         return ('Policy: [policy] enabled, but no ovs-rdt-agent runs it for '
                 'this resctrl root')
@@ -352,9 +413,9 @@ def render_policy(state: PolicyState | None, error: str | None = None
                                  for u in state.uncounted))
     for dom, row in sorted(state.domains.items()):
         mb, occ = row.be_mb, row.hp_occupancy
-        lines.append('  domain %s: %s %d ways, %s %d ways%s; %s occupancy %s'
-                     % (dom, state.high_priority, row.hp_ways,
-                        state.best_effort, row.be_ways,
+        lines.append('  domain %s: %s %s, %s %s%s; %s occupancy %s'
+                     % (dom, state.high_priority, count(row.hp_ways, 'way'),
+                        state.best_effort, count(row.be_ways, 'way'),
                         ' (MB %d%%)' % mb if mb not in (None, 100) else '',
                         state.high_priority,
                         '-' if occ is None else '%d KiB' % (occ // 1024)))

@@ -172,7 +172,7 @@ def start(box: Any, args: argparse.Namespace) -> int:
     if lifecycle.set_up(args.workdir):
         say('sandbox', 'a sandbox (or a demo) is already set up in %s; end it '
             'with "%s"' % (args.workdir, sandbox_command('stop', args.workdir)))
-        return 2
+        return 1
     box.state['sandbox'] = list(want)
     box.save()
     progress = Progress(len(want))
@@ -259,22 +259,28 @@ def parts(box: Any, running: dict[str, int | None]) -> str:
 
 def usage(box: Any) -> str:
     conf = shlex.quote(box.config_file)
-    reach = ['$OVS_RDT_CONF'] + (['virsh'] if box.state.get('libvirtd')
-                                 else []) + (['ovs-vsctl'] if
-                                             box.state.get('ovs') else [])
+    reach = ['ovs-rdt', 'ovs-rdt-agent'] + (
+        ['virsh'] if box.state.get('libvirtd') else []) + (
+        ['ovs-vsctl'] if box.state.get('ovs') else [])
     return '\n'.join((
         'Use it:',
         '  %s --config-file %s status' % (command_path(), conf),
         '  %s --config-file %s     (in the foreground; Ctrl-C ends it)'
         % (command_path('ovs-rdt-agent'), conf),
-        '  eval "$(%s)"     (then %s reach the sandbox)'
-        % (sandbox_command('env', box.workdir), ', '.join(reach)),
+        '  eval "$(%s)"     (then %s and %s alone reach the sandbox)'
+        % (sandbox_command('env', box.workdir), ', '.join(reach[:-1]),
+           reach[-1]),
         'End it: %s' % sandbox_command('stop', box.workdir)))
 
 
 def env(box: Any) -> str:
-    """Shell variables for the parts that were started."""
-    values = [('OVS_RDT_CONF', box.config_file),
+    """Shell variables for the parts that were started: ``OVS_RDT_CONF``
+    (what ``ovs-rdt`` and ``ovs-rdt-agent`` read when no --config-file is
+    given), ``OVS_RDT_RESCTRL``, and libvirt's and OvS's own.
+    """
+    from ovs_rdt.opts import CONFIG_ENV
+
+    values = [(CONFIG_ENV, box.config_file),
               ('OVS_RDT_RESCTRL', box.emulator.root)]
     if box.state.get('libvirtd'):
         values.append(('LIBVIRT_DEFAULT_URI', box.libvirtd.uri))

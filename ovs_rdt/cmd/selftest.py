@@ -22,7 +22,7 @@ from typing import Any
 
 from ovs_rdt.cmd import say
 from ovs_rdt.conf import Settings
-from ovs_rdt.exceptions import RDTError
+from ovs_rdt.exceptions import RDTError, count
 from ovs_rdt.inputs import cpulists
 from ovs_rdt.selftest.behaviours import BEHAVIOURS
 from ovs_rdt.selftest import effect as effect_part
@@ -111,7 +111,12 @@ def _run(node: Node, args: argparse.Namespace) -> int:
         if not args.json:
             print(line, flush=True)
 
-    say(report.header(facts, stale))
+    emulated = None
+    if fstype and fstype != 'resctrl':
+        plat = node.rc.platform()
+        emulated = '%s of %s' % (count(len(plat.domains), 'L3 cache domain'),
+                                 count(plat.cbm_len, 'way'))
+    say(report.header(facts, stale, emulated))
     results = []
     if args.only != 'effect':
         say('')

@@ -33,11 +33,13 @@ from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core.ways import closids_fit
 from ovs_rdt.core.plan import RMDIR, Move, Plan, Step
 from ovs_rdt.core.writes import Overlap, steps
-from ovs_rdt.exceptions import AllocationError, InvalidMask, OutOfClosids
+from ovs_rdt.exceptions import AllocationError, InsufficientWays
+from ovs_rdt.exceptions import InvalidMask, OutOfClosids, count
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
+from ovs_rdt import VM_GROUP_PREFIX
 
-__all__ = ['Plan', 'Step', 'freeing', 'mirrors_default', 'plan',
+__all__ = ['Plan', 'Step', 'freeing', 'mirrors_default', 'plan', 'room',
            'validate_mask']
 
 TYPE_CHECKING = False
@@ -270,8 +272,138 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
 
     Groups we own that are not in ``requests`` are removed.  Raises
     InsufficientWays, OutOfClosids, InvalidMask or AllocationError,
-    changing nothing.
+    changing nothing.  A request refused for want of ways is told what it
+    could get there by the one free count (:func:`room`), as ``ovs-rdt
+    status`` and ``provider-config`` count.
     """
+    try:
+        return _plan(platform, groups, requests, system_min_ways, system_cbm)
+    except InsufficientWays as exc:
+        raise _short(exc, platform, groups, requests, system_min_ways,
+                     system_cbm) from None
+
+
+#: The request :func:`room` asks with (no domain has this UUID).
+PROBE = VM_GROUP_PREFIX + '00000000-0000-0000-0000-000000000000'
+
+
+def room(platform: Platform, groups: list[Group], requests: list[Request],
+         system_min_ways: int = 1, system_cbm: dict[int, CBM] | None = None,
+         isolated: bool = True) -> dict[int, int]:
+    """The most ways one more group gets on each cache domain: the largest
+    request :func:`plan` places there beside ``requests`` (moving groups
+    as it would for it), 0 when not even ``min_cbm_bits``; an ``isolated``
+    one (a VM's, an isolated pool) or not.
+
+    The one free count: ``ovs-rdt status``, the reserve ``provider-config``
+    gives Placement and the refusals all say this.  CLOSIDs are counted
+    apart (as if one were free).  The layout's own count (``Plan.free``)
+    is where the search starts: it is exact unless I/O's ways, explicit
+    masks or another tool's groups split the free ways.  Raises what
+    :func:`plan` raises for ``requests`` alone (a configuration that
+    cannot be applied: nothing is counted then).
+    """
+    import copy
+
+    spare = copy.copy(platform)
+    spare.num_closids += 1
+    base = _plan(spare, groups, requests, system_min_ways, system_cbm)
+
+    def fits(dom: int, ways: int) -> bool:
+        probe = Request(PROBE, ways={dom: ways}, exclusive=isolated)
+        try:
+            _plan(spare, groups, requests + [probe], system_min_ways,
+                  system_cbm)
+        except AllocationError:
+            return False
+        return True
+
+    least = max(1, platform.min_cbm_bits)
+    out = {}
+    for dom in platform.domains:
+        # Largest n in [least, cbm_len] that fits, by bisection from the
+        # layout's count (usually two plans: it fits, one more does not).
+        guess = min(max(base.free.get(dom, 0), least), platform.cbm_len)
+        if fits(dom, guess):
+            low, high = guess, platform.cbm_len + 1
+            if guess < platform.cbm_len and not fits(dom, guess + 1):
+                high = guess + 1
+        else:
+            low, high = least - 1, guess
+        while high - low > 1:
+            mid = (low + high) // 2
+            if fits(dom, mid):
+                low = mid
+            else:
+                high = mid
+        out[dom] = low if low >= least else 0
+    return out
+
+
+def reserve(platform: Platform, groups: list[Group], requests: list[Request],
+            system_min_ways: int = 1,
+            system_cbm: dict[int, CBM] | None = None
+            ) -> dict[int, list[tuple[str, int]]]:
+    """What :func:`room`'s reserve (the ways one more group cannot have,
+    VMs' aside) holds on each cache domain: the default
+    group's floor (``system_min_ways``, or ``system_l3_cbm``), each group
+    of ours that is not a VM's (the pools, the PMD group) as ``requests``
+    size it, other tools' groups, I/O's ways.  They may overlap (a shared
+    pool on I/O's ways); what they leave of the reserve is ways that are
+    free but not beside the others (one group's ways are one run).
+    """
+    out = {}
+    for index in platform.domains:
+        mask = (system_cbm or {}).get(index)
+        dom = Domain(platform, index, groups, requests, system_min_ways, mask)
+        parts = [('system_%s' % ('l3_cbm' if mask else 'min_ways'),
+                  mask.count if mask else system_min_ways)]
+        for req in requests:
+            if not req.name.startswith(VM_GROUP_PREFIX):
+                held = req.ways.get(index) or (
+                    req.cbm[index].count if index in req.cbm else 0)
+                parts.append((req.name, held))
+        parts += [('other tools\' groups', dom.fixed.count),
+                  ('I/O', dom.io_ways.count)]
+        out[index] = [(name, ways) for name, ways in parts if ways]
+    return out
+
+
+def _short(exc: InsufficientWays, platform: Platform, groups: list[Group],
+           requests: list[Request], system_min_ways: int,
+           system_cbm: dict[int, CBM] | None) -> InsufficientWays:
+    """``exc`` worded with what its group could get (:func:`room`), in the
+    arithmetic ``ovs-rdt status`` shows: the ways reserved for what is not
+    a VM, and those VMs hold.
+    """
+    if exc.group is None or exc.domain is None:
+        return exc
+    others = [r for r in requests if r.name != exc.group]
+    try:
+        free = room(platform, groups, others, system_min_ways, system_cbm,
+                    next(r.exclusive for r in requests
+                         if r.name == exc.group))[exc.domain]
+    except AllocationError:
+        return exc
+    if free >= exc.ways:
+        return exc      # (room says it fits alone: not a want of ways)
+    vms = sum(r.ways.get(exc.domain, 0) for r in others
+              if r.name.startswith(VM_GROUP_PREFIX))
+    width = platform.cbm_len
+    return InsufficientWays(
+        '%s needs %s on cache domain %d, but only %d of %d are free for it '
+        '(%d - %d reserved for the default group, pools, OvS and other '
+        'tools - %d held by VMs%s)%s'
+        % (exc.group, count(exc.ways, 'way'), exc.domain, free, width, width,
+           max(0, width - free - vms), vms,
+           '; ' + exc.io[2:] + ' among them' if exc.io else '', exc.blocking),
+        exc.group, exc.domain, exc.ways, exc.io, exc.blocking)
+
+
+def _plan(platform: Platform, groups: list[Group], requests: list[Request],
+          system_min_ways: int = 1,
+          system_cbm: dict[int, CBM] | None = None) -> Plan:
+    """:func:`plan`, a want of ways as the layout words it."""
     _check_names(requests)
     names = {r.name for r in requests}
     current = {g.name: g for g in groups}

@@ -418,15 +418,18 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
     ways = req.ways[dom.index]
     system = dom.system_cbm or CBM.empty(dom.width)
     io = (~taken & dom.hw_shared).count if req.exclusive else 0
+    io_note = ', %d shared with I/O (%s)' % (io, dom.hw_source) if io else ''
+    blocking = foreign.blocking(dom.platform, dom.index, dom.groups,
+                                taken | dom.shared)
+    # (The allocator words it with the one free count: allocator.room.)
     return InsufficientWays(
         '%s needs %s on cache domain %d, but only %d of %d are '
         'free (%d held by other groups, %d kept for the system%s)%s'
         % (req.name, count(ways, 'contiguous way' if free >= ways else 'way'),
            dom.index, free, dom.width, (taken - system).count,
            system.count if dom.system_cbm is not None else reserve,
-           ', %d shared with I/O (%s)' % (io, dom.hw_source) if io else '',
-           foreign.blocking(dom.platform, dom.index, dom.groups,
-                            taken | dom.shared)))
+           io_note, blocking),
+        req.name, dom.index, ways, io_note, blocking)
 
 
 def root_floors(dom: Domain, now: CBM | None, reserve: int,

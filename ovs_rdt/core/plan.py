@@ -8,6 +8,7 @@ from the values each step holds (never by re-reading the text it wrote).
 from __future__ import annotations
 
 from ovs_rdt.core.bitmask import CBM
+from ovs_rdt.exceptions import count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
@@ -142,7 +143,7 @@ class Move:
         if self.room:
             why = 'to make room for ' + ', '.join(self.room)
         elif self.new.count > self.old.count:
-            why = 'to grow to %d ways' % self.new.count
+            why = 'to grow to %s' % count(self.new.count, 'way')
         else:
             why = ("to make room for fixed masks (l3_cbm, system_l3_cbm, "
                    "other tools' groups) or the default group's floor")
@@ -179,6 +180,9 @@ class Plan:
         #: Why only a removal was planned
         #: (:func:`ovs_rdt.core.allocator.freeing`), else ''.
         self.unplaced = ''
+        #: Pools kept as they are though the files size them otherwise
+        #: (a plan that is not ``apply``'s never resizes one), in words.
+        self.kept: list[str] = []
 
     def masks_of(self, group: str) -> dict[int, CBM]:
         return self.l3.get(group, {})

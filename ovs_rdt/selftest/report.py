@@ -31,11 +31,18 @@ def node_facts(root: str, fstype: str | None, options: list[str]) -> dict[str, A
             'cpus': os.cpu_count()}
 
 
-def header(facts: dict[str, Any], stale: list[str]) -> str:
+def header(facts: dict[str, Any], stale: list[str],
+           emulated: str | None = None) -> str:
+    """The first lines; ``emulated``: the platform a mount that is not
+    the kernel's resctrl emulates (the host's CPU is not what it tests).
+    """
+    cpu = facts['cpu'] or 'an unknown CPU'
+    where = ('an emulated platform, %s (the host\'s CPU: %s)' % (emulated, cpu)
+             if emulated else cpu)
     lines = ['ovs-rdt selftest of %s (%s%s) on %s, Linux %s, ovs-rdt %s' % (
         facts['root'], facts['fstype'] or 'not mounted',
         ', ' + ','.join(facts['mount_options']) if facts['mount_options'] else '',
-        facts['cpu'] or 'an unknown CPU', facts['kernel'], facts['ovs_rdt'])]
+        where, facts['kernel'], facts['ovs_rdt'])]
     if stale:
         lines.append('removed what an earlier, killed run left: %s' % ', '.join(stale))
     return '\n'.join(lines)
@@ -74,9 +81,10 @@ def effect_lines(effect: dict[str, Any]) -> list[str]:
     lines = ['EFFECT']
     if setup:
         lines.append('probe on CPU %d, neighbour on CPU %d (L3 domain %d); the probe\'s '
-                     'group has %d ways (%s), the neighbour\'s own group %s' % (
+                     'group has %d way%s (%s), the neighbour\'s own group the mask %s' % (
                          setup['cpu'], setup['neighbour_cpu'], setup['domain'],
-                         setup['ways'], setup['probe_mask'], setup['neighbour_mask']))
+                         setup['ways'], '' if setup['ways'] == 1 else 's',
+                         setup['probe_mask'], setup['neighbour_mask']))
         lines.append('working set %s (3/4 of its ways; L2 cache %s), the neighbour '
                      'streams %s, %g s a phase' % (
                          _size(setup['working_set_bytes']),

@@ -4,6 +4,7 @@ CBM, CPUs 0 and 1 on cache domain 0).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -365,7 +366,9 @@ def test_cli_warns_of_an_unlisted_pool(emulated_resctrl, tmp_path) -> None:
         res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
                               '--config-file', str(config), command],
                              capture_output=True, text=True, timeout=60)
-        assert res.returncode == 0, res.stderr
+        # (status: 5, no agent runs for this root)
+        assert res.returncode == (5 if command == 'status' else 0), \
+            res.stderr
         assert res.stderr == 'ovs-rdt %s: warning: config file %s: %s\n' % (
             command, config, UNLISTED)
     assert exists(rc, HP) and not exists(rc, 'ovsrdt-pool-noisy')
@@ -444,3 +447,190 @@ def test_agent_beside_a_group_another_tool_just_made(
     assert rc.group('handmade').l3 == theirs.l3
     assert rc.group(HP).mode == 'exclusive'
     os.rmdir(rc.path('handmade'))
+
+
+def test_the_node_says_what_the_agent_runs(
+        ovs, emulated_resctrl, rdt_agent, tmp_path) -> None:
+    """Issue 51 items 1, 2, 3 and 7 through a real agent, OVSDB and
+    ovs-vswitchd: ``status`` exits 5 and says why (no agent; the OvS knobs
+    in error; files changed without SIGHUP, with what to do), 0 once all is
+    well; the agent logs the drift once and ``ovs_rdt_config_outdated``
+    says it; ``ovs-rdt config`` and the agent's log name a pool's ways set
+    in three files; the PMD group's allocation is logged once, not at every
+    re-scan; another tool's group and the default group's mask are logged.
+    """
+    from tests.functional.test_metrics import Scrape, free_port
+
+    confd = tmp_path / 'conf.d'
+    confd.mkdir()
+    for name, ways in (('10-a', 4), ('20-b', 3), ('30-c', 5)):
+        text = '[pool:hp]\nl3_ways = %d\n' % ways
+        (confd / ('%s.conf' % name)).write_text(text)
+    port = free_port()
+    rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
+    agent_args = ['--config-dir', str(confd)]
+    config = str(tmp_path / 'agent0.conf')
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                               '--config-file', config, *agent_args, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    agent = rdt_agent(extra='[metrics]\nlisten = 127.0.0.1:%d\n' % port,
+                      args=agent_args, rescan_interval=1)
+    wait_status(ovs, 'ok: no rdt-* keys set')
+    # (the agent writes OVSDB first, then what status reads)
+    shown = '  OvS: %s' % status(ovs)
+    res = wait_for(lambda: (lambda r: r if shown in r.stdout.splitlines()
+                            else None)(cli('status')),
+                   what='status showing %r' % shown)
+    assert res.returncode == 0, res.stdout + res.stderr
+    agent_line = [ln for ln in res.stdout.splitlines()
+                  if ln.startswith('Agent:')]
+    assert agent_line == ['Agent: ovs-rdt-agent runs for this resctrl root '
+                          '(pid %d), with the configuration files as they '
+                          'are' % agent.proc.pid], res.stdout
+    # Item 3: 5 wins, said by the agent's log and by "ovs-rdt config".
+    override = ('%s line 2: [pool:hp] l3_ways = 5 overrides 3 in %s line '
+                % (confd / '30-c.conf', config))
+    assert override in agent.log(), agent.log()[-2000:]
+    assert ', 4 in %s line 2, 3 in %s line 2: the last file read wins' % (
+        confd / '10-a.conf', confd / '20-b.conf') in agent.log()
+    shown = [ln for ln in cli('config').stdout.splitlines()
+             if ln.startswith('l3_ways = 5')]
+    assert [ln.split('  # ')[1] for ln in shown] == [
+        '%s:2 (overrides 3 at %s:2, 4 at %s:2, 3 at %s:%d)' % (
+            confd / '30-c.conf', confd / '20-b.conf', confd / '10-a.conf',
+            config, next(n for n, ln in enumerate(open(config), 1)
+                         if ln.startswith('l3_ways')))]
+    assert rc.group(HP, with_tasks=False).l3[0].count == 5
+
+    # Item 7: the PMD group allocated once, not at every re-scan.
+    ovs.other_config(rdt_pmd_l3_ways='2')
+    wait_status(ovs, 'ok: PMD cores 0 (1 thread) in ovsrdt-ovs-pmd')
+    time.sleep(3.5)                 # three forced re-scans
+    said = [ln for ln in agent.log().splitlines()
+            if ' INFO ' in ln and 'allocated %s' % PMD_GROUP in ln]
+    assert len(said) == 1, said
+
+    # Item 1: the OvS knobs in error.
+    ovs.other_config(rdt_pmd_l3_ways='20')
+    wait_status(ovs, 'error:')
+    wait_for(lambda: cli('status').returncode == 5, what='status 5')
+    res = cli('status')
+    assert ('  - OvS knobs (Open_vSwitch external_ids:rdt-status): %s'
+            % status(ovs)) in res.stdout.splitlines(), res.stdout
+    ovs.other_config(rdt_pmd_l3_ways=None)
+    wait_status(ovs, 'ok: no rdt-* keys set')
+
+    # Item 2: the files change, no SIGHUP.
+    (confd / '30-c.conf').write_text('[pool:hp]\nl3_ways = 4\n')
+    res = cli('status')
+    # 3: resctrl differs from the files; what to do is the agent's reload
+    # ("ovs-rdt apply" alone, the agent would write its pools back).
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert 'the agent runs an older configuration, which it writes back: ' \
+        'reloading it makes them (see "Agent" above)' in res.stdout
+    [line] = [ln for ln in res.stdout.splitlines()
+              if ln.startswith('  - it runs an older configuration')]
+    assert line.startswith('  - it runs an older configuration than the '
+                           'files (%s changed; it read them at '
+                           % (confd / '30-c.conf')), line
+    # (no systemd here: no systemctl in the hint)
+    assert line.endswith('): apply them with kill -HUP %d' % agent.proc.pid), \
+        line
+    drift = 'the configuration changed since this agent read it (%s changed)' \
+        % (confd / '30-c.conf')
+    wait_for(lambda: drift in agent.log(), what='the drift logged')
+    assert Scrape(port).get('ovs_rdt_config_outdated') == 1
+    time.sleep(2.5)
+    assert agent.log().count(drift) == 1
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: cli('status').returncode == 0, what='status 0')
+    assert Scrape(port).get('ovs_rdt_config_outdated') == 0
+    assert rc.group(HP, with_tasks=False).l3[0].count == 4
+
+    # Item 7: another tool's group, the default group's mask.
+    os.mkdir(rc.path('COS1'))
+    wait_for(lambda: "another tool's group COS1 appeared" in agent.log(),
+             what='COS1 logged')
+    os.rmdir(rc.path('COS1'))
+    wait_for(lambda: "another tool's group COS1 is gone" in agent.log(),
+             what='COS1 gone logged')
+    root = rc.group(ROOT, with_tasks=False).l3
+    with open(rc.path(ROOT, 'schemata'), 'w') as fh:
+        fh.write('L3:0=%x;1=%x\n' % (root[0].value >> 1, root[1].value >> 1))
+    wait_for(lambda: "the default group's L3 mask is now 0=%x;1=%x (was "
+             "0=%s;1=%s)" % (root[0].value >> 1, root[1].value >> 1, root[0],
+                             root[1]) in agent.log(),
+             what='the default group logged')
+
+    # Item 1: no agent.
+    agent.stop()
+    assert cli('apply').returncode == 0     # (the mask written by hand)
+    res = cli('status')
+    assert res.returncode == 5, res.stdout + res.stderr
+    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith('Agent:')]
+    assert line.startswith('Agent: no ovs-rdt-agent runs for this resctrl '
+                           'root: nothing follows the OvS knobs'), line
+    assert json.loads(cli('status', '--json').stdout)['agent_problems'] == [
+        line[len('Agent: '):]]
+
+
+def test_status_says_what_the_agent_runs_after_a_rejected_reload(
+        ovs, emulated_resctrl, rdt_agent, tmp_path) -> None:
+    """Issue 51 trial 4 through a real agent: the files enable a valid
+    policy, no SIGHUP yet: ``status`` names the running agent (not "no
+    agent runs"); a SIGHUP the agent rejects (a web config file it cannot
+    read: a check only it makes) is said by ``status`` as rejected, with
+    why, not as "apply them with a reload".
+    """
+    confd = tmp_path / 'conf.d'
+    confd.mkdir()
+    (confd / '10-base.conf').write_text('[DEFAULT]\n')
+    agent = rdt_agent(pools={'hp': {'l3_ways': '3'}, 'be': {'l3_ways': '2'}},
+                      args=['--config-dir', str(confd)])
+    config = agent.config_file
+    wait_status(ovs, 'ok: no rdt-* keys set')
+
+    def status_of() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, '-m', 'ovs_rdt.cmd.main', '--config-file',
+             config, '--config-dir', str(confd), 'status'],
+            capture_output=True, text=True, timeout=60)
+
+    wait_for(lambda: status_of().returncode == 0, what='status 0')
+    # Trial 8: status on another file set than the agent's says so.
+    res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                          '--config-file', config, 'status'],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert ('  - it runs other files than this command read (it read %s, '
+            '%s; this command read %s): ' % (config, confd / '10-base.conf',
+                                             config)) in res.stdout, \
+        res.stdout
+    (confd / '50-policy.conf').write_text(
+        '[policy]\nenabled = true\nhigh_priority = hp\nbest_effort = be\n'
+        'hp_min_ways = 2\nhp_max_ways = 4\nbe_min_ways = 1\n')
+    res = status_of()
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert ('Policy: [policy] enabled in the files, but the agent (pid %d) '
+            'does not run it: it runs the configuration it read before (see '
+            '"Agent" above)' % agent.proc.pid) in res.stdout, res.stdout
+    assert 'no ovs-rdt-agent runs' not in res.stdout
+
+    (confd / '60-web.conf').write_text(
+        '[metrics]\nlisten = 127.0.0.1:1\nweb_config_file = %s\n'
+        % (tmp_path / 'no-web.yml'))
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: 'keeping the previous configuration' in agent.log(),
+             what='the reload rejected')
+    res = wait_for(lambda: (lambda r: r if 'rejected' in r.stdout else None)(
+        status_of()), what='status saying the reload was rejected')
+    assert res.returncode == 5, res.stdout + res.stderr
+    [line] = [ln for ln in res.stdout.splitlines()
+              if ln.startswith('  - it runs an older configuration')]
+    assert (': its last reload was rejected: [metrics] web_config_file %s: '
+            % (tmp_path / 'no-web.yml')) in line, line
+    assert line.endswith('; fix that, then reload it again: kill -HUP %d'
+                         % agent.proc.pid), line

@@ -63,15 +63,17 @@ class Node:
 
     def start_agent(self, patches: dict[str, str] | None = None,
                     connected: bool = True,
-                    beside_libvirtd: bool = False) -> AgentProcess:
-        """Start the agent.
+                    beside_libvirtd: bool = False,
+                    args: list[str] | None = None) -> AgentProcess:
+        """Start the agent (``args``: after its --config-file).
 
         ``beside_libvirtd``: in the private libvirtd's mount namespace, as
         on a node (where both see the same /run/libvirt).
         """
         self.agent = AgentProcess(
             self.tb.config, os.path.join(self.workdir, 'agent.log'), patches,
-            self.tb.libvirtd.enter() if beside_libvirtd else None).start()
+            self.tb.libvirtd.enter() if beside_libvirtd else None,
+            args).start()
         if connected:
             wait_for(lambda: 'connected to libvirt at' in self.agent_log(),
                      timeout=60, what='the agent connected to libvirt')
@@ -261,12 +263,12 @@ def test_libvirtd_restart_under_the_agent(node: Node, ovs: OvsTestbed) -> None:
     assert 'Traceback' not in log
 
 
-def cli(node: Node, *args: str) -> str:
+def cli(node: Node, *args: str, code: int = 0) -> str:
     res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
                           '--config-file', node.tb.config, *args],
                          capture_output=True, text=True, timeout=60,
                          cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == code, res.stdout + res.stderr
     return res.stdout
 
 
@@ -294,9 +296,13 @@ def test_status_top_and_metrics_name_vms_as_libvirt_does(node: Node) -> None:
     assert scrape.get('ovs_rdt_errors', '_total', source='libvirt') == 0
 
     node.configure(uri='qemu:///system?socket=/nonexistent/sock')
-    plan = json.loads(cli(node, 'status', '--json'))
+    # 5: the agent runs the configuration it read (no SIGHUP here).
+    plan = json.loads(cli(node, 'status', '--json', code=5))
     assert plan['vm_names']['source'] == 'proc'
-    text = cli(node, 'status')
+    assert plan['agent_problems'][0].startswith(
+        'it runs an older configuration than the files (%s changed'
+        % node.tb.config), plan['agent_problems']
+    text = cli(node, 'status', code=5)
     assert 'VM names: from QEMU command lines (libvirt at qemu:///system?' \
         'socket=/nonexistent/sock: ' in text
 
@@ -408,3 +414,120 @@ def test_vm_starts_never_wait_for_the_agent(node: Node) -> None:
     for state, times in took.items():
         assert max(times) < 3 * normal + 2.0, (state, times, normal)
     assert 'Traceback' not in node.agent_log()
+
+
+def ways_of(node: Node, group: str) -> dict[int, str]:
+    return {d: str(m) for d, m in node.rc.group(group).l3.items()}
+
+
+def test_a_config_edit_moves_no_running_vm(node: Node) -> None:
+    """Issue 51 trial 2 and 3, through the real agent and libvirtd: the
+    files shrink pool hp without SIGHUP; a VM start keeps the pool as it
+    is (the hook's log says so) and the agent (the old configuration) has
+    nothing to move back: no running VM moves, at the start or in the
+    agent's re-scans after it.  ``ovs-rdt apply`` of the edited files is
+    refused while the agent runs the old ones (it writes its pools back:
+    a pool's mask written by hand is back at its next re-scan); its
+    reload applies them.
+    """
+    config = open(node.tb.config).read()
+    four = config.replace('[pool:hp]\nl3_ways = 2\n',
+                          '[pool:hp]\nl3_ways = 4\n')
+    assert four != config
+    node.tb.configure_raw(four.split('debug = true\n', 1)[1]
+                          + '[ovs]\nrescan_interval = 1\n')
+    agent = node.start_agent()
+    hp = 'ovsrdt-pool-hp'
+    wait_for(lambda: node.rc.group(hp).l3[0].count == 4, what='hp at 4')
+    # (1 way each: an earlier test of the module may leave the PMD group)
+    first = node.tb.define(rdt('<rdt:l3 ways="1"/>'))
+    node.tb.start(first)
+    before = {hp: ways_of(node, hp), first.group: ways_of(node, first.group)}
+
+    edited = open(node.tb.config).read().replace(
+        '[pool:hp]\nl3_ways = 4\n', '[pool:hp]\nl3_ways = 3\n')
+    with open(node.tb.config, 'w') as fh:
+        fh.write(edited)
+    second = node.tb.define(rdt('<rdt:l3 ways="1"/>'))
+    node.tb.start(second)
+    kept = ('WARNING domain \'%s\' prepare begin: %s kept as it is (ways '
+            '0=4,1=4), though the files ask ways 0=3,1=3: pools change at '
+            '"ovs-rdt apply" (with an agent running: at its reload)'
+            % (second.name, hp))
+    assert kept in node.tb.hook_log(), node.tb.hook_log()[-3000:]
+    after = {hp: ways_of(node, hp), first.group: ways_of(node, first.group),
+             second.group: ways_of(node, second.group)}
+    assert {g: after[g] for g in before} == before
+    time.sleep(3.5)                 # the agent's re-scans (every 1 s)
+    assert {hp: ways_of(node, hp), first.group: ways_of(node, first.group),
+            second.group: ways_of(node, second.group)} == after
+    assert ' moves ovsrdt-vm-' not in node.agent_log()
+    assert 'moving' not in node.agent_log().split('connected to libvirt')[-1]
+
+    # apply: refused, nothing written, what to do said.
+    res = subprocess.run([sys.executable, '-m', 'ovs_rdt.cmd.main',
+                          '--config-file', node.tb.config, 'apply'],
+                         capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stderr.startswith(
+        'ovs-rdt apply: error: nothing written: ovs-rdt-agent (pid %d) keeps '
+        'this resctrl root\'s pools as the configuration it read at '
+        % agent.proc.pid), res.stderr
+    assert ('(%s changed), and writes them back over any other: to apply '
+            'the files, reload it: kill -HUP %d' % (node.tb.config,
+                                                    agent.proc.pid)
+            ) in res.stderr, res.stderr
+    assert ways_of(node, hp) == after[hp]
+    # The agent writes its pools back: hp's mask by hand, one way less.
+    mask = node.rc.group(hp).l3
+    with open(node.rc.path(hp, 'schemata'), 'w') as fh:
+        fh.write('L3:%s\n' % ';'.join('%d=%x' % (d, m.value & (m.value - 1))
+                                      for d, m in sorted(mask.items())))
+    assert node.rc.group(hp).l3[0].count == 3
+    wait_for(lambda: ways_of(node, hp) == after[hp], timeout=10,
+             what='the agent writing hp back')
+
+    # Its reload applies the files: hp at 3, the VMs where they were.
+    agent.signal(signal.SIGHUP)
+    wait_for(lambda: node.rc.group(hp).l3[0].count == 3, timeout=10,
+             what='hp at 3 after SIGHUP')
+    assert {g: ways_of(node, g) for g in (first.group, second.group)} == \
+        {g: after[g] for g in (first.group, second.group)}
+    cli(node, 'apply')              # (the agent's files: not refused)
+
+
+@pytest.mark.parametrize('typo', ['[pool:hp]  # 4 ways\nl3_ways = 4\n',
+                                  '[pool:hp]\nl3_way = 3\n'],
+                         ids=['section-header', 'unknown-option'])
+def test_a_config_typo_at_stop_frees_the_vm_agent_running(
+        node: Node, typo: str) -> None:
+    """Issue 51 trial 1 with the agent running: a typo in conf.d (a
+    comment after a section header, an unknown option), then ``virsh
+    destroy``: the release hook removes the VM's group (from what of the
+    configuration still reads), the agent has nothing to remove and
+    blames no hook.
+    """
+    from ovs_rdt.cmd import install_hook as install
+
+    confd = node.tb.config + '.d'
+    os.makedirs(confd)
+    try:
+        install.install(node.tb.hook, [node.tb.config], [confd])
+        node.start_agent(args=['--config-dir', confd])
+        guest = node.tb.define(rdt('<rdt:l3 ways="2"/>'))
+        node.tb.start(guest)
+        with open(os.path.join(confd, '40-broken.conf'), 'w') as fh:
+            fh.write(typo)
+        node.tb.destroy(guest)
+        assert guest.group not in node.vm_groups()
+        assert 'release end: removed group %s alone' % guest.group \
+            in node.tb.hook_log()
+        time.sleep(1.5)             # (the agent's STOPPED event)
+        assert 'removing %s' % guest.group not in node.agent_log()
+        assert 'no release hook removed it' not in node.agent_log()
+    finally:
+        install.install(node.tb.hook, node.tb.config)
+        for name in os.listdir(confd):
+            os.unlink(os.path.join(confd, name))
+        os.rmdir(confd)

@@ -130,8 +130,12 @@ def test_release_after_a_bare_mkdir_frees_the_vm(node: Node) -> None:
 
 
 def test_release_frees_the_vm_when_nothing_else_fits(node: Node) -> None:
-    """Freeing never fails for want of room: the configuration now asks
-    for more than fits (hp 9 ways), never applied; a VM stops.
+    """Freeing never fails for want of room.  The files ask for more
+    than fits (hp 9 ways), never applied: a VM stop keeps the pools as
+    they are (only apply resizes them: issue 51), so its way goes back to
+    the default group.  The files ask what this node cannot have at all
+    (hp 12 of 11 ways): the VM's group is removed alone, every other group
+    as it is.
     """
     node.apply()
     guest = node.tb.define(ONE_WAY, vcpus=1, memory_mib=32)
@@ -141,10 +145,29 @@ def test_release_frees_the_vm_when_nothing_else_fits(node: Node) -> None:
     node.tb.destroy(guest)
     assert guest.group not in node.rc.group_names(), node.tb.hook_log()
     del before[guest.group]
+    after = node.ours()
+    assert after.pop(ROOT)[0] == {0: 0x7, 1: 0x7}     # its way is back
+    del before[ROOT]
+    assert after == before                  # the pools as they were
+    refused = node.cli('apply')
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert 'ovsrdt-pool-noisy needs 1 way on' in refused.stderr, \
+        refused.stderr
+
+    node.configure(CONFIG)
+    node.tb.start(guest)
+    before = node.ours()
+    node.configure(CONFIG.replace('l3_ways = 7', 'l3_ways = 12'))
+    node.tb.destroy(guest)
+    assert guest.group not in node.rc.group_names(), node.tb.hook_log()
+    del before[guest.group]
     assert node.ours() == before          # nothing else moved
     log = node.tb.hook_log()
-    assert 'removing %s alone, every other group as it is: ' \
-        'ovsrdt-pool-noisy needs 1 way on' % guest.group in log, log[-2000:]
+    line = next(n for n, ln in enumerate(open(node.tb.config), 1)
+                if ln.startswith('l3_ways = 12'))
+    assert 'removing %s alone, every other group as it is: config file %s ' \
+        'line %d: [pool:hp] l3_ways = 12 is more than the 11 ways' % (
+            guest.group, node.tb.config, line) in log, log[-2000:]
 
 
 # -- the real pqos ----------------------------------------------------------------

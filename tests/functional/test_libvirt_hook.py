@@ -132,6 +132,8 @@ def test_running_guests_keep_their_ways_while_others_go(env: Env) -> None:
     at a time is killed and started again: the others' masks never change
     (their warm cache stays theirs), and the one back takes free ways.
     """
+    # The hook log is the session's: only this test's lines count.
+    since = len(env.tb.hook_log())
     guests = [env.tb.define(rdt('<rdt:l3 ways="2"/>')),
               env.tb.define(rdt('<rdt:l3 kib="6000"/>')),      # 2 ways
               env.tb.define(nova({'rdt:l3_ways': '1'}))]
@@ -152,7 +154,7 @@ def test_running_guests_keep_their_ways_while_others_go(env: Env) -> None:
         again = masks()
         assert {n: m for n, m in again.items() if n != guest.group} == after
         env.assert_isolated(guest.group, 1 if guest is guests[2] else 2)
-    assert '; moves ovsrdt-' not in env.tb.hook_log()
+    assert '; moves ovsrdt-' not in env.tb.hook_log()[since:]
 
 
 def test_only_vcpu_threads_without_emulator_threads(env: Env) -> None:
@@ -508,16 +510,23 @@ def test_moved_config_refuses_starts_never_running_guests(
         os.rmdir(confd)
 
 
+@pytest.mark.parametrize('typo,why', [
+    ('[allocation]\nsystem_min_way = 3\n',
+     "line 2: unknown option 'system_min_way' in [allocation]"),
+    ('[pool:noisy]  # 4 ways\nl3_ways = 4\n',
+     "line 1: bad section header '[pool:noisy]  # 4 ways'")],
+    ids=['unknown-option', 'section-header'])
 def test_a_config_error_at_release_frees_the_vm_all_the_same(
-        env: Env) -> None:
-    """An operator's typo in conf.d, then ``virsh destroy`` (issue 47): the
-    VM's group goes, alone, and the hook's log says why the configuration
-    was not needed; once the typo is fixed the ways go back.
+        env: Env, typo: str, why: str) -> None:
+    """An operator's typo in conf.d, then ``virsh destroy`` (issue 47;
+    issue 51's trial: both kinds of typo): the VM's group goes, alone, and
+    the hook's log says why the configuration was not needed; once the
+    typo is fixed the ways go back.
     """
     from ovs_rdt.cmd import install_hook as install
 
+    text, typo = typo, os.path.join(env.tb.config + '.d', 'typo.conf')
     confd = env.tb.config + '.d'
-    typo = os.path.join(confd, 'typo.conf')
     os.makedirs(confd)
     install.install(env.tb.hook, [env.tb.config], [confd])
     guest = env.tb.define(rdt('<rdt:l3 ways="2"/>'))
@@ -526,15 +535,14 @@ def test_a_config_error_at_release_frees_the_vm_all_the_same(
         env.tb.start(guest)
         root = env.rc.group(ROOT).l3
         with open(typo, 'w') as fh:
-            fh.write('[allocation]\nsystem_min_way = 3\n')
+            fh.write(text)
         env.tb.destroy(guest)
         assert guest.group not in env.groups(), env.tb.hook_log()[-2000:]
         assert env.rc.group(ROOT).l3 == root        # alone
         log = env.tb.hook_log()
         assert ("release end: removed group %s alone, every other group as "
-                "it is: the configuration does not read (config file %s: "
-                "unknown option 'system_min_way' in [allocation]"
-                % (guest.group, typo)) in log, log[-2000:]
+                "it is: the configuration does not read (config file %s %s"
+                % (guest.group, typo, why)) in log, log[-2000:]
         assert ("releasing needs none: the group is the domain's UUID under "
                 "[resctrl] root %s;" % env.emu.root) in log
         os.unlink(typo)

@@ -160,6 +160,7 @@ def test_agent_refuses_a_bad_web_config(tmp_path: Any, tls_conf: dict,
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
-    assert lines[0].startswith('ovs-rdt-agent: [metrics] web_config_file '
+    assert lines[0].startswith('ovs-rdt-agent: error: [metrics] '
+                               'web_config_file '
                                '%s: %s' % (web, field)), lines
     assert time.monotonic() - start < 30

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import base64
 import configparser
+import glob
 import http.client
 import os
+import re
 import shlex
 import shutil
 import ssl
@@ -90,6 +92,25 @@ NOT_IN = {'python3-ovs-rdt': ('nova_plugin/', 'ovs_rdt/emulator/'),
           'ovs-rdt': ('dist-packages/',)}
 
 
+def entry_points(deb: str) -> dict[str, dict[str, str]]:
+    """The entry points of every egg-info in ``deb``: distribution ->
+    {group name: module}.
+    """
+    out: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(['dpkg-deb', '-x', deb, tmp], check=True)
+        for path in glob.glob(os.path.join(
+                tmp, 'usr/lib/python3/dist-packages/*.egg-info')):
+            points = configparser.ConfigParser(delimiters=('=',))
+            points.optionxform = str          # type: ignore[assignment]
+            points.read(os.path.join(path, 'entry_points.txt'))
+            out[os.path.basename(path).split('-')[0]] = {
+                '%s %s' % (group, name): value.split(':')[0]
+                for group in points.sections()
+                for name, value in points.items(group)}
+    return out
+
+
 def deb_paths(deb: str) -> set[str]:
     listing = subprocess.run(['dpkg-deb', '-c', deb], capture_output=True,
                              text=True, check=True).stdout
@@ -105,6 +126,24 @@ NO_SYSTEMD = [
     'ovs-rdt:  - ovs-rdt-agent is not running; start it:',
     'ovs-rdt:    ovs-rdt-agent --config-file %s' % CONF,
     'ovs-rdt: (/usr/share/doc/ovs-rdt/try-it.md.gz, "Without systemd")']
+
+
+#: Run by the installed python3: every entry point of an installed ovs-rdt
+#: distribution whose module is there; exit 1 naming those that are not.
+ENTRY_POINTS_CHECK = '''
+import importlib.metadata as md, importlib.util as iu, sys
+found = []
+for dist in md.distributions():
+    if dist.metadata['Name'].startswith('ovs-rdt'):
+        for point in dist.entry_points:
+            try:
+                ok = iu.find_spec(point.module) is not None
+            except ImportError:
+                ok = False
+            found.append((ok, point.group, point.name, point.module))
+print(found)
+sys.exit(0 if found and all(f[0] for f in found) else 1)
+'''
 
 
 def test_sdist_and_wheel(artifacts: Artifacts) -> None:
@@ -176,12 +215,30 @@ def test_deb_paths_and_lintian(artifacts: Artifacts) -> None:
                               capture_output=True, text=True)
         assert info.returncode != 0 and 'no control component' in info.stderr, (
             name, info.stdout)
+    # Each entry point in the package that ships its module: a node
+    # without python3-ovs-rdt-nova lists none of the Nova plugin's.
+    library = entry_points(artifacts.package('python3-ovs-rdt'))
+    assert list(library) == ['ovs_rdt'], library
+    assert library['ovs_rdt']['oslo.config.opts ovs_rdt'] == 'ovs_rdt.opts'
+    assert not [m for m in library['ovs_rdt'].values()
+                if not m.startswith(('ovs_rdt', 'libvirt_hooks'))], library
+    nova = entry_points(artifacts.package('python3-ovs-rdt-nova'))
+    assert list(nova) == ['ovs_rdt_nova'], nova
+    assert nova['ovs_rdt_nova']['nova.api.extra_spec_validators rdt'] == \
+        'nova_plugin.validators', nova
+    assert all(m.startswith('nova_plugin')
+               for m in nova['ovs_rdt_nova'].values()), nova
     version = subprocess.run(['dpkg-deb', '-f', artifacts.deb, 'Version'],
                              capture_output=True, text=True,
                              check=True).stdout.strip()
     assert version.rsplit('-', 1)[0].replace('~', '.') == artifacts.version
     assert version.endswith('-1')           # a Debian revision (quilt)
     assert len(artifacts.lintian_reports) == 2   # ovs-rdt's, mfusepy's
+    # Built with the unit tests, in Debian's build directory.
+    with open(os.path.join(artifacts.dir, 'build.log'),
+              encoding='utf-8') as fh:
+        log = fh.read()
+    assert re.search(r'^\d+ passed', log, re.M), log[-2000:]
     for path in artifacts.lintian_reports:
         with open(path, encoding='utf-8') as fh:
             report = fh.read()
@@ -299,6 +356,9 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
         for p in ('ovs_rdt', 'libvirt_hooks')], where
     assert root.run('ovs-rdt', '--version').stdout == \
         'ovs-rdt %s\n' % artifacts.version
+    # Every entry point installed names a module that is installed.
+    listed = root.run('python3', '-c', ENTRY_POINTS_CHECK).stdout
+    assert 'ovs_rdt.opts' in listed and 'nova_plugin' not in listed, listed
     assert root.run('ovs-rdt-agent', '--version').stdout == \
         'ovs-rdt-agent %s\n' % artifacts.version
 
@@ -309,8 +369,10 @@ def test_deb_installs_runs_and_purges_clean(artifacts: Artifacts,
               'web_config_file = %s\n' % (port, web))
     res = root.run('ovs-rdt', 'apply')
     assert 'ovsrdt-pool-hp' in rc.group_names(), res.stdout + res.stderr
-    status = root.run('ovs-rdt', 'status').stdout
+    res = root.run('ovs-rdt', 'status', check=False)
+    status = res.stdout
     assert 'ovsrdt-pool-hp' in status and 'default (root)' in status, status
+    assert res.returncode == 5      # applied; the agent is not started yet
 
     # The agent, as the unit starts it.
     cmd = exec_start(root)

@@ -173,8 +173,12 @@ def test_bad_policy_refused_in_one_line(bed: Bed) -> None:
     assert bed.agent.proc is not None
     assert bed.agent.proc.wait(20) == 2
     lines = [ln for ln in bed.log_text().splitlines() if ln.strip()]
-    assert lines == ['ovs-rdt-agent: [pool:hp] l3_ways = 8 and [pool:noisy] '
+    hp_line = [n for n, ln in enumerate(open(bed.conf), 1)
+               if ln.startswith('l3_ways = 8')][-1]
+    assert lines == ['ovs-rdt-agent: error: config file %s line %d: [pool:hp] '
+                     'l3_ways = 8 and [pool:noisy] '
                      'l3_ways = 3 must sum to the budget hp_max_ways + '
                      'be_min_ways = 10 with the high-priority pool within '
                      '[policy] hp_min_ways..hp_max_ways = 3..8 (they are the '
-                     'ways the pools return to when the policy is disabled)']
+                     'ways the pools return to when the policy is disabled)'
+                     % (bed.conf, hp_line)]

@@ -91,7 +91,7 @@ def test_table3_to_table4(ovs: OvsTestbed, emulated_resctrl: Any,
         assert out.returncode == 0, out.stderr
         assert '(filled its 3 ways: may need more)' in out.stdout
         bad = profile(config, '--group', 'nope')
-        assert bad.returncode == 1
+        assert bad.returncode == 2      # a usage error (issue 51 trial 6)
         assert bad.stderr.startswith("ovs-rdt profile: error: --group 'nope'")
     finally:
         for group in GROUPS:

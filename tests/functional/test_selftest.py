@@ -99,6 +99,9 @@ def test_table_json_and_only(emulated_resctrl: EmulatorFixture, cache: str) -> N
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith('ovs-rdt selftest of %s (fuse.resctrl' % emulated_resctrl.root)
+    # The emulated platform, not the host's CPU, is what it tests (trial 11).
+    assert ') on an emulated platform, 2 L3 cache domains of 11 ways (the ' \
+        "host's CPU: " in lines[0], lines[0]
     for behaviour in BEHAVIOURS:
         assert any(line.split()[:1] == [behaviour.name] for line in lines), behaviour.name
     # skip: snc, cdp, io-alloc, mbm-assign (no such feature), exclusive

@@ -6,8 +6,10 @@ import os
 from nova.compute import provider_config as nova_provider_config
 
 from ovs_rdt.cmd import provider_config as pc
+from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, Group, MBInfo, Platform
+from ovs_rdt.manager import CacheManager
 
 
 def _write(folder: str, text: str) -> str:
@@ -22,7 +24,10 @@ def test_nova_loads_and_validates_the_file(tmp_path: os.PathLike) -> None:
                     mb=MBInfo(10, 10, True, (0, 1)))
     groups = [Group('', {0: CBM(0x03f, 11), 1: CBM(0x03f, 11)}),
               Group(PMD_GROUP, {0: CBM(0x600, 11), 1: CBM(0x600, 11)})]
-    inv = pc.inventory(plat, groups, system_min_ways=2)
+    free = CacheManager(None, Settings.defaults(
+        allocation={'system_min_ways': 2})).free_ways((plat, groups))
+    inv = pc.inventory(plat, groups, {d: f['reserved_ways']
+                                      for d, f in free.items()})
     _write(str(tmp_path), pc.to_yaml(
         pc.document(inv, pc.traits_of(plat, ['hp', 'be.v2-1'])),
         'a comment'))

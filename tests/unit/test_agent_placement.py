@@ -10,6 +10,7 @@ from ovs_rdt.agent.placement import PmdPlacer
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, MBInfo, Platform, Request
+from ovs_rdt.core.plan import Plan, Step
 from ovs_rdt.exceptions import InsufficientWays, ResctrlUnavailable
 
 HP = 'ovsrdt-pool-hp'
@@ -57,7 +58,7 @@ class FakeManager:
         self.calls: list[tuple] = []
         self.free = 9
 
-    def allocate(self, req: Request) -> None:
+    def allocate(self, req: Request) -> Plan:
         self.calls.append(('allocate', req.name, dict(req.ways),
                            req.mb_percent))
         ways = max(req.ways.values())
@@ -65,8 +66,13 @@ class FakeManager:
             raise InsufficientWays('%s asks for %d ways on domain 0 but only '
                                    '%d are free' % (req.name, ways, self.free))
         self.resctrl.members.setdefault(req.name, set())
-        self.resctrl.masks[req.name] = {
-            d: CBM(((1 << ways) - 1) << (11 - ways), 11) for d in req.ways}
+        masks = {d: CBM(((1 << ways) - 1) << (11 - ways), 11)
+                 for d in req.ways}
+        done = Plan()
+        if self.resctrl.masks.get(req.name) != masks:
+            done.steps = [Step.schemata(req.name, masks)]
+        self.resctrl.masks[req.name] = masks
+        return done
 
     def release(self, name: str) -> None:
         self.calls.append(('release', name))
@@ -110,6 +116,33 @@ def test_ways_places_pmds_and_vswitchd(mgr: FakeManager) -> None:
     assert placer.sync({'rdt-pmd-l3-ways': '4'}, scan({200: 0, 201: 1})) \
         == status
     assert mgr.calls == []
+
+
+def test_forced_rescans_that_write_nothing_log_nothing(
+        mgr: FakeManager, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 51 item 7: "allocating ovsrdt-ovs-pmd: 2 ways ..." at every
+    re-scan (78 lines in 2.5 minutes).  Said at INFO when it wrote.
+    """
+    import logging
+    caplog.set_level(logging.INFO, 'ovs_rdt.agent.placement')
+    placer = PmdPlacer(mgr)
+    knobs = {'rdt-pmd-l3-ways': '2'}
+    placer.sync(knobs, scan({200: 0}))
+    said = [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith('allocated ')]
+    assert said == ['allocated %s: 2 ways on cache domains 0 for PMD cores '
+                    '0 (1 resctrl write)' % PMD_GROUP]
+    caplog.clear()
+    for _ in range(5):
+        placer.sync(knobs, scan({200: 0}), force=True)
+    assert [c[0] for c in mgr.calls].count('allocate') == 6
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO and
+                r.getMessage().startswith('allocated ')]
+    placer.sync({'rdt-pmd-l3-ways': '3'}, scan({200: 0}))
+    assert [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith('allocated ')] == [
+        'allocated %s: 3 ways on cache domains 0 for PMD cores 0 (1 resctrl '
+        'write)' % PMD_GROUP]
 
 
 def test_threads_in_default_group_left_alone(mgr: FakeManager) -> None:

@@ -64,8 +64,9 @@ def test_isolated_requests_skip_shareable_bits():
     # What a new isolated VM could still get: ways 0-6, not way 9.
     assert result.free == {0: 7, 1: 7}
     with pytest.raises(Exception, match='ovsrdt-vm-a needs 10 ways on cache '
-                       'domain 0, but only 9 of 11 are free .*, 2 shared '
-                       'with I/O \\(info/L3/shareable_bits 600\\)\\)$'):
+                       'domain 0, but only 9 of 11 are free .*; 2 shared '
+                       'with I/O \\(info/L3/shareable_bits 600\\) among '
+                       'them\\)$'):
         plan(plat, [root()], [Request('ovsrdt-vm-a', ways={0: 10, 1: 10})],
              1)
 

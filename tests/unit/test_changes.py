@@ -88,6 +88,6 @@ def test_status_says_whether_the_configuration_is_applied():
     assert report.free_text({'vm_ways': 3, 'reserved_ways': 6,
                              'vm_held_ways': 2, 'pool_ways': 3,
                              'shared_pool_ways': 4}, 11) == (
-        'free: 3 ways for VMs (11 - 6 reserved for the default group, pools, '
-        'OvS and other tools - 2 held by VMs), 3 for a new or larger pool (4 '
-        'if not isolated)')
+        'free: 3 ways for a VM or an isolated pool, 4 for a pool that is not '
+        'isolated (11 - 6 reserved for the default group, pools, OvS and '
+        'other tools - 2 held by VMs)')

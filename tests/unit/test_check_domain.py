@@ -24,11 +24,11 @@ def node(tmp_path):
     class Node:
         rc = FakeKernelTree(str(root), str(sysfs))
 
-        def configure(self, root=root):
+        def configure(self, root=root, noisy=2):
             config.write_text(
                 '[resctrl]\nroot = %s\nsysfs_cpu_root = %s\nlock_timeout = 5\n'
                 '[allocation]\npools = noisy\nsystem_min_ways = 2\n'
-                '[pool:noisy]\nl3_ways = 2\n' % (root, sysfs))
+                '[pool:noisy]\nl3_ways = %d\n' % (root, sysfs, noisy))
 
         def apply(self):
             CacheManager(self.rc, conf.load(str(config))).apply()
@@ -75,6 +75,25 @@ def test_a_dedicated_vm_and_a_refusal(node, capsys):
     assert code == 3
     assert out.startswith("domain 'vm1': the hook would refuse to start "
                           "it: ")
+
+
+def test_what_is_written_and_what_is_kept(node, capsys):
+    """Issue 51 trial 2 and 11: one way is "1 way"; a pool the files
+    size otherwise than resctrl holds it is said to be kept (the MB value
+    written: test_operator_views, this tree has no MB domains).
+    """
+    node.apply()
+    node.configure(noisy=3)
+    code, out, _ = node.check(xml(rdt('<rdt:l3 ways="1"/><rdt:mb '
+                                      'percent="33"/>')), capsys)
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0].endswith('asks for 1 L3 way, memory bandwidth 33% (from '
+                             'the <rdt:rdt> annotation)'), lines[0]
+    assert '  cache domain 0: 100 (1 way, 2560 KiB)' in lines, lines
+    assert ('  (ovsrdt-pool-noisy kept as it is (ways 0=2,1=2), though the '
+            'files ask ways 0=3,1=3: pools change at "ovs-rdt apply" (with an '
+            'agent running: at its reload))') in lines, lines
 
 
 def test_resctrl_that_cannot_be_read_is_an_error_not_a_refusal(

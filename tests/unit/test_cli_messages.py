@@ -25,8 +25,8 @@ def test_config_error_names_the_subcommand(tmp_path, capsys, command):
     bad.write_text('[allocation]\npool = hp\n')
     rc, err = run(capsys, '--config-file', str(bad), command)
     assert rc == 2
-    assert err == ("ovs-rdt %s: error: config file %s: unknown option 'pool' "
-                   'in [allocation] (known: ' % (command, bad)) + \
+    assert err == ("ovs-rdt %s: error: config file %s line 2: unknown option "
+                   "'pool' in [allocation] (known: " % (command, bad)) + \
         err.split('(known: ', 1)[1]
     rc, err = run(capsys, command, '--config-file', str(tmp_path / 'no'))
     assert (rc, err) == (2, 'ovs-rdt %s: error: config file %s does not '

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from ovs_rdt import conf, opts
@@ -252,3 +254,101 @@ def test_unlisted_pool_section_is_a_warning_not_an_error(tmp_path):
     assert 'pools (empty)' in conf.load(str(first)).warnings[0]
     first.write_text('[allocation]\npools = hp\n[pool:hp]\nl3_ways = 2\n')
     assert conf.load(str(first)).warnings == []
+
+
+def three_files(tmp_path):
+    """Issue 51 item 3: three conf.d files set one pool's ways, 4, 3, 5."""
+    main = tmp_path / 'ovs-rdt.conf'
+    main.write_text('[allocation]\npools = hp\n')
+    confd = tmp_path / 'ovs-rdt.conf.d'
+    confd.mkdir()
+    (confd / '10-a.conf').write_text('[pool:hp]\nl3_ways = 4\n')
+    (confd / '20-b.conf').write_text('# b\n[pool:hp]\nl3_ways = 3\n')
+    (confd / '30-c.conf').write_text('[pool:hp]\nisolated = true\n'
+                                     'l3_ways = 5\n')
+    return main, confd
+
+
+def test_a_later_file_overriding_a_pool_is_a_warning(tmp_path):
+    main, confd = three_files(tmp_path)
+    settings = conf.load_files(conf.config_paths([str(main)], [str(confd)]))
+    assert settings.pools['hp'].l3_ways == 5
+    assert settings.warnings == [
+        'config file {d}/30-c.conf line 3: [pool:hp] l3_ways = 5 overrides '
+        '4 in {d}/10-a.conf line 2, 3 in {d}/20-b.conf line 3: the last '
+        'file read wins ("ovs-rdt config" shows every value and where it '
+        'comes from)'.format(d=confd)]
+    assert [(s.path, s.line, s.value) for s in
+            settings.sources[('pool:hp', 'l3_ways')]] == [
+        (str(confd / '10-a.conf'), 2, '4'), (str(confd / '20-b.conf'), 3, '3'),
+        (str(confd / '30-c.conf'), 3, '5')]
+    # The same value again, or another section: no warning.
+    (confd / '20-b.conf').write_text('[pool:hp]\nl3_ways = 5\n')
+    (confd / '10-a.conf').write_text('[allocation]\npools = hp\n')
+    assert conf.load_files(conf.config_paths(
+        [str(main)], [str(confd)])).warnings == []
+    # A pool [allocation] pools does not list (issue 51 trial 12): one
+    # warning naming every file its section is in, none for its overrides.
+    main.write_text('[allocation]\npools =\n')
+    (confd / '10-a.conf').write_text('[pool:hp]\nl3_ways = 4\n')
+    [warning] = conf.load_files(conf.config_paths(
+        [str(main)], [str(confd)])).warnings
+    assert warning.startswith(
+        'config files {d}/10-a.conf, {d}/20-b.conf, {d}/30-c.conf: '
+        '[pool:hp] is ignored: hp is not in [allocation] pools (empty)'
+        .format(d=confd)), warning
+
+
+def test_fingerprint_and_changes_say_which_file_changed(tmp_path):
+    main, confd = three_files(tmp_path)
+    paths = conf.config_paths([str(main)], [str(confd)])
+    settings = conf.load_files(paths)
+    assert conf.fingerprint(paths) == settings.digests
+    assert conf.changes(settings.digests, conf.fingerprint(paths)) == []
+    (confd / '20-b.conf').write_text('# b\n[pool:hp]\nl3_ways = 2\n')
+    (confd / '40-d.conf').write_text('')
+    os.unlink(confd / '10-a.conf')
+    now = conf.fingerprint(conf.config_paths([str(main)], [str(confd)]))
+    assert conf.changes(settings.digests, now) == [
+        '%s changed' % (confd / '20-b.conf'), '%s is new' % (
+            confd / '40-d.conf'), '%s is gone' % (confd / '10-a.conf')]
+
+
+def test_config_shows_each_value_and_where_it_comes_from(
+        tmp_path, capsys, monkeypatch):
+    import json
+
+    from ovs_rdt.cmd import main as cli
+    main, confd = three_files(tmp_path)
+    # Trial 8: the header names the options given, and a variable they
+    # replace.
+    monkeypatch.setenv('OVS_RDT_CONF', str(main))
+    assert cli.main(['--config-dir', str(confd), 'config']) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        'Files read (--config-dir; $OVS_RDT_CONF is set, and not read when '
+        'either is given), in this order (a later value wins):')
+    monkeypatch.delenv('OVS_RDT_CONF')
+    args = ['--config-file', str(main), '--config-dir', str(confd)]
+    assert cli.main(args + ['config']) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[:5] == [
+        'Files read (--config-file and --config-dir), in this order (a '
+        'later value wins):', '  %s' % main] + [
+        '  %s' % (confd / n) for n in ('10-a.conf', '20-b.conf', '30-c.conf')]
+    [ways] = [ln for ln in lines if ln.startswith('l3_ways = ')]
+    assert ways.split('  # ') == [
+        'l3_ways = 5'.ljust(len(ways.split('  # ')[0])),
+        '{d}/30-c.conf:3 (overrides 3 at {d}/20-b.conf:3, 4 at '
+        '{d}/10-a.conf:2)'.format(d=confd)]
+    assert [ln for ln in lines if ln.startswith('system_min_ways = 2 ')
+            ][0].endswith('# default')
+    assert 'warning: config file %s/30-c.conf line 3: [pool:hp] l3_ways' \
+        % confd in err
+    assert cli.main(args + ['config', '--json']) == 0
+    data = json.loads(capsys.readouterr().out)
+    [item] = [i for i in data['options'] if i['section'] == 'pool:hp' and
+              i['option'] == 'l3_ways']
+    assert (item['value'], item['file'], item['line']) == (
+        '5', str(confd / '30-c.conf'), 3)
+    assert [o['value'] for o in item['overrides']] == ['4', '3']

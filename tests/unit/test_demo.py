@@ -122,3 +122,33 @@ def test_metric_groups_read_by_prometheus_clients_parser() -> None:
     assert demo.groups_per_metric(text) == {
         'ovs_rdt_group_l3_ways': {'ovsrdt-pool-hp', 'odd "name" {x}'},
         'ovs_rdt_bytes_total': {'/'}}
+
+
+def test_demo_script_help_installs_nothing(tmp_path) -> None:
+    """Issue 51: ``tools/demo.sh --help`` ran tools/setup.sh (apt-get, a
+    virtualenv) before printing the options.  In a tree whose setup.sh
+    only leaves a mark: the options, and no mark.
+    """
+    import os
+    import shutil
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    (tmp_path / 'tools').mkdir()
+    shutil.copy(os.path.join(repo, 'tools', 'demo.sh'), tmp_path / 'tools')
+    (tmp_path / 'tools' / 'setup.sh').write_text(
+        'touch "$(dirname "$0")/../SETUP-RAN"; exit 1\n')
+    os.symlink(os.path.join(repo, 'ovs_rdt'), tmp_path / 'ovs_rdt')
+    for args in (['--help'], ['--keep', '-h']):
+        res = subprocess.run(['bash', str(tmp_path / 'tools' / 'demo.sh'),
+                              *args], capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith('usage: tools/demo.sh'), res.stdout
+        assert 'usage: ovs-rdt demo' in res.stdout and '--keep' in res.stdout
+        assert not (tmp_path / 'SETUP-RAN').exists()
+    # Without --help it is the setup that runs first.
+    res = subprocess.run(['bash', str(tmp_path / 'tools' / 'demo.sh')],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and (tmp_path / 'SETUP-RAN').exists()

@@ -378,6 +378,19 @@ def test_flavor_lookup_with_broken_config_does_not_refuse(node, capsys):
     assert "[libvirt] on_failure: 'sometimes'" in capsys.readouterr().err
 
 
+def test_refusal_for_a_broken_config_reaches_its_log_file(node, capsys):
+    """Issue 51 item 7: without syslog, a refusal the configuration caused
+    reached no log file: the log file it names (as far as it reads) gets it.
+    """
+    node.configure(extra='[pool:noisy]\nl3_way = 2\n')
+    assert node.run(xml(rdt('<rdt:l3 ways="2"/>'))) == 1
+    err = one_line(capsys.readouterr())
+    log = node.log.read_text()
+    assert "unknown option 'l3_way' in [pool:noisy]" in err
+    assert 'ERROR' in log and "unknown option 'l3_way' in [pool:noisy]" in log
+    assert 'fix the ovs-rdt configuration' in log
+
+
 # -- pools --------------------------------------------------------------------
 def test_pool_vm_creates_pool_and_removes_stale_group(node):
     assert node.run(L3_3) == 0
@@ -744,6 +757,12 @@ def test_run_prints_restart_hint(node, tmp_path, capsys):
     out = capsys.readouterr().out
     assert 'installed %s' % (tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt') in out
     assert 'restart libvirtd' in out
+    # Replaced in place: no restart (issue 51 trial 11).
+    assert install.run(settings, args) == 0
+    out = capsys.readouterr().out
+    assert 'replaced %s' % (tmp_path / 'hooks' / 'qemu.d' / '50-ovs-rdt') in out
+    assert 'restart libvirtd' not in out
+    assert 'libvirtd runs it from the next guest event' in out
     args = parser.parse_args(['--hooks-dir', str(tmp_path / 'hooks'),
                               '--uninstall'])
     assert install.run(settings, args) == 0
@@ -854,8 +873,9 @@ def test_release_needs_no_configuration(node, capsys):
     assert node.masks('') == before        # alone: nothing else written
     log = node.log.read_text()
     assert ("release end: removed group %s alone, every other group as it "
-            "is: the configuration does not read ([pool:noisy] l3_ways: "
-            "'tw0' is not a whole number" % GROUP) in log, log
+            "is: the configuration does not read (config file %s line 2: "
+            "[pool:noisy] l3_ways: 'tw0' is not a whole number"
+            % (GROUP, confd / '50-typo.conf')) in log, log
     assert ("and releasing needs none: the group is the domain's UUID under "
             "[resctrl] root %s;" % node.root) in log
     # A FIFO in conf.d (a reader of it would block for good): refused by

@@ -133,7 +133,17 @@ class ConfigFile:
                 text += '%s = "%s"\n' % (field, values[field])
         with open(self.path, 'w', encoding='utf-8') as fh:
             fh.write(text)
-        pool = conf.load(self.path).pools[name]
+        try:
+            pool = conf.load(self.path).pools[name]
+        except ConfigError as exc:
+            # The file and line of the option named come first (issue 51
+            # trial 5); the rest is every surface's message.
+            field = exc.args[0].split('] ', 1)[1].split()[0].rstrip(':')
+            line = next(n for n, ln in enumerate(text.splitlines(), 1)
+                        if ln.startswith(field + ' ='))
+            where = 'config file %s line %d: ' % (self.path, line)
+            assert str(exc).startswith(where), (str(exc), where)
+            raise ConfigError(str(exc)[len(where):]) from None
         if 'pool' in values:
             return (None, name, None, None, None)
         return (pool.l3_ways, None, pool.mb_percent, pool.mb_mbps, None)

@@ -112,14 +112,14 @@ def test_unconfigured_pool_kept_by_allocate_removed_by_apply(rc):
 
 
 def test_release_frees_the_group_when_the_rest_no_longer_fits(rc):
-    """Freeing never fails for want of room: the pools grew in the
-    configuration past what fits, and a VM stops before any apply.
+    """Freeing never fails for want of room: the pools in the configuration
+    no longer fit this node, and a VM stops before any apply.
     """
     mgr = CacheManager(rc, table4(hp={'l3_ways': 7, 'isolated': True}))
     mgr.apply()
     mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))
     hp = masks(rc, 'ovsrdt-pool-hp')
-    grown = CacheManager(rc, table4(hp={'l3_ways': 10, 'isolated': True}))
+    grown = CacheManager(rc, table4(hp={'l3_ways': 12, 'isolated': True}))
     # previewed as it is made (an incoming migration's check)
     preview = grown.preview(remove='ovsrdt-vm-a')
     assert 'ovsrdt-vm-a' in rc.group_names()
@@ -127,12 +127,42 @@ def test_release_frees_the_group_when_the_rest_no_longer_fits(rc):
     assert (preview.steps, preview.unplaced) == (plan.steps, plan.unplaced)
     assert 'ovsrdt-vm-a' not in rc.group_names()
     assert [tuple(s) for s in plan.steps] == [('rmdir', 'ovsrdt-vm-a', '')]
-    assert 'ovsrdt-pool-hp needs 10 ways' in plan.unplaced
+    assert '[pool:hp] l3_ways = 12 is more than the 11 ways' in plan.unplaced
     assert masks(rc, 'ovsrdt-pool-hp') == hp
     # an allocation is still refused as a whole, changing nothing
-    with pytest.raises(InsufficientWays):
+    with pytest.raises(ConfigError):
         grown.allocate(Request('ovsrdt-vm-b', ways={0: 1}))
     assert 'ovsrdt-vm-b' not in rc.group_names()
+
+
+def test_only_apply_resizes_a_pool(rc):
+    """Issue 51 trial 2: the files size a pool otherwise, nothing applied
+    them yet: a VM start or stop keeps the pool as resctrl holds it (and
+    says so), moving no VM for it; ``apply`` resizes it.
+    """
+    mgr = CacheManager(rc, table4(hp={'l3_ways': 7, 'isolated': True}))
+    mgr.apply()
+    mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1, 1: 1}))
+    hp, vm_a = masks(rc, 'ovsrdt-pool-hp'), masks(rc, 'ovsrdt-vm-a')
+    for ways in (5, 8):     # shrunk (ways a VM start could take), grown
+        edited = CacheManager(rc, table4(hp={'l3_ways': ways,
+                                             'isolated': True}))
+        plan = edited.allocate(Request('ovsrdt-vm-b', ways={0: 1}))
+        assert plan.kept == [
+            'ovsrdt-pool-hp kept as it is (ways 0=7,1=7), though the files '
+            'ask ways 0=%d,1=%d: pools change at "ovs-rdt apply" (with an '
+            'agent running: at its reload)' % (ways, ways)]
+        assert not plan.moves
+        assert (masks(rc, 'ovsrdt-pool-hp'), masks(rc, 'ovsrdt-vm-a')) == \
+            (hp, vm_a)
+        edited.release('ovsrdt-vm-b')
+        assert masks(rc, 'ovsrdt-pool-hp') == hp
+        assert edited.room() == {0: 11 - 2 - 7 - 1, 1: 11 - 2 - 7 - 1}
+    edited.apply()
+    assert {d: m.count for d, m in
+            rc.group('ovsrdt-pool-hp').l3.items()} == {0: 8, 1: 8}
+    assert mgr.preview(remove='ovsrdt-vm-a').kept
+    assert not edited.preview(remove='ovsrdt-vm-a').kept
 
 
 def test_ways_held_where_the_default_group_has_no_mask() -> None:
@@ -317,6 +347,8 @@ def test_what_a_killed_selftest_left_goes_with_the_next_plan(rc, tmp_path):
         running = 'ovsrdt-selftest-%d-probe' % live.pid
         rc.mkdir_as_another_tool(dead, '7fe')
         mgr = CacheManager(rc, table4(hp={'l3_ways': 8, 'isolated': True}))
+        # The one free count plans as the plan does: its ways are free.
+        assert mgr.room() == {0: 1, 1: 1}
         preview = mgr.preview(prune=True)
         assert (preview.steps[0].op, preview.steps[0].group) == ('rmdir', dead)
         mgr.apply()

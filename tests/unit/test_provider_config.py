@@ -13,6 +13,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, Group, MBInfo, Platform, pool_group
 from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, vm_group
 from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.manager import CacheManager
 from tests.unit import fakes
 
 W = 11
@@ -28,9 +29,34 @@ def platform(**kw: object) -> Platform:
     return Platform(**args)
 
 
+def manager(system_min_ways: int, system_l3_cbm: str | None = None,
+            pools: dict[str, int] | None = None) -> CacheManager:
+    """The node's counting; ``pools``: name -> l3_ways configured."""
+    return CacheManager(None, Settings.defaults(
+        allocation={'system_min_ways': system_min_ways,
+                    'system_l3_cbm': system_l3_cbm},
+        pools={p: {'l3_ways': n} for p, n in (pools or {}).items()}))
+
+
+def reserved_ways(plat: Platform, groups: list[Group], system_min_ways: int,
+                  system_l3_cbm: str | None = None,
+                  pools: dict[str, int] | None = None) -> dict[int, int]:
+    """What provider-config reserves per domain (CacheManager.free_ways)."""
+    free = manager(system_min_ways, system_l3_cbm, pools).free_ways(
+        (plat, groups))
+    return {d: f['reserved_ways'] for d, f in free.items()}
+
+
+def inventory(plat: Platform, groups: list[Group], system_min_ways: int,
+              pools: dict[str, int] | None = None,
+              cache_groups: list[frozenset[int]] | None = None) -> dict:
+    return pc.inventory(plat, groups, reserved_ways(
+        plat, groups, system_min_ways, pools=pools), cache_groups)
+
+
 def test_bare_node_reserves_the_system_minimum() -> None:
     groups = [Group('', {0: cbm(0x7ff), 1: cbm(0x7ff)})]
-    inv = pc.inventory(platform(), groups, system_min_ways=2)
+    inv = inventory(platform(), groups, system_min_ways=2)
     assert inv[pc.RC_WAYS] == {'total': 22, 'reserved': 4, 'min_unit': 1,
                                'max_unit': 18, 'step_size': 1,
                                'allocation_ratio': 1.0}
@@ -48,16 +74,26 @@ def test_pools_pmd_and_foreign_groups_are_reserved_vms_are_not() -> None:
         Group(vm_group('5e3b0c43-0b0a-4a1e-9f53-6f2d8b6a1c11'),
               {0: cbm(0x100), 1: cbm(0x100)}),
     ]
-    per_dom = pc.reserved_ways(platform(), groups, system_min_ways=2)
-    # domain 0: pool 2 + pmd 2 + foreign 2 + system 2, and the VM's way
-    # 0x100 is split off the default group's run (which never grows over
-    # COS3): 3 ways would leave it 1; domain 1: the pool follows the
-    # default group there (holds nothing): pmd 2 + foreign 2 + 2, and 0x100
-    # split off again
-    assert per_dom == {0: 9, 1: 7}
-    inv = pc.inventory(platform(), groups, 2)
-    assert inv[pc.RC_WAYS]['reserved'] == 16
-    assert inv[pc.RC_WAYS]['max_unit'] == 6
+    pools = {'hp': 2}
+    per_dom = reserved_ways(platform(), groups, 2, pools=pools)
+    # pool hp 2 (on domain 1 only once applied: a VM start keeps a pool
+    # as it is) + pmd 2 + foreign 2 + system 2; the VM's way 0x100 is the
+    # VMs': the PMD group and the VM move to make a run, as the allocator
+    # does for a VM that needs one
+    assert per_dom == {0: 8, 1: 6}
+    free = manager(2, pools=pools).free_ways((platform(), groups))
+    assert [free[d]['vm_ways'] for d in (0, 1)] == [2, 4]
+    assert [free[d]['vm_held_ways'] for d in (0, 1)] == [1, 1]
+    # What holds the reserve (issue 51 trial 9): one function's answer.
+    assert free[0]['reserved_by'] == [
+        ('system_min_ways', 2), ('ovsrdt-pool-hp', 2), (PMD_GROUP, 2),
+        ("other tools' groups", 2)]
+    # A pool no longer configured still counts: a VM start keeps it until
+    # "apply" removes it (only apply changes pools).
+    assert reserved_ways(platform(), groups, 2) == {0: 8, 1: 6}
+    inv = inventory(platform(), groups, 2, pools)
+    assert inv[pc.RC_WAYS]['reserved'] == 14
+    assert inv[pc.RC_WAYS]['max_unit'] == 8
     assert inv[pc.RC_CLOSIDS]['reserved'] == 4   # root, pool, pmd, COS3
 
 
@@ -65,9 +101,9 @@ def test_overlapping_masks_count_once_and_cap_at_cbm_len() -> None:
     groups = [Group('', {0: cbm(0x003)}),
               Group('libvirt-a', {0: cbm(0x7f0)}),
               Group('libvirt-b', {0: cbm(0x7fc)})]
-    per_dom = pc.reserved_ways(platform(domains=(0,)), groups, 2)
+    per_dom = reserved_ways(platform(domains=(0,)), groups, 2)
     assert per_dom == {0: 11}
-    inv = pc.inventory(platform(domains=(0,)), groups, 2)
+    inv = inventory(platform(domains=(0,)), groups, 2)
     assert inv[pc.RC_WAYS]['reserved'] == 11
     assert inv[pc.RC_WAYS]['max_unit'] == 1
 
@@ -76,9 +112,9 @@ def test_explicit_system_mask_and_min_cbm_bits() -> None:
     groups = [Group('', {0: cbm(0x00f)}), Group(PMD_GROUP, {0: cbm(0x00c)})]
     plat = platform(domains=(0,), min_cbm_bits=2)
     # the PMD mask overlaps the root's: it holds no ways of its own
-    assert pc.reserved_ways(plat, groups, 1) == {0: 2}
-    assert pc.reserved_ways(plat, groups, 1, {0: cbm(0x007)}) == {0: 3}
-    assert pc.inventory(plat, groups, 1)[pc.RC_WAYS]['min_unit'] == 2
+    assert reserved_ways(plat, groups, 1) == {0: 2}
+    assert reserved_ways(plat, groups, 1, '0=007') == {0: 3}
+    assert inventory(plat, groups, 1)[pc.RC_WAYS]['min_unit'] == 2
 
 
 def test_ways_count_per_cache_group_at_its_tightest_l3() -> None:
@@ -89,13 +125,13 @@ def test_ways_count_per_cache_group_at_its_tightest_l3() -> None:
     groups = [Group('', {d: cbm(0x1ff) for d in range(4)}),
               Group('COS1', {0: cbm(0x600), 1: cbm(0x400), 2: cbm(0x400),
                              3: cbm(0x400)})]    # another tool's class
-    assert pc.reserved_ways(plat, groups, 2) == {0: 4, 1: 3, 2: 3, 3: 3}
-    inv = pc.inventory(plat, groups, 2, cache_groups=[
+    assert reserved_ways(plat, groups, 2) == {0: 4, 1: 3, 2: 3, 3: 3}
+    inv = inventory(plat, groups, 2, cache_groups=[
         frozenset({0, 1}), frozenset({2, 3})])
     assert (inv[pc.RC_WAYS]['total'], inv[pc.RC_WAYS]['reserved'],
             inv[pc.RC_WAYS]['max_unit']) == (22, 4 + 3, 15)
     # each L3 its own group: the same as a domain count
-    assert pc.inventory(plat, groups, 2)[pc.RC_WAYS]['reserved'] == 13
+    assert inventory(plat, groups, 2)[pc.RC_WAYS]['reserved'] == 13
 
 
 def test_min_unit_is_at_least_one_on_amd() -> None:
@@ -105,7 +141,7 @@ def test_min_unit_is_at_least_one_on_amd() -> None:
     """
     groups = [Group('', {0: cbm(0x7ff)})]
     plat = platform(domains=(0,), min_cbm_bits=0)
-    assert pc.inventory(plat, groups, 2)[pc.RC_WAYS]['min_unit'] == 1
+    assert inventory(plat, groups, 2)[pc.RC_WAYS]['min_unit'] == 1
 
 
 def test_ways_shared_with_io_are_not_for_vms() -> None:
@@ -113,12 +149,12 @@ def test_ways_shared_with_io_are_not_for_vms() -> None:
     plat = platform(domains=(0,), shareable_bits=0x600)
     bare = [Group('', {0: cbm(0x7ff)})]
     # the default group keeps its minimum in the I/O ways
-    assert pc.reserved_ways(plat, bare, 1) == {0: 2}
-    assert pc.reserved_ways(plat, bare, 2) == {0: 2}
+    assert reserved_ways(plat, bare, 1) == {0: 2}
+    assert reserved_ways(plat, bare, 2) == {0: 2}
     # 3: the I/O ways and the one below them (VMs pack from the bottom,
     # away from the I/O ways, so none is stranded)
-    assert pc.reserved_ways(plat, bare, 3) == {0: 3}
-    assert pc.inventory(plat, bare, 3)[pc.RC_WAYS]['max_unit'] == 8
+    assert reserved_ways(plat, bare, 3) == {0: 3}
+    assert inventory(plat, bare, 3)[pc.RC_WAYS]['max_unit'] == 8
 
 
 def test_a_shared_pool_may_have_the_ways_shared_with_io() -> None:
@@ -128,8 +164,8 @@ def test_a_shared_pool_may_have_the_ways_shared_with_io() -> None:
     """
     plat = platform(domains=(0,), shareable_bits=0x600)
     bare = [Group('', {0: cbm(0x7ff)})]
-    assert pc.room(plat, bare, 1) == {0: 9}
-    assert pc.room(plat, bare, 1, isolated=False) == {0: 10}
+    assert manager(1).room((plat, bare)) == {0: 9}
+    assert manager(1).room((plat, bare), isolated=False) == {0: 10}
 
 
 def test_yaml_layout() -> None:
@@ -204,9 +240,11 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
     assert pc.run(settings, _args(output=out)) == 0
     text = open(out).read()
     assert oct(os.stat(out).st_mode & 0o777) == '0o644'
-    # per domain: pool hp 3 (not created yet: counted from the config),
-    # COS1 2, system 2
-    assert 'reserved per domain: 0=7 1=7.' in text
+    # per domain: pool hp 3 (not created yet: counted from the config) and
+    # the system's 2, which stay over COS1's ways (the mask mkdir gave it
+    # shares them with the default group: no group of ours may have them)
+    assert 'reserved per domain: 0=5 1=5 (each: system_min_ways 2, ' \
+        'ovsrdt-pool-hp 3).' in text
     # no NUMA nodes in sysfs here: each L3 domain is a cache group
     assert ('CUSTOM_RDT_L3_WAY counts a way on every L3 cache of one cache '
             'group: L3 0; L3 1.') in text
@@ -216,7 +254,7 @@ def test_run_on_a_resctrl_tree(tmp_path: 'os.PathLike[str]') -> None:
     inventories = {k: v for item in provider['inventories']['additional']
                    for k, v in item.items()}
     assert inventories['CUSTOM_RDT_L3_WAY'] == {
-        'total': 22, 'reserved': 14, 'min_unit': 1, 'max_unit': 8,
+        'total': 22, 'reserved': 10, 'min_unit': 1, 'max_unit': 12,
         'step_size': 1, 'allocation_ratio': 1.0}
     # 8: MBA has fewer CLOSIDs than L3 here; root, pool hp, COS1 hold one
     assert inventories['CUSTOM_RDT_CLOSID']['total'] == 8
@@ -237,8 +275,9 @@ def test_doc_example() -> None:
     groups = [Group('', {0: cbm(0x01f), 1: cbm(0x01f)}),
               Group(pool_group('hp'), {0: cbm(0x060), 1: cbm(0x060)}),
               Group(PMD_GROUP, {0: cbm(0x180), 1: cbm(0x180)})]
-    assert pc.reserved_ways(platform(), groups, 2) == {0: 6, 1: 6}
-    inv = pc.inventory(platform(), groups, 2)
+    assert reserved_ways(platform(), groups, 2, pools={'hp': 2}) == \
+        {0: 6, 1: 6}
+    inv = inventory(platform(), groups, 2, {'hp': 2})
     assert (inv[pc.RC_WAYS]['total'], inv[pc.RC_WAYS]['reserved'],
             inv[pc.RC_WAYS]['max_unit']) == (22, 12, 10)
     assert inv[pc.RC_CLOSIDS]['reserved'] == 3

@@ -266,15 +266,17 @@ def _cross_check(tmp: str, seed: int,
         groups, base = _node(platform, system_min_ways, pmd)
     except AllocationError:
         return found
-    inv = provider_config.inventory(platform, groups, system_min_ways,
-                                    cache_groups=cache_groups)
+    # the reserve provider-config publishes: what one more VM cannot have
+    # (allocator.room, the one free count; no VMs yet)
+    reserved = {d: width - n for d, n in allocator.room(
+        platform, groups, base, system_min_ways).items()}
+    inv = provider_config.inventory(platform, groups, reserved, cache_groups)
     ways_free = inv['CUSTOM_RDT_L3_WAY']['total'] - \
         inv['CUSTOM_RDT_L3_WAY']['reserved']
     closids_free = inv['CUSTOM_RDT_CLOSID']['total'] - \
         inv['CUSTOM_RDT_CLOSID']['reserved']
-    room = {tuple(g): width - max(provider_config.reserved_ways(
-        platform, groups, system_min_ways)[d] for d in g)
-        for g in cache_groups}
+    room = {tuple(g): width - max(reserved[d] for d in g)
+            for g in cache_groups}
     vms: dict[str, tuple[allocator.Request, int, dict]] = {}
     for step in range(25):
         if vms and rnd.random() < .3:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ovs_rdt.exceptions import ConfigError, InvalidValue, refuse
+from ovs_rdt.inputs import request
 from ovs_rdt.inputs.request import MB_EVENTS
 from ovs_rdt import GROUP_PREFIX, MAX_WAYS
 
@@ -295,6 +296,7 @@ class Settings:
         for name, values in pools.items():
             merged = {o[0]: o[2] for o in SPEC['pool']}
             merged.update(values)
+            check_pool(name, Section(merged))
             pool_values[name] = merged
         sections['allocation']['pools'] = list(pools) or \
             sections['allocation']['pools']
@@ -394,8 +396,37 @@ def from_lookup(get: Any, has_section: Any,
                               '[%s] section' % (pool, grp))
         pools[pool] = {n: convert(grp, n, t, get(grp, n), d, x)
                        for n, t, d, _h, x in SPEC['pool']}
+        check_pool(pool, Section(pools[pool]))
     return Settings(sections, pools, flavors, config_file,
                     unlisted_pools(origins or {}, list(pools)))
+
+
+def check_pool(name: str, pool: Section) -> None:
+    """A ``[pool:NAME]``'s options together, where the platform does not
+    matter: one size (``l3_ways``, ``l3_cbm``, or ``l3_code_cbm`` with
+    ``l3_data_cbm``), one kind of memory-bandwidth cap.  The rest is
+    checked against the platform (:func:`ovs_rdt.desired.pool_requests`).
+    """
+    section = '[pool:%s]' % name
+    sizes = [f for f in ('l3_ways', 'l3_cbm', 'l3_code_cbm')
+             if getattr(pool, f) not in (None, '')]
+    if len(sizes) > 1:
+        raise ConfigError('%s sets both %s and %s; choose one'
+                          % (section, sizes[0], sizes[1]))
+    split = [f for f in ('l3_code_cbm', 'l3_data_cbm') if getattr(pool, f)]
+    if len(split) == 1:
+        missing = ({'l3_code_cbm', 'l3_data_cbm'} - set(split)).pop()
+        raise ConfigError('%s %s needs %s too: a code and a data mask'
+                          % (section, split[0], missing))
+    if not split and not pool.l3_cbm and pool.l3_ways is None:
+        raise ConfigError('%s needs l3_ways, l3_cbm or (under CDP) '
+                          'l3_code_cbm and l3_data_cbm' % section)
+    try:
+        request.check_one_cap(pool.mb_percent, pool.mb_mbps,
+                              '%s %s' % (section, request.MB_PERCENT),
+                              '%s %s' % (section, request.MB_MBPS))
+    except InvalidValue as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def unlisted_pools(origins: dict[str, list[str]],

@@ -25,7 +25,7 @@ from ovs_rdt.runfiles import RUN_DIR, ensure_dir, read_live
 from ovs_rdt.runfiles import run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
 from ovs_rdt.agent.policy_state import PolicyStateError
-from ovs_rdt import atomicfile
+from ovs_rdt import atomicfile, desired
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import mbm
 from ovs_rdt.core import policy as pol
@@ -148,7 +148,7 @@ class Reader:
         if hp not in groups or be not in groups:
             return {}
         root = groups['']
-        hp_ways = self.manager.held_ways(groups[hp], root)
+        hp_ways = desired.held_ways(groups[hp], root)
         out = {}
         for dom in platform.domains:
             if dom not in hp_ways:

@@ -190,3 +190,53 @@ def test_no_import_cycles() -> None:
 def test_cycles_are_found() -> None:
     assert cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [
         ['a', 'b', 'c']]
+
+
+def _module_imports(path: str) -> set[str]:
+    return imports('ovs_rdt')[os.path.join('ovs_rdt', path)]
+
+
+def test_what_the_configuration_desires_does_no_i_o() -> None:
+    """ovs_rdt.desired turns the configuration into requests: it reads
+    neither resctrl nor /proc, nor applies anything; the manager does.
+    """
+    found = {m for m in _module_imports('desired.py') if m in (
+        'ovs_rdt.resctrl', 'ovs_rdt.procfs', 'ovs_rdt.transaction',
+        'ovs_rdt.manager', 'ovs_rdt.sampling', 'subprocess', 'logging')}
+    assert not found, found
+
+
+def test_the_transaction_applies_what_it_is_given() -> None:
+    """ovs_rdt.transaction plans nothing and reads no configuration: the
+    steps come from the allocator through the manager.
+    """
+    found = {m for m in _module_imports('transaction.py') if m in (
+        'ovs_rdt.conf', 'ovs_rdt.desired', 'ovs_rdt.manager',
+        'ovs_rdt.core.allocator', 'ovs_rdt.core.writes', 'logging')}
+    assert not found, found
+
+
+def test_every_op_of_a_plan_has_one_command_and_no_literal_names() -> None:
+    """The ops are core.plan's names; the transaction has one command per
+    op, and no module compares a step's op with a literal string.
+    """
+    from ovs_rdt.core import plan
+    from ovs_rdt.transaction import COMMANDS
+
+    ops = {plan.MKDIR, plan.RMDIR, plan.SCHEMATA, plan.MODE, plan.EVENT}
+    assert set(COMMANDS) == ops
+    for package in PACKAGES:
+        for path in imports(package):
+            with open(os.path.join(REPO, path), encoding='utf-8') as fh:
+                tree = ast.parse(fh.read(), path)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Compare):
+                    continue
+                sides = [node.left] + list(node.comparators)
+                if any(isinstance(s, ast.Attribute) and s.attr == 'op'
+                       and not (isinstance(s.value, ast.Name)
+                                and s.value.id == 'self')
+                       for s in sides):
+                    literal = [s for s in sides if isinstance(s, ast.Constant)
+                               and s.value in ops]
+                    assert not literal, (path, node.lineno)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import policy as agent_policy
+from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import policy as pol
 
 BOUNDS = pol.Bounds('hp', 'noisy', 3, 8, 2, 0.1)
@@ -79,6 +80,9 @@ class _Lock:
 class _Group:
     def __init__(self, name: str) -> None:
         self.name, self.mb = name, {}
+        # HP holds 8 ways on each domain (the default group has no mask).
+        self.l3 = {d: CBM(0xff, 20) for d in (0, 1)} \
+            if name == 'ovsrdt-pool-hp' else {}
 
 
 class _Platform:
@@ -143,9 +147,6 @@ class _Resctrl:
 class _Manager:
     def __init__(self, root: str) -> None:
         self.resctrl = _Resctrl(root)
-
-    def held_ways(self, group: Any, root: Any) -> dict[int, int]:
-        return {0: 8, 1: 8}
 
 
 def test_reader_hands_the_interval_s_occupancy_readings_over(

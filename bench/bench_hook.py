@@ -222,7 +222,7 @@ ABLATION = (
     ('as shipped', ''),
     ('+ import typing (TYPE_CHECKING = False in the hook\'s modules)',
      'import typing'),
-    ('+ import logging (hook.Log, manager._Log: no logging module)',
+    ('+ import logging (hook.Log, ovs_rdt.logs: no logging module)',
      'import logging'),
     ('+ import contextlib (resctrl._Lock instead of @contextmanager)',
      'import contextlib'),

@@ -169,15 +169,12 @@ class Hook:
 
     @property
     def guests(self) -> GuestCache:
-        """The rules (:class:`ovs_rdt.guest.GuestCache`), on first use;
-        the core's ``logging`` records then go to this hook's log.
+        """The rules (:class:`ovs_rdt.guest.GuestCache`), on first use,
+        logging to this hook's log (:mod:`ovs_rdt.logs`).
         """
         if self._guests is None:
             from ovs_rdt.guest import GuestCache
-            from ovs_rdt import manager
             self._guests = GuestCache(self.settings, self.log)
-            _bridge_logging(self.log)
-            manager.LOG.on_import = lambda: _bridge_logging(self.log)
         return self._guests
 
     def resolve(self, dom: Domain) -> CacheRequest | None:
@@ -381,35 +378,6 @@ def remedy(exc: BaseException, dom: Domain | None) -> str:
     if isinstance(exc, e.RDTError):
         return 'check libvirt and resctrl on this host'
     return 'report this bug'
-
-
-def log_record(log: Log, record: Any) -> None:
-    """One of the core's ``logging`` records as a line of ``log``
-    (levels by number: ``logging`` is not imported for this).
-    """
-    n = record.levelno
-    level = ('error' if n >= 40 else 'warning' if n >= 30 else
-             'info' if n >= 20 else 'debug')
-    try:
-        log(level, record.getMessage())
-    except Exception:  # noqa: BLE001 - logging must never raise
-        pass
-
-
-def _bridge_logging(log: Log) -> None:
-    """Route the core's ``logging`` records (if it imported logging) to us."""
-    if 'logging' not in sys.modules:
-        return
-    import logging
-
-    class _Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            log_record(log, record)
-
-    core = logging.getLogger('ovs_rdt')
-    core.handlers[:] = [_Handler()]
-    core.setLevel(logging.DEBUG if log.debug_on else logging.INFO)
-    core.propagate = False
 
 
 def read_stdin(stream: BinaryIO) -> bytes | None:

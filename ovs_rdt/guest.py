@@ -56,8 +56,8 @@ class GuestCache:
     """A node's guests' groups, as the configuration ``settings`` says.
 
     ``manager`` (a :class:`~ovs_rdt.manager.CacheManager`) is made on
-    first use unless given; ``log(level, text)`` takes this module's
-    messages (levels ``debug``, ``info``, ``warning``, ``error``).
+    first use unless given, with this ``log(level, text)``
+    (:mod:`ovs_rdt.logs`), which takes this module's messages too.
     """
 
     def __init__(self, settings: Any, log: Callable[[str, str], None],
@@ -70,7 +70,8 @@ class GuestCache:
     def manager(self) -> CacheManager:
         if self._manager is None:
             from ovs_rdt.manager import CacheManager
-            self._manager = CacheManager(self.make_resctrl(), self.settings)
+            self._manager = CacheManager(self.make_resctrl(), self.settings,
+                                         self.log)
         return self._manager
 
     def make_resctrl(self) -> Resctrl:

@@ -22,6 +22,7 @@ from ovs_rdt.exceptions import AllocationError, ConfigError, InvalidMask
 from ovs_rdt.exceptions import RDTError, ResctrlError, ResctrlUnavailable
 from ovs_rdt import GROUP_PREFIX, SELFTEST_GROUP_PREFIX, VM_GROUP_PREFIX
 from ovs_rdt import desired
+from ovs_rdt.logs import to_logger
 from ovs_rdt.resctrl import Resctrl
 from ovs_rdt.transaction import Transaction
 
@@ -29,44 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     from typing import Any
 
-
-class _Log:
-    """``logging.getLogger(__name__)``, imported on first real use.
-
-    The libvirt hook plans through this module at every VM start and
-    logging costs it ~10 ms.  Until something imports and configures
-    logging, debug and info records would be dropped anyway (Python's
-    last-resort handler shows warnings and up), so those are no-ops then.
-    """
-
-    #: Called once when this imports logging (the hook then routes the
-    #: records to its own log: Python's last resort would print warnings
-    #: on standard error, which libvirt shows the operator).
-    on_import: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        import sys
-        if 'logging' not in sys.modules:
-            if name in ('debug', 'info'):
-                return _drop
-            hook = self.on_import
-            import logging
-            if hook is not None:
-                hook()
-            return getattr(logging.getLogger(__name__), name)
-        import logging
-        return getattr(logging.getLogger(__name__), name)
-
-
-def _drop(*args: object, **kwargs: object) -> None:
-    return None
-
-
-LOG = _Log()
-
-
-def _log(level: str, text: str) -> None:
-    getattr(LOG, level)('%s', text)
+    from ovs_rdt.logs import Log
 
 
 #: Seconds an operation is planned again while another tool changes
@@ -117,14 +81,19 @@ def without_leftovers(groups: list[Group]) -> tuple[list[Group], list[str]]:
 class CacheManager:
     """The node's cache plan: what the CLI, the hook and the agent call."""
 
-    def __init__(self, resctrl: Resctrl, settings: Settings) -> None:
+    def __init__(self, resctrl: Resctrl, settings: Settings,
+                 log: Log | None = None) -> None:
         self.resctrl = resctrl
         self.settings = settings
+        #: ``log(level, text)`` (:mod:`ovs_rdt.logs`); by default
+        #: ``logging.getLogger('ovs_rdt.manager')``.
+        self.log = log if log is not None else to_logger(__name__)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> CacheManager:
+    def from_settings(cls, settings: Settings,
+                      log: Log | None = None) -> CacheManager:
         """The manager of ``[resctrl] root`` as ``settings`` say."""
-        return cls(Resctrl.from_settings(settings), settings)
+        return cls(Resctrl.from_settings(settings), settings, log)
 
     # -- operations -------------------------------------------------------
     def read(self, with_tasks: bool = False
@@ -320,20 +289,21 @@ class CacheManager:
                     target = self._target(platform, groups, change, remove,
                                           prune)
                     if target.unplaced and target.remove:
-                        LOG.warning('removing %s alone, every other group '
-                                    'as it is: %s', remove, target.unplaced)
+                        self.log('warning', 'removing %s alone, every other '
+                                 'group as it is: %s'
+                                 % (remove, target.unplaced))
                     left = [s.group for s in target.steps if s.op == RMDIR
                             and s.group.startswith(SELFTEST_GROUP_PREFIX)]
                     if left:
-                        LOG.warning('removing what a selftest that is gone '
-                                    'left: %s', ', '.join(left))
+                        self.log('warning', 'removing what a selftest that '
+                                 'is gone left: %s' % ', '.join(left))
                     self.execute(target, groups)
                     return target
                 except (AllocationError, ResctrlError) as exc:
                     why = in_progress(platform, groups, exc)
                     if not why or time.monotonic() >= deadline:
                         raise
-                    LOG.info('planning again (%s): %s', why, exc)
+                    self.log('info', 'planning again (%s): %s' % (why, exc))
                 time.sleep(SETTLE_STEP)
 
     def _read(self, with_tasks: bool = False
@@ -363,6 +333,6 @@ class CacheManager:
         undone if one fails); logs each group that moved, and for whom
         (``target.moves``).
         """
-        Transaction(self.resctrl, groups, _log).commit(target.steps)
+        Transaction(self.resctrl, groups, self.log).commit(target.steps)
         for move in target.moves:
-            LOG.info('%s', move)
+            self.log('info', str(move))

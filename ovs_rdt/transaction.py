@@ -18,10 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     from typing import Callable
 
+    from ovs_rdt.logs import Log
     from ovs_rdt.resctrl import Resctrl
-
-    #: ``log(level, text)``: the caller's (:mod:`ovs_rdt.logs`).
-    Log = Callable[[str, str], None]
 
 
 class Was:

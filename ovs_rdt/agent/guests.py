@@ -29,7 +29,10 @@ from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.orphans import NodeReconciler
 from ovs_rdt.agent import virt
 from ovs_rdt.exceptions import RDTError, describe
+from ovs_rdt.guest import GuestCache, group_of
+from ovs_rdt.logs import to_logger
 from ovs_rdt import procfs
+from libvirt_hooks.domain import parse, resolve
 
 LOG = logging.getLogger(__name__)
 
@@ -42,8 +45,6 @@ RETRY_FOR = 10.0
 #: Placing a guest's threads is repeated (at most this often) until it
 #: moves nothing.
 PLACE_ROUNDS = 3
-_LEVELS = {'debug': logging.DEBUG, 'info': logging.INFO,
-           'warning': logging.WARNING, 'error': logging.ERROR}
 
 
 class GuestPlacer:
@@ -79,9 +80,6 @@ class GuestPlacer:
         not run); returns the TIDs moved.  Never raises RDTError: a failure
         is logged once and counted as ``errors{source="reconcile"}``.
         """
-        from libvirt_hooks.domain import parse, resolve
-        from ovs_rdt.guest import GuestCache, group_of
-
         if xml is None:
             self._failed.pop(uuid, None)
             return []
@@ -95,8 +93,8 @@ class GuestPlacer:
             pid = self.pid_of(dom.uuid)
             if pid is None:
                 return []      # not yet: its "started" event will come
-            guests = GuestCache(self.settings, self._log(dom.name),
-                                self.manager)
+            guests = GuestCache(self.settings, to_logger(
+                __name__, "domain '%s': " % name), self.manager)
             group = group_of(dom, spec)
             if not guests.group_exists(group):
                 LOG.warning("domain '%s' runs without its group %s (started "
@@ -127,13 +125,6 @@ class GuestPlacer:
         if self._failed.pop(uuid, None) is not None:
             LOG.info("domain '%s' is placed again", name)
         return moved
-
-    @staticmethod
-    def _log(name: str) -> Callable[[str, str], None]:
-        def log(level: str, msg: str) -> None:
-            LOG.log(_LEVELS.get(level, logging.INFO), "domain '%s': %s",
-                    name, msg)
-        return log
 
 
 class GuestWatch:

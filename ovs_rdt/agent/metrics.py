@@ -21,6 +21,7 @@ from prometheus_client.core import InfoMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent import httpd, webconfig
 from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.conf import parse_listen
 from ovs_rdt.core.mbm import Epochs
@@ -292,9 +293,8 @@ class Endpoint:
         if not path:
             web = None
         else:
-            from ovs_rdt.agent.webconfig import load
             try:
-                web = load(path)
+                web = webconfig.load(path)
             except RDTError as exc:
                 LOG.error('keeping the metrics endpoint\'s web config as it '
                           'was: %s', exc)
@@ -313,7 +313,6 @@ class Endpoint:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.collector)
         ProcessCollector(registry=registry)
-        from ovs_rdt.agent import httpd
         try:
             self._server = httpd.serve(host, port, registry, self.web)
         except OSError as exc:

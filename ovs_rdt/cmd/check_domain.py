@@ -16,6 +16,7 @@ import argparse
 import re
 import sys
 from typing import TYPE_CHECKING
+import uuid
 
 from libvirt_hooks import domain
 from libvirt_hooks.hook import Hook, Log, MAX_STDIN, read_stdin, remedy
@@ -104,7 +105,6 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         if not dom.uuid_raw:
             # A file for "virsh define" may have none: libvirt gives it
             # one then, which the hook gets (and names the group after).
-            import uuid
             made_up = dom.uuid_raw = str(uuid.uuid4())
         spec, plan = hook.preview(dom)
         lines = describe(hook.guests, dom, spec, plan)

@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from ovs_rdt.conf import FREE_SECTIONS, POOL_GROUP_PREFIX, SPEC, Settings
+from ovs_rdt.opts import config_source
 
 EPILOG = '''Each option shows its value and where it comes from: FILE:LINE, or
 "default".  A later file wins; what it overrides is shown after it.
@@ -117,7 +118,6 @@ def render(paths: list[str], items: list[dict[str, Any]],
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from ovs_rdt.opts import config_source
 
     items = options(settings)
     source = config_source(args)

@@ -18,12 +18,18 @@ import shutil
 import sys
 import time
 from typing import Any
+import urllib.error
+import urllib.request
 
-from ovs_rdt.cmd import lifecycle, say
+from ovs_rdt.cmd.common import manager_from, resctrl_from
+from ovs_rdt.cmd import lifecycle, report, say
 from ovs_rdt.cmd.lifecycle import Progress, command_path
+from ovs_rdt import conf
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.opts import whole_number
+from ovs_rdt.resctrl import Resctrl
+from ovs_rdt import sandbox as boxes
 
 PROG = 'ovs-rdt demo'
 START_TIMEOUT = 180.0
@@ -158,18 +164,16 @@ def missing_prerequisites(tcg: bool) -> list[str]:
         out.append('run as root: the demo mounts FUSE and starts libvirtd')
     out += lifecycle.missing(('emulator', 'ovs', 'libvirt'))
     if not tcg and os.path.exists('/dev/kvm'):
-        from ovs_rdt.sandbox import kvm_problem
-        why = kvm_problem()
+        why = boxes.kvm_problem()
         if why:
             out.append(why + ' (or rerun with --tcg)')
     return out
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from ovs_rdt.sandbox import Sandbox
 
     if args.teardown:
-        return lifecycle.teardown(Sandbox(args.workdir), PROG)
+        return lifecycle.teardown(boxes.Sandbox(args.workdir), PROG)
     if not args.tcg and not os.path.exists('/dev/kvm'):
         print('ovs-rdt demo: /dev/kvm does not exist: running the guests '
               'with software emulation (TCG) instead of KVM', flush=True)
@@ -183,7 +187,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         say('demo', 'a demo is already set up in %s; end it with "%s demo '
             '--teardown"' % (args.workdir, command_path()))
         return 2
-    box = Sandbox(args.workdir)
+    box = boxes.Sandbox(args.workdir)
     box.save()
     began = time.monotonic()
 
@@ -255,11 +259,7 @@ def table4(plan: dict) -> str:
 
 
 def _main_job(box: Any, args: argparse.Namespace) -> None:
-    from ovs_rdt.cmd.common import manager_from, resctrl_from
-    from ovs_rdt.cmd import report
     from ovs_rdt.cmd import status, top
-    from ovs_rdt import conf
-    from ovs_rdt.sandbox import wait_for
 
     progress = Progress(10)
     options = list(dict.fromkeys(args.mount_options))
@@ -267,7 +267,6 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         'mounting the emulated resctrl (%s%s)' % (
             args.profile, ''.join(' -o ' + o for o in options)),
         lambda: box.mount_emulator(args.profile, options))
-    from ovs_rdt.resctrl import Resctrl
     masks = table4_masks(Resctrl(root, sysfs).platform().cbm_len)
     config_file = os.path.join(args.workdir, 'ovs-rdt.conf')
     with open(config_file, 'w') as fh:
@@ -303,8 +302,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
                   lambda: box.start_libvirtd(config_file, args.start_timeout))
     progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
                   lambda: (box.start_agent(config_file),
-                           wait_for(agent_ok, args.start_timeout,
-                                    'the agent\'s rdt-status')))
+                           boxes.wait_for(agent_ok, args.start_timeout,
+                                          'the agent\'s rdt-status')))
     emulator = shutil.which('qemu-system-x86_64') or 'qemu-system-x86_64'
     virt = 'qemu' if args.tcg else 'kvm'
 
@@ -333,8 +332,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
 
     def show_metrics() -> None:
         url = 'http://%s/metrics' % args.metrics_listen
-        text = wait_for(lambda: _scrape(url), args.start_timeout,
-                        'the agent\'s metrics at ' + url)
+        text = boxes.wait_for(lambda: _scrape(url), args.start_timeout,
+                              'the agent\'s metrics at ' + url)
         families = groups_per_metric(text)
         print('\ncurl %s (Prometheus; doc/metrics.md):' % url)
         for name in sorted(families):
@@ -361,8 +360,6 @@ def groups_per_metric(text: str) -> dict[str, set[str]]:
 
 
 def _scrape(url: str) -> str | None:
-    import urllib.error
-    import urllib.request
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
             return resp.read().decode('utf-8', 'replace')

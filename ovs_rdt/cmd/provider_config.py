@@ -37,6 +37,7 @@ from typing import Any, Iterable
 import yaml
 
 from ovs_rdt import atomicfile
+from ovs_rdt.cmd.report import reserved_by_domain
 from ovs_rdt.core import topology
 from ovs_rdt.core.model import UNIT_PERCENT, Group, Platform
 from ovs_rdt.core.plan import Plan
@@ -161,7 +162,6 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     platform, now = manager.read()
     groups = layout_groups(manager.preview(prune=True, state=(platform, now)),
                            now)  # the layout "apply" makes
-    from ovs_rdt.cmd.report import reserved_by_domain
 
     free = manager.free_ways((platform, now))
     per_dom = {d: f['reserved_ways'] for d, f in free.items()}

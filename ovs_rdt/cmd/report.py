@@ -12,6 +12,7 @@ from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
 from ovs_rdt.core.model import UNIT_PERCENT
 from ovs_rdt.core.model import VM_GROUP_PREFIX, Group, Platform
 from ovs_rdt.exceptions import count
+from ovs_rdt.inputs import cpulists
 from ovs_rdt.members import summary
 from ovs_rdt import POOL_GROUP_PREFIX
 
@@ -169,7 +170,6 @@ def _member_text(row: dict) -> str:
 
 
 def _cpus(cpus: list[int]) -> str:
-    from ovs_rdt.inputs import cpulists
     return cpulists.to_text(cpus)
 
 

@@ -413,8 +413,7 @@ class Policy:
             if not level.fits(reading):
                 # The demand changed: a new level, with its own decisions.
                 # (No logging here: the libvirt hook imports this module,
-                # and logging imported early bypasses its bridge, see
-                # manager._Log.)
+                # and logs through what it is given, ovs_rdt.logs.)
                 level = memory.level = DemandLevel()
                 memory.floor = 0
             level.add(reading)

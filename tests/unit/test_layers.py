@@ -240,3 +240,18 @@ def test_every_op_of_a_plan_has_one_command_and_no_literal_names() -> None:
                     literal = [s for s in sides if isinstance(s, ast.Constant)
                                and s.value in ops]
                     assert not literal, (path, node.lineno)
+
+
+def test_the_hook_s_modules_log_through_the_one_seam() -> None:
+    """What the hook runs logs through the ``log(level, text)`` it is
+    given (ovs_rdt.logs), never ``logging`` (its import costs every
+    event); ovs_rdt.logs imports it only when a record is written there.
+    """
+    for path in ('manager.py', 'transaction.py', 'desired.py', 'guest.py',
+                 'conf.py', 'resctrl.py'):
+        assert 'logging' not in _module_imports(path), path
+    with open(os.path.join(REPO, 'ovs_rdt', 'logs.py'),
+              encoding='utf-8') as fh:
+        top = ast.parse(fh.read()).body
+    assert not [n for n in top if isinstance(n, (ast.Import, ast.ImportFrom))
+                and n.module != '__future__'], 'ovs_rdt.logs imports at top'

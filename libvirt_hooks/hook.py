@@ -47,9 +47,10 @@ import time
 
 TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from typing import BinaryIO
 
     from libvirt_hooks.domain import Domain
+    from ovs_rdt.conf import Settings
     from ovs_rdt.core.plan import Plan
     from ovs_rdt.guest import GuestCache
     from ovs_rdt.inputs.request import CacheRequest
@@ -125,7 +126,8 @@ class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
-                 name: str, op: str, subop: str, settings: Any = None,
+                 name: str, op: str, subop: str,
+                 settings: Settings | None = None,
                  guests: GuestCache | None = None) -> None:
         from ovs_rdt.exceptions import show
 
@@ -138,17 +140,17 @@ class Hook:
         #: The configuration and the rules, if given (``ovs-rdt
         #: check-domain``, a process whose logging stays its own), else
         #: read from the files named and made on first use.
-        self._settings: Any = settings
+        self._settings = settings
         self._guests = guests
         #: What still reads of a configuration that does not
         #: (:func:`ovs_rdt.conf.salvage`), once :attr:`settings` failed.
-        self.salvaged: Any = None
+        self.salvaged: Settings | None = None
         #: The parsed domain, once it parsed.
         self.dom: Domain | None = None
 
     @property
-    def settings(self) -> Any:
-        """The configuration (a conf.Settings), read on first use."""
+    def settings(self) -> Settings:
+        """The configuration, read on first use."""
         if self._settings is None:
             from ovs_rdt import conf
             try:
@@ -263,6 +265,7 @@ class Hook:
         try:
             settings, why = self.settings, ''
         except ConfigError as exc:
+            assert self.salvaged is not None    # (read as settings failed)
             settings = self._settings = self.salvaged
             why = str(exc)
         if not os.path.isdir(os.path.join(settings.resctrl.root, group)):

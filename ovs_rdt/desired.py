@@ -22,7 +22,7 @@ from ovs_rdt import POOL_GROUP_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
-    from ovs_rdt.conf import Section as PoolSection, Settings
+    from ovs_rdt.conf import PoolSection, Settings
     from ovs_rdt.core.policy import Bounds
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from libvirt_hooks.domain import Domain
+    from ovs_rdt.conf import Settings
     from ovs_rdt.core.allocator import Plan
     from ovs_rdt.core.model import Request
     from ovs_rdt.inputs.request import CacheRequest
@@ -60,7 +61,7 @@ class GuestCache:
     (:mod:`ovs_rdt.logs`), which takes this module's messages too.
     """
 
-    def __init__(self, settings: Any, log: Callable[[str, str], None],
+    def __init__(self, settings: Settings, log: Callable[[str, str], None],
                  manager: CacheManager | None = None) -> None:
         self.settings = settings
         self.log = log

@@ -38,26 +38,15 @@ def list_opts() -> list[tuple[Any, list[Any]]]:
     """Every option as oslo.config options, for oslo-config-generator."""
     from oslo_config import cfg
 
-    def opt(name: str, type_: str, default: Any, help_: str,
-            extra: dict) -> Any:
-        if type_ == 'bool':
-            return cfg.BoolOpt(name, default=default, help=help_)
-        if type_ == 'int':
-            return cfg.IntOpt(name, default=default, help=help_,
-                              min=extra.get('min'), max=extra.get('max'))
-        if type_ == 'float':
-            return cfg.FloatOpt(name, default=default, help=help_,
-                                min=extra.get('min'), max=extra.get('max'))
-        if type_ == 'list':
-            return cfg.ListOpt(name, default=default, help=help_)
-        if type_ == 'choice':
-            return cfg.StrOpt(name, default=default, help=help_,
-                              choices=extra['choices'])
-        return cfg.StrOpt(name, default=default, help=help_)
+    def opt(spec: conf.Opt) -> Any:
+        kind = conf.TYPES[spec.type]
+        return getattr(cfg, kind.oslo)(
+            spec.name, default=spec.default, help=spec.help,
+            **{limit: getattr(spec, limit) for limit in kind.limits})
 
     return [(cfg.OptGroup(POOL_SAMPLE_GROUP, help=POOL_SAMPLE_HELP)
              if section == 'pool' else section,
-             [opt(*spec) for spec in specs])
+             [opt(spec) for spec in specs])
             for section, specs in conf.SPEC.items()]
 
 

@@ -33,6 +33,7 @@ from ovs_rdt.guest import GuestCache, group_of
 from ovs_rdt.logs import to_logger
 from ovs_rdt import procfs
 from libvirt_hooks.domain import parse, resolve
+from ovs_rdt.conf import Settings
 
 LOG = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class GuestPlacer:
     group are left alone, so a pass over placed guests writes nothing.
     """
 
-    def __init__(self, manager: Any, settings: Any,
+    def __init__(self, manager: Any, settings: Settings,
                  counters: Counters | None = None,
                  proc: str = procfs.PROC) -> None:
         self.manager = manager
@@ -130,7 +131,7 @@ class GuestPlacer:
 class GuestWatch:
     """The libvirt connection and the guests' reconciliation, in a thread."""
 
-    def __init__(self, settings: Any, build: Callable[[Any], Any],
+    def __init__(self, settings: Settings, build: Callable[[Any], Any],
                  counters: Counters, proc: str = procfs.PROC,
                  opener: Callable[..., Any] = virt.open_view,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -154,7 +155,7 @@ class GuestWatch:
         self._configure(settings)
 
     # -- from the agent's main thread ---------------------------------------
-    def _configure(self, settings: Any) -> None:
+    def _configure(self, settings: Settings) -> None:
         manager = self.build(settings)
         self.settings = settings
         self.uri = settings.libvirt.uri
@@ -168,7 +169,7 @@ class GuestWatch:
             self.node.manager = self.placer.manager = manager
             self.placer.settings = settings
 
-    def configure(self, settings: Any) -> None:
+    def configure(self, settings: Settings) -> None:
         """SIGHUP: the new configuration from the next pass on."""
         self._queue.put(('configure', settings))
 

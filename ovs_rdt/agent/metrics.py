@@ -23,10 +23,11 @@ from prometheus_client.process_collector import ProcessCollector
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import httpd, webconfig
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.conf import parse_listen
+from ovs_rdt.conf import Settings
 from ovs_rdt.core.mbm import Epochs
 from ovs_rdt.core.model import vm_uuid
 from ovs_rdt.exceptions import RDTError, describe
+from ovs_rdt.inputs.listen import parse_listen
 from ovs_rdt import members, procfs, sampling
 from ovs_rdt import POOL_GROUP_PREFIX
 from ovs_rdt.resctrl import Resctrl
@@ -277,7 +278,7 @@ class Endpoint:
         self._server: Any = None
         self._error = LastingError(LOG)
 
-    def configure(self, settings: Any) -> None:
+    def configure(self, settings: Settings) -> None:
         """Follow ``settings`` (at start and on SIGHUP)."""
         rc = Resctrl.from_settings(settings)
         rc.lock_timeout = min(rc.lock_timeout, SCRAPE_LOCK_TIMEOUT)

@@ -26,6 +26,7 @@ from ovs_rdt.runfiles import run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
 from ovs_rdt.agent.policy_state import PolicyStateError
 from ovs_rdt import atomicfile, desired
+from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import mbm
 from ovs_rdt.core import policy as pol
@@ -220,14 +221,14 @@ class PolicyLoop:
         self._path: str | None = None
 
     # -- control (the agent's main thread) ------------------------------
-    def configure(self, settings: Any, bounds: pol.Bounds | None) -> None:
+    def configure(self, settings: Settings, bounds: pol.Bounds | None) -> None:
         """Follow ``[policy]``: start, re-bound or stop the loop."""
         if self.prepare(settings, bounds) and self._thread is None:
             self._thread = threading.Thread(target=self._main, daemon=True,
                                             name='policy')
             self._thread.start()
 
-    def prepare(self, settings: Any, bounds: pol.Bounds | None) -> bool:
+    def prepare(self, settings: Settings, bounds: pol.Bounds | None) -> bool:
         """Take ``[policy]`` (no thread: :meth:`tick` by hand); True if on."""
         with self._busy, self._cond:
             changed = bounds != self.bounds

@@ -50,6 +50,7 @@ from ovs_rdt.core.policy import bounds_from
 from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt.manager import CacheManager
 from ovs_rdt import GROUP_PREFIX, opts
+from ovs_rdt.conf import Settings
 
 DESCRIPTION = ('The ovs-rdt node agent: puts OvS PMD threads and ovs-vswitchd '
                'into their cache allocation per the Open_vSwitch other_config '
@@ -67,12 +68,12 @@ PROG = 'ovs-rdt-agent'
 ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy', 'libvirt')
 
 
-def build(settings: Any) -> Any:
+def build(settings: Settings) -> Any:
     return CacheManager.from_settings(settings)
 
 
 class Agent:
-    def __init__(self, settings: Any, argv: list[str] | None,
+    def __init__(self, settings: Settings, argv: list[str] | None,
                  config: tuple[list[str], list[str]] = ([], [])) -> None:
         self.settings = settings
         self.argv = argv
@@ -369,13 +370,13 @@ class Agent:
             pass
 
 
-def check_web_config(settings: Any) -> None:
+def check_web_config(settings: Settings) -> None:
     """ConfigError naming the field if ``[metrics] web_config_file`` is bad."""
     if settings.metrics.web_config_file:
         webconfig.load(settings.metrics.web_config_file)
 
 
-def log_warnings(settings: Any) -> None:
+def log_warnings(settings: Settings) -> None:
     """The configuration's warnings (:attr:`ovs_rdt.conf.Settings.warnings`)."""
     for text in settings.warnings:
         LOG.warning('%s', text)
@@ -414,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         lock.release()
 
 
-def _run(settings: Any, argv: list[str] | None,
+def _run(settings: Settings, argv: list[str] | None,
          config: tuple[list[str], list[str]] = ([], [])) -> int:
     opts.setup_logging(settings)
     try:

@@ -58,8 +58,8 @@ def options(settings: Settings) -> list[dict[str, Any]]:
     for section, specs in SPEC.items():
         if section == 'pool':
             continue
-        for name, _type, default, _help, _extra in specs:
-            add(section, name, default)
+        for opt in specs:
+            add(section, opt.name, opt.default)
     read = [s for s in dict.fromkeys(sec for sec, _ in settings.sources)
             if s.startswith(POOL_GROUP_PREFIX)]
     for name in list(settings.pools) + [
@@ -68,8 +68,8 @@ def options(settings: Settings) -> list[dict[str, Any]]:
         section = POOL_GROUP_PREFIX + name
         note = None if name in settings.pools else \
             'ignored: %s is not in [allocation] pools' % name
-        for option, _type, default, _help, _extra in SPEC['pool']:
-            add(section, option, default, note)
+        for opt in SPEC['pool']:
+            add(section, opt.name, opt.default, note)
     for section in FREE_SECTIONS:
         for option in sorted({k for sec, k in settings.sources
                               if sec == section}):

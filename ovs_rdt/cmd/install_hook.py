@@ -17,7 +17,7 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 import libvirt_hooks
 import ovs_rdt
@@ -27,6 +27,7 @@ from ovs_rdt.exceptions import ConfigError, RDTError
 from ovs_rdt.opts import config_args
 from ovs_rdt.resctrl import Resctrl
 from ovs_rdt import atomicfile, conf
+from ovs_rdt.conf import Settings
 
 DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
 HOOK_NAME = '50-ovs-rdt'
@@ -175,7 +176,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='remove the wrapper instead of installing it')
 
 
-def managed_guests(settings: Any) -> list[str]:
+def managed_guests(settings: Settings) -> list[str]:
     """Names of running guests in ovsrdt-vm- groups (best effort)."""
     from ovs_rdt.cmd.status import collect
     try:
@@ -187,7 +188,7 @@ def managed_guests(settings: Any) -> list[str]:
                    for m in row['members'] if m['kind'] == 'vm'})
 
 
-def run(settings: Any, args: argparse.Namespace) -> int:
+def run(settings: Settings, args: argparse.Namespace) -> int:
 
     path = hook_path(getattr(args, 'hooks_dir', None))
     restart = ('libvirtd looks for hook scripts only when it starts or '

@@ -38,6 +38,7 @@ import yaml
 
 from ovs_rdt import atomicfile
 from ovs_rdt.cmd.report import reserved_by_domain
+from ovs_rdt.conf import Settings
 from ovs_rdt.core import topology
 from ovs_rdt.core.model import UNIT_PERCENT, Group, Platform
 from ovs_rdt.core.plan import Plan
@@ -147,7 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help='name of the resource provider instead of --uuid')
 
 
-def run(settings: Any, args: argparse.Namespace) -> int:
+def run(settings: Settings, args: argparse.Namespace) -> int:
     uuid = getattr(args, 'provider_uuid', None)
     name = getattr(args, 'provider_name', None)
     if uuid and uuid != COMPUTE_NODE:

@@ -262,7 +262,7 @@ def test_extra_specs(extra: dict[str, str]) -> None:
 
 
 # -- the configuration file ---------------------------------------------------
-OPTION_NAMES = sorted({o[0] for opts in conf.SPEC.values() for o in opts})
+OPTION_NAMES = sorted({o.name for opts in conf.SPEC.values() for o in opts})
 SECTIONS = sorted(s for s in conf.SPEC if s != 'pool') + [
     'pool:noisy', 'pool:', 'pool:a/b', 'flavors', 'nova', ' resctrl ',
     'DEFAULT']

@@ -227,10 +227,9 @@ class Hook:
             masks_text = ' L3:' + domain_text(masks)
         else:
             masks_text = ''
-        moves = plan.moves if plan is not None else []
-        self.log('info', 'reserved %s: group %s%s%s' % (
-            spec.describe(), group, masks_text,
-            ''.join('; %s' % move for move in moves)))
+        # (Each group moved for it has a line of its own, the manager's.)
+        self.log('info', 'reserved %s: group %s%s' % (
+            spec.describe(), group, masks_text))
         for kept in plan.kept if plan is not None else []:
             self.log('warning', kept)
         return 0

@@ -93,8 +93,10 @@ class GuestCache:
         check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
         # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
         cpus = dom.vcpu_cpus()
+        if cpus:
+            platform = self.rc.platform(cpus=True)
         domains = platform.domains_of_cpus(cpus)
-        known = platform.cpu_domains if cpus else {}
+        known = (platform.cpu_domains or {}) if cpus else {}
         unknown = sorted(c for c in cpus or () if c not in known)
         if unknown:
             from ovs_rdt.inputs.cpulists import to_text
@@ -125,7 +127,8 @@ class GuestCache:
         from ovs_rdt.inputs.request import L3_TOTAL
 
         groups = topology.cache_groups(topology.from_cpus(
-            self.rc.cpu_nodes(), platform.cpu_domains), platform.domains)
+            self.rc.cpus.cpu_nodes(), self.rc.platform(cpus=True).cpu_domains
+            or {}), platform.domains)
         assert spec.l3_total is not None
         ways = topology.spread(spec.l3_total, groups, domains)
         most = max(ways.values())

@@ -103,6 +103,57 @@ def test_the_agent_imports_no_command() -> None:
         assert not found, (path, found)
 
 
+#: The resctrl layer's rooms and the rooms of it each may import: each
+#: below the front (``ovs_rdt.resctrl``), which composes them; the parsers
+#: pure.  (``ovs_rdt.sysfs``, the CPU topology, is no part of resctrl.)
+RESCTRL_ROOMS = {
+    'text': set(),
+    'files': set(),
+    'platform': {'files', 'text'},
+    'groups': {'platform', 'text'},
+    'owned': {'files'},
+    'monitor': {'files', 'text'},
+}
+
+
+@pytest.mark.parametrize('room', sorted(RESCTRL_ROOMS))
+def test_each_resctrl_room_imports_only_the_rooms_below_it(room: str) -> None:
+    path = os.path.join('ovs_rdt', 'resctrl', room + '.py')
+    mods = imports('ovs_rdt.resctrl')[path]
+    ours = {m for m in mods if m.split('.')[0] == 'ovs_rdt'}
+    inside = {m.split('.')[2] for m in ours
+              if m.startswith('ovs_rdt.resctrl.')}
+    assert 'ovs_rdt.resctrl' not in ours, path
+    assert inside <= RESCTRL_ROOMS[room], (path, inside)
+    # Below every surface: pure logic, the shared names and errors only.
+    others = {m for m in ours if not m.startswith(
+        ('ovs_rdt.resctrl.', 'ovs_rdt.core', 'ovs_rdt.inputs'))
+        and m not in ('ovs_rdt', 'ovs_rdt.exceptions')}
+    assert not others, (path, others)
+    if room == 'text':
+        assert ours <= {'ovs_rdt.core.bitmask'}, ours
+
+
+def test_cpu_topology_is_not_resctrl() -> None:
+    """``ovs_rdt.sysfs`` reads sysfs (a reader passed in), not resctrl."""
+    mods = imports('ovs_rdt')[os.path.join('ovs_rdt', 'sysfs.py')]
+    assert not {m for m in mods if m.startswith('ovs_rdt.resctrl')}, mods
+
+
+def test_only_the_front_parsers_and_gone_are_imported_from_outside() -> None:
+    """The rest of the product takes ``Resctrl`` from the front, the
+    kernel's text from ``text`` and what "gone" means from ``files``.
+    """
+    allowed = {'ovs_rdt.resctrl', 'ovs_rdt.resctrl.text',
+               'ovs_rdt.resctrl.files'}
+    for package in ('ovs_rdt', 'libvirt_hooks', 'nova_plugin'):
+        for path, mods in imports(package).items():
+            if path.startswith(os.path.join('ovs_rdt', 'resctrl', '')):
+                continue
+            found = {m for m in mods if m.startswith('ovs_rdt.resctrl')}
+            assert found <= allowed, (path, found - allowed)
+
+
 PACKAGES = ('ovs_rdt', 'libvirt_hooks', 'nova_plugin')
 
 

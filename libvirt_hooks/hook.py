@@ -49,8 +49,8 @@ TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
-    from libvirt_hooks.domain import Domain
     from ovs_rdt.core.plan import Plan
+    from ovs_rdt.domain_xml import Domain
     from ovs_rdt.guest import GuestCache
     from ovs_rdt.inputs.request import CacheRequest
 
@@ -182,7 +182,7 @@ class Hook:
 
     def resolve(self, dom: Domain) -> CacheRequest | None:
         """The validated request, or None when the VM asks for nothing."""
-        from libvirt_hooks import domain
+        from ovs_rdt import domain_xml
         from ovs_rdt.exceptions import ConfigError, show
 
         if not dom.wants_something or dom.annotation == {}:
@@ -198,7 +198,7 @@ class Hook:
                          '%s' % (show(dom.flavor_name or ''), exc))
                 return None
             raise
-        return domain.resolve(dom, settings)
+        return domain_xml.resolve(dom, settings)
 
     # -- events ---------------------------------------------------------------
     def unannotated(self, dom: Domain) -> None:
@@ -478,14 +478,14 @@ def run(argv: list[str], data: bytes | None,
 
 def _handle(hook: Hook, method: str, strict: bool, name: str,
             data: bytes | None) -> int:
-    from libvirt_hooks import domain
+    from ovs_rdt import domain_xml
     from ovs_rdt.exceptions import AnnotationError, RDTError
 
     try:
         if data is None:
             raise AnnotationError('the domain XML on standard input is larger '
                                   'than %d MiB' % (MAX_STDIN >> 20))
-        dom = hook.dom = domain.parse(data)
+        dom = hook.dom = domain_xml.parse(data)
         return int(getattr(hook, method)(dom))
     except RDTError as exc:
         return hook.fail(strict, name, remedy(exc, hook.dom), str(exc))

@@ -4,7 +4,7 @@ The rules the libvirt hook (:mod:`libvirt_hooks.hook`, one process per
 event) and ovs-rdt-agent (:mod:`ovs_rdt.agent.guests`, a guest started
 without the hook) both apply, so that a domain is placed the same way by
 either.  What the domain asks for comes in already resolved
-(:func:`libvirt_hooks.domain.resolve`): this module reads no XML.
+(:func:`ovs_rdt.domain_xml.resolve`): this module reads no XML.
 
 Imported by the hook at every VM start: nothing here imports ``logging``
 or ``typing`` at run time; messages go to the ``log(level, text)`` the
@@ -21,9 +21,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from libvirt_hooks.domain import Domain
     from ovs_rdt.core.allocator import Plan
     from ovs_rdt.core.model import Request
+    from ovs_rdt.domain_xml import Domain
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
     from ovs_rdt.resctrl import Resctrl

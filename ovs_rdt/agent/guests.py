@@ -79,7 +79,7 @@ class GuestPlacer:
         not run); returns the TIDs moved.  Never raises RDTError: a failure
         is logged once and counted as ``errors{source="reconcile"}``.
         """
-        from libvirt_hooks.domain import parse, resolve
+        from ovs_rdt.domain_xml import parse, resolve
         from ovs_rdt.guest import GuestCache, group_of
 
         if xml is None:

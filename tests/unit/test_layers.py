@@ -154,6 +154,41 @@ def test_only_the_front_parsers_and_gone_are_imported_from_outside() -> None:
             assert found <= allowed, (path, found - allowed)
 
 
+def test_the_domain_xml_reader_is_below_the_hook_and_the_agent() -> None:
+    """``ovs_rdt.domain_xml`` serves the hook, the agent's guests thread
+    and ``check-domain``: it imports neither, and the agent imports nothing
+    of the hook's package.
+    """
+    mods = imports('ovs_rdt')[os.path.join('ovs_rdt', 'domain_xml.py')]
+    assert not {m for m in mods if m.startswith(
+        ('libvirt_hooks', 'ovs_rdt.agent', 'ovs_rdt.cmd', 'ovs_rdt.guest'))}
+    for path, mods in imports('ovs_rdt.agent').items():
+        assert not {m for m in mods if m.startswith('libvirt_hooks')}, path
+    assert not os.path.exists(os.path.join(REPO, 'libvirt_hooks', 'domain.py'))
+
+
+#: The emulator's parts: they see the model through ``emulator.context``.
+EMULATOR_PARTS = ('io_alloc.py', 'counters.py')
+
+
+@pytest.mark.parametrize('part', EMULATOR_PARTS)
+def test_the_emulators_parts_use_no_private_member_of_the_model(
+        part: str) -> None:
+    path = os.path.join(REPO, 'ovs_rdt', 'emulator', part)
+    with open(path, encoding='utf-8') as fh:
+        tree = ast.parse(fh.read(), path)
+    private = sorted({node.attr for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute)
+                      and node.attr.startswith('_')
+                      and not node.attr.startswith('__')
+                      and not (isinstance(node.value, ast.Name)
+                               and node.value.id == 'self')})
+    assert private == [], (part, private)
+    mods = imports('ovs_rdt.emulator')[os.path.join(
+        'ovs_rdt', 'emulator', part)]
+    assert 'ovs_rdt.emulator.context' in mods, part
+
+
 PACKAGES = ('ovs_rdt', 'libvirt_hooks', 'nova_plugin')
 
 

@@ -10,11 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
-from libvirt_hooks import domain
 from ovs_rdt.cmd import provider_config
 from ovs_rdt.core import allocator, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, Platform, Request
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.exceptions import AllocationError, InvalidValue
 from ovs_rdt.guest import GuestCache
 from ovs_rdt.resctrl import Resctrl

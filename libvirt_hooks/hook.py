@@ -30,6 +30,10 @@ missing is an error, never the defaults.  The events handled:
     Never fails: libvirt would kill the guest.
 ``migrate begin`` / ``restore begin``
     capacity check only: refuse an incoming guest this host cannot serve.
+    (``prepare begin`` follows a moment later, still before any memory is
+    copied, but libvirt runs it with the same arguments for a start and an
+    incoming guest (``qemuProcessStartHook``: ``prepare begin -``), so
+    only this event can name the incoming migration in its refusal.)
 
 Nothing is ever written to standard output (for ``migrate`` and ``restore``
 it would replace the domain XML), libvirt is never called back (it holds the

@@ -1,6 +1,8 @@
-"""Writes to the groups ovs-rdt owns: only ``ovsrdt-`` names are created,
-written or removed (and the default group's schemata and tasks), never
-through a symlink.  Callers hold ``lock(exclusive=True)``.
+"""Writes to the groups ovs-rdt owns, and to no other group.
+
+Only ``ovsrdt-`` names are created, written or removed (and the default
+group's schemata and tasks written), never through a symlink.  Callers
+hold ``lock(exclusive=True)``.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""What the platform is, read from ``info/`` and the root group, and
-whether that read still describes the mount (:meth:`platform_stale`).
+"""What the platform is, read from ``info/``, and whether that read is stale.
+
+Read from ``info/`` and the default group once and kept; whether it still
+describes the mount: :meth:`PlatformReader.platform_stale`.
 """
 from __future__ import annotations
 

@@ -134,6 +134,21 @@ def test_each_resctrl_room_imports_only_the_rooms_below_it(room: str) -> None:
         assert ours <= {'ovs_rdt.core.bitmask'}, ours
 
 
+ROOMS_OF_ISSUE_49 = [os.path.join('ovs_rdt', 'resctrl', room + '.py')
+                     for room in ('__init__', *RESCTRL_ROOMS)] + [
+    os.path.join('ovs_rdt', 'sysfs.py'), os.path.join('ovs_rdt', 'domain_xml.py'),
+    os.path.join('ovs_rdt', 'emulator', 'context.py')]
+
+
+@pytest.mark.parametrize('path', ROOMS_OF_ISSUE_49)
+def test_each_room_opens_with_one_line_saying_its_job(path: str) -> None:
+    with open(os.path.join(REPO, path), encoding='utf-8') as fh:
+        doc = ast.get_docstring(ast.parse(fh.read(), path), clean=False)
+    assert doc, path
+    first = doc.split('\n')[0]
+    assert first.endswith('.') and len(first) > 20, (path, first)
+
+
 def test_cpu_topology_is_not_resctrl() -> None:
     """``ovs_rdt.sysfs`` reads sysfs (a reader passed in), not resctrl."""
     mods = imports('ovs_rdt')[os.path.join('ovs_rdt', 'sysfs.py')]

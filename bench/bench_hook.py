@@ -224,7 +224,7 @@ ABLATION = (
      'import typing'),
     ('+ import logging (hook.Log, ovs_rdt.logs: no logging module)',
      'import logging'),
-    ('+ import contextlib (resctrl._Lock instead of @contextmanager)',
+    ('+ import contextlib (resctrl.files._Lock, not @contextmanager)',
      'import contextlib'),
     ('+ import argparse (hook.parse_args instead of argparse)',
      'import argparse'),

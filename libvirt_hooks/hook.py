@@ -30,6 +30,10 @@ missing is an error, never the defaults.  The events handled:
     Never fails: libvirt would kill the guest.
 ``migrate begin`` / ``restore begin``
     capacity check only: refuse an incoming guest this host cannot serve.
+    (``prepare begin`` follows a moment later, still before any memory is
+    copied, but libvirt runs it with the same arguments for a start and an
+    incoming guest (``qemuProcessStartHook``: ``prepare begin -``), so
+    only this event can name the incoming migration in its refusal.)
 
 Nothing is ever written to standard output (for ``migrate`` and ``restore``
 it would replace the domain XML), libvirt is never called back (it holds the
@@ -49,9 +53,9 @@ TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
     from typing import BinaryIO
 
-    from libvirt_hooks.domain import Domain
     from ovs_rdt.conf import Settings
     from ovs_rdt.core.plan import Plan
+    from ovs_rdt.domain_xml import Domain
     from ovs_rdt.guest import GuestCache
     from ovs_rdt.inputs.request import CacheRequest
 
@@ -181,7 +185,7 @@ class Hook:
 
     def resolve(self, dom: Domain) -> CacheRequest | None:
         """The validated request, or None when the VM asks for nothing."""
-        from libvirt_hooks import domain
+        from ovs_rdt import domain_xml
         from ovs_rdt.exceptions import ConfigError, show
 
         if not dom.wants_something or dom.annotation == {}:
@@ -197,7 +201,7 @@ class Hook:
                          '%s' % (show(dom.flavor_name or ''), exc))
                 return None
             raise
-        return domain.resolve(dom, settings)
+        return domain_xml.resolve(dom, settings)
 
     # -- events ---------------------------------------------------------------
     def unannotated(self, dom: Domain) -> None:
@@ -448,14 +452,14 @@ def run(argv: list[str], data: bytes | None,
 
 def _handle(hook: Hook, method: str, strict: bool, name: str,
             data: bytes | None) -> int:
-    from libvirt_hooks import domain
+    from ovs_rdt import domain_xml
     from ovs_rdt.exceptions import AnnotationError, RDTError
 
     try:
         if data is None:
             raise AnnotationError('the domain XML on standard input is larger '
                                   'than %d MiB' % (MAX_STDIN >> 20))
-        dom = hook.dom = domain.parse(data)
+        dom = hook.dom = domain_xml.parse(data)
         return int(getattr(hook, method)(dom))
     except RDTError as exc:
         return hook.fail(strict, name, remedy(exc, hook.dom), str(exc))

@@ -4,7 +4,7 @@ The rules the libvirt hook (:mod:`libvirt_hooks.hook`, one process per
 event) and ovs-rdt-agent (:mod:`ovs_rdt.agent.guests`, a guest started
 without the hook) both apply, so that a domain is placed the same way by
 either.  What the domain asks for comes in already resolved
-(:func:`libvirt_hooks.domain.resolve`): this module reads no XML.
+(:func:`ovs_rdt.domain_xml.resolve`): this module reads no XML.
 
 Imported by the hook at every VM start: nothing here imports ``logging``
 or ``typing`` at run time; messages go to the ``log(level, text)`` the
@@ -21,10 +21,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from libvirt_hooks.domain import Domain
     from ovs_rdt.conf import Settings
     from ovs_rdt.core.allocator import Plan
     from ovs_rdt.core.model import Request
+    from ovs_rdt.domain_xml import Domain
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
     from ovs_rdt.resctrl import Resctrl
@@ -95,8 +95,10 @@ class GuestCache:
         check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
         # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
         cpus = dom.vcpu_cpus()
+        if cpus:
+            platform = self.rc.platform(cpus=True)
         domains = platform.domains_of_cpus(cpus)
-        known = platform.cpu_domains if cpus else {}
+        known = (platform.cpu_domains or {}) if cpus else {}
         unknown = sorted(c for c in cpus or () if c not in known)
         if unknown:
             from ovs_rdt.inputs.cpulists import to_text
@@ -127,7 +129,8 @@ class GuestCache:
         from ovs_rdt.inputs.request import L3_TOTAL
 
         groups = topology.cache_groups(topology.from_cpus(
-            self.rc.cpu_nodes(), platform.cpu_domains), platform.domains)
+            self.rc.cpus.cpu_nodes(), self.rc.platform(cpus=True).cpu_domains
+            or {}), platform.domains)
         assert spec.l3_total is not None
         ways = topology.spread(spec.l3_total, groups, domains)
         most = max(ways.values())

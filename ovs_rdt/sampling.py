@@ -18,7 +18,8 @@ from typing import Iterable, NamedTuple
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import label_of
-from ovs_rdt.resctrl import GONE, Resctrl
+from ovs_rdt.resctrl.files import GONE
+from ovs_rdt.resctrl import Resctrl
 
 
 class GroupSample(NamedTuple):

@@ -32,7 +32,7 @@ from ovs_rdt.exceptions import RDTError, describe
 from ovs_rdt.guest import GuestCache, group_of
 from ovs_rdt.logs import to_logger
 from ovs_rdt import procfs
-from libvirt_hooks.domain import parse, resolve
+from ovs_rdt.domain_xml import parse, resolve
 from ovs_rdt.conf import Settings
 
 LOG = logging.getLogger(__name__)

@@ -239,7 +239,8 @@ class Agent:
                 good.pmd_group != pool_group(bounds.high_priority) or \
                 not scan.cores:
             return frozenset()
-        return self.manager.resctrl.platform().domains_of_cpus(scan.cores)
+        return self.manager.resctrl.platform(cpus=True).domains_of_cpus(
+            scan.cores)
 
     def policy_view(self) -> tuple[frozenset[int], int | None]:
         """For each policy interval: the PMD threads' cache domains and the

@@ -18,18 +18,18 @@ import sys
 from typing import TYPE_CHECKING
 import uuid
 
-from libvirt_hooks import domain
 from libvirt_hooks.hook import Hook, Log, MAX_STDIN, read_stdin, remedy
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import ROOT, held
+from ovs_rdt import domain_xml
 from ovs_rdt.exceptions import count, RDTError, ResctrlError
 from ovs_rdt.exceptions import ResctrlUnavailable, show
 from ovs_rdt.guest import GuestCache, group_of
 from ovs_rdt import VM_GROUP_PREFIX
 
 if TYPE_CHECKING:
-    from libvirt_hooks.domain import Domain
     from ovs_rdt.core.plan import Plan
+    from ovs_rdt.domain_xml import Domain
     from ovs_rdt.inputs.request import CacheRequest
 
 EXIT_REFUSED = 3
@@ -101,7 +101,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     dom = None
     made_up = None
     try:
-        dom = domain.parse(data)
+        dom = domain_xml.parse(data)
         if not dom.uuid_raw:
             # A file for "virsh define" may have none: libvirt gives it
             # one then, which the hook gets (and names the group after).

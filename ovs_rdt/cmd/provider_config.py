@@ -166,7 +166,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
     free = manager.free_ways((platform, now))
     per_dom = {d: f['reserved_ways'] for d, f in free.items()}
-    numa_l3 = resctrl.numa_l3()
+    numa_l3 = resctrl.cpus.numa_l3()
     cache_groups = topology.cache_groups(numa_l3, platform.domains)
     inv = inventory(platform, groups, per_dom, cache_groups)
     comment = (

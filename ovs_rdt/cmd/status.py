@@ -73,7 +73,7 @@ def collect(rc: Resctrl, names: dict[str, str] | None = None) -> dict:
 def _table(rc: Resctrl, platform: Platform, groups: list[Group],
            members: dict[str, list[dict]]) -> dict:
     return report.build(platform, groups, lambda g: members[g.name],
-                        rc.numa_l3())
+                        rc.cpus.numa_l3())
 
 
 def assess(manager: CacheManager, names: dict[str, str] | None) -> dict:

@@ -12,15 +12,15 @@ switches modes; switching frees every counter.
 from __future__ import annotations
 
 import errno
-import os
 from typing import TYPE_CHECKING, Callable, Optional
 
+from ovs_rdt.emulator.context import Model, oserror
 from ovs_rdt.emulator.groups import Group
 from ovs_rdt.emulator.kparse import ParseError, cstr, kstrtobool, kstrtoull, strim
 from ovs_rdt.emulator.monitor import MBM_EVENTS
 
 if TYPE_CHECKING:
-    from ovs_rdt.emulator.model import Caller, Resctrl
+    from ovs_rdt.emulator.model import Caller
 
 NOT_ENABLED = 'mbm_event counter assignment mode is not enabled\n'
 TRANSACTIONS = ('local_reads', 'remote_reads', 'local_non_temporal_writes',
@@ -31,12 +31,8 @@ LOCAL_TRANSACTIONS = ('local_reads', 'local_non_temporal_writes', 'local_reads_s
 Slot = Optional[tuple[Group, str, float]]        # (group, event, count at assignment)
 
 
-def _oserror(err: int) -> OSError:
-    return OSError(err, os.strerror(err))
-
-
 class Counters:
-    def __init__(self, rc: 'Resctrl') -> None:
+    def __init__(self, rc: 'Model') -> None:
         self.rc = rc
         prof = rc.profile
         self.assignable = prof.mbm_cntrs > 0
@@ -58,8 +54,9 @@ class Counters:
             return
         slots = self.slots[dom]
         if None not in slots:
-            raise self.rc._fail(errno.ENOSPC, 'Failed to allocate counter for %s in domain %d\n'
-                                % (event, dom))
+            raise self.rc.status.fail(
+                errno.ENOSPC, 'Failed to allocate counter for %s in domain %d\n'
+                % (event, dom))
         self.rc.mon.advance()
         slots[slots.index(None)] = (grp, event, self.rc.mon.raw(grp.rmid, dom, event))
 
@@ -147,18 +144,18 @@ class Counters:
 
     def mode_write(self, data: bytes) -> None:
         rc = self.rc
-        rc.last_cmd = ''
+        rc.status.clear()
         if not data or data[-1:] != b'\n':
-            raise rc._fail(errno.EINVAL, 'mbm_assign_mode: Invalid input\n')
+            raise rc.status.fail(errno.EINVAL, 'mbm_assign_mode: Invalid input\n')
         buf = cstr(data[:-1].decode('latin-1'))
         if buf == 'default':
             enable = False
         elif buf == 'mbm_event':
             if not self.assignable:
-                raise rc._fail(errno.EINVAL, 'mbm_event mode is not supported\n')
+                raise rc.status.fail(errno.EINVAL, 'mbm_event mode is not supported\n')
             enable = True
         else:
-            raise rc._fail(errno.EINVAL, 'Unsupported assign mode\n')
+            raise rc.status.fail(errno.EINVAL, 'Unsupported assign mode\n')
         if enable != self.enabled:
             rc.mon.advance()
             self.enabled = enable
@@ -174,9 +171,9 @@ class Counters:
         return self._doms(lambda _d: self.rc.profile.mbm_cntrs)
 
     def _check_enabled(self) -> None:
-        self.rc.last_cmd = ''
+        self.rc.status.clear()
         if not self.enabled:
-            raise self.rc._fail(errno.EINVAL, NOT_ENABLED)
+            raise self.rc.status.fail(errno.EINVAL, NOT_ENABLED)
 
     def available_show(self) -> str:
         self._check_enabled()
@@ -188,14 +185,14 @@ class Counters:
 
     def on_mkdir_write(self, data: bytes) -> None:
         rc = self.rc
-        rc.last_cmd = ''
+        rc.status.clear()
         try:
             value = kstrtobool(cstr(data.decode('latin-1')))
         except ParseError as exc:
-            rc._cmd('mbm_assign_on_mkdir: Invalid input\n')
-            raise _oserror(exc.errno) from None
+            rc.status.puts('mbm_assign_on_mkdir: Invalid input\n')
+            raise oserror(exc.errno) from None
         if not self.enabled:
-            raise rc._fail(errno.EINVAL, NOT_ENABLED)
+            raise rc.status.fail(errno.EINVAL, NOT_ENABLED)
         self.on_mkdir = value
 
     def event_filter_show(self, event: str) -> str:
@@ -216,11 +213,11 @@ class Counters:
     def assignments_write(self, grp: Group, data: bytes) -> None:
         """``mbm_L3_assignments_write()``: applied as parsed, stops at the first error."""
         rc = self.rc
-        rc.last_cmd = ''
+        rc.status.clear()
         if not data or data[-1:] != b'\n':
-            raise rc._fail(errno.EINVAL, 'mbm_L3_assignments: Invalid input\n')
+            raise rc.status.fail(errno.EINVAL, 'mbm_L3_assignments: Invalid input\n')
         if not self.enabled:
-            raise rc._fail(errno.EINVAL, 'mbm_event mode is not enabled\n')
+            raise rc.status.fail(errno.EINVAL, 'mbm_event mode is not enabled\n')
         for token in data[:-1].decode('latin-1').split('\n'):
             event, colon, rest = token.partition(':')
             self._parse_assignment(grp, event, rest if colon else None)
@@ -228,7 +225,7 @@ class Counters:
     def _parse_assignment(self, grp: Group, event: str, tok: Optional[str]) -> None:
         rc = self.rc
         if event not in MBM_EVENTS:
-            raise rc._fail(errno.ENOENT, 'Invalid event %s\n' % event)
+            raise rc.status.fail(errno.ENOENT, 'Invalid event %s\n' % event)
         while tok:
             dom_str, semi, rest = tok.partition(';')
             tok = rest if semi else None
@@ -238,28 +235,28 @@ class Counters:
                 try:
                     self._modify(grp, None, event, value)
                 except OSError:
-                    rc._cmd("Assign operation '%s:*=%s' failed\n" % (event, _s(value)))
+                    rc.status.puts("Assign operation '%s:*=%s' failed\n" % (event, _s(value)))
                     raise
                 return
             try:
                 dom = kstrtoull(id_str, 10)
             except ParseError:
-                raise rc._fail(errno.EINVAL, 'Missing domain id\n') from None
+                raise rc.status.fail(errno.EINVAL, 'Missing domain id\n') from None
             if dom not in rc.profile.domains and 'assign-any-domain' in rc.diverge:
                 continue
             if dom not in rc.profile.domains:
-                raise rc._fail(errno.EINVAL, 'Invalid domain id %d\n' % dom)
+                raise rc.status.fail(errno.EINVAL, 'Invalid domain id %d\n' % dom)
             try:
                 self._modify(grp, dom, event, value)
             except OSError:
-                rc._cmd("Assign operation '%s:%d=%s' failed\n" % (event, dom, _s(value)))
+                rc.status.puts("Assign operation '%s:%d=%s' failed\n" % (event, dom, _s(value)))
                 raise
 
     def _modify(self, grp: Group, dom: Optional[int], event: str,
                 state: Optional[str]) -> None:
         """``rdtgroup_modify_assign_state()``."""
         if state is None or len(state) != 1 or state not in 'e_':
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         doms = self.rc.profile.domains if dom is None else [dom]
         if state == 'e':
             if dom is None:

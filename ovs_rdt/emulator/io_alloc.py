@@ -11,23 +11,19 @@ hardware-shared (``H``/``X``).  Under CDP, CODE and DATA stay in sync.
 from __future__ import annotations
 
 import errno
-import os
 from typing import TYPE_CHECKING, Callable
 
+from ovs_rdt.emulator.context import Model, oserror
 from ovs_rdt.emulator.groups import SHAREABLE
 from ovs_rdt.emulator.kparse import ParseError, cstr, kstrtobool
 
 if TYPE_CHECKING:
-    from ovs_rdt.emulator.model import Caller, Resctrl
+    from ovs_rdt.emulator.model import Caller
     from ovs_rdt.emulator.schemas import Schema
 
 
-def _oserror(err: int) -> OSError:
-    return OSError(err, os.strerror(err))
-
-
 class IoAlloc:
-    def __init__(self, rc: 'Resctrl') -> None:
+    def __init__(self, rc: 'Model') -> None:
         self.rc = rc
         self.enabled = False
 
@@ -54,14 +50,14 @@ class IoAlloc:
         try:
             enable = kstrtobool(cstr(data.decode('latin-1')))
         except ParseError as exc:
-            raise _oserror(exc.errno) from None
-        rc.last_cmd = ''
+            raise oserror(exc.errno) from None
+        rc.status.clear()
         if enable == self.enabled:
             return
         closid = self.closid
         if closid >= rc.closids_supported:
-            raise rc._fail(errno.EINVAL, 'io_alloc CLOSID (ctrl_hw_id) %u is not available\n'
-                           % closid)
+            raise rc.status.fail(errno.EINVAL, 'io_alloc CLOSID (ctrl_hw_id) %u is not available\n'
+                                 % closid)
         if not enable:
             rc.closid_used[closid] = False
             self.enabled = False
@@ -69,13 +65,13 @@ class IoAlloc:
             return
         if rc.closid_used[closid]:
             owner = next((g.name for g in rc.ctrl_groups() if g.closid == closid), 'another')
-            raise rc._fail(errno.ENOSPC, 'CLOSID (ctrl_hw_id) %u for io_alloc is used by %s '
-                           'group\n' % (closid, owner))
+            raise rc.status.fail(errno.ENOSPC, 'CLOSID (ctrl_hw_id) %u for io_alloc is used by %s '
+                                 'group\n' % (closid, owner))
         rc.closid_used[closid] = True
         try:
             staged = {key: val for key, val in self._init_cbm(schema).items()}
         except OSError:
-            rc._cmd('Failed to initialize io_alloc allocations\n')
+            rc.status.puts('Failed to initialize io_alloc allocations\n')
             rc.closid_used[closid] = False
             raise
         rc.apply(closid, staged)
@@ -86,9 +82,9 @@ class IoAlloc:
         rc = self.rc
         staged = {}
         for dom in rc.profile.domains:
-            val = rc._init_one_domain(dom, self.closid, schema)
+            val = rc.init_one_domain(dom, self.closid, schema)
             if bin(val).count('1') < rc.profile.min_cbm_bits:
-                raise rc._fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
+                raise rc.status.fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
             staged[(schema.name, dom)] = val
             if schema.peer:
                 staged[(schema.peer, dom)] = val
@@ -96,10 +92,11 @@ class IoAlloc:
 
     def _check_enabled(self, schema: 'Schema') -> None:
         if not self.enabled:
-            raise self.rc._fail(errno.EINVAL, 'io_alloc is not enabled on %s\n' % schema.name)
+            raise self.rc.status.fail(errno.EINVAL,
+                                      'io_alloc is not enabled on %s\n' % schema.name)
 
     def cbm_show(self, schema: 'Schema') -> str:
-        self.rc.last_cmd = ''
+        self.rc.status.clear()
         if 'io-alloc-cbm-readable' not in self.rc.diverge:
             self._check_enabled(schema)
         return self.rc.show_doms(schema, self.closid)
@@ -107,13 +104,13 @@ class IoAlloc:
     def cbm_write(self, schema: 'Schema', data: bytes) -> None:
         rc = self.rc
         if not data or data[-1:] != b'\n':
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         text = cstr(data[:-1].decode('latin-1'))
-        rc.last_cmd = ''
+        rc.status.clear()
         self._check_enabled(schema)
         staged: dict[tuple[str, int], int] = {}
-        rc._parse_line(text, schema.name, rc.root, staged, closid=self.closid,
-                       mode=SHAREABLE)
+        rc.parse_line(text, schema.name, rc.root, staged, closid=self.closid,
+                      mode=SHAREABLE)
         if schema.peer:
             staged.update({(schema.peer, dom): val for (_res, dom), val in staged.items()})
         rc.apply(self.closid, staged)

@@ -58,11 +58,11 @@ def pick_cpus(rc: Resctrl, allowed: set[int] | frozenset[int]) -> tuple[int, int
     different cores sharing one L3 (the last such, away from CPU 0's
     interrupts); None if there are none.
     """
-    l3 = rc.cpu_domains()
+    l3 = rc.cpus.cpu_domains()
     cores: dict[int, dict[str, int]] = {}
     for cpu in sorted(allowed & set(l3)):
         try:
-            core = rc.read(os.path.join(rc.sysfs_cpu_root, 'cpu%d' % cpu, 'topology',
+            core = rc.read(os.path.join(rc.cpus.cpu_root, 'cpu%d' % cpu, 'topology',
                                         'thread_siblings_list')).strip()
         except OSError:
             continue
@@ -97,7 +97,7 @@ def choose_cpus(rc: Resctrl, named: frozenset[int] | None,
 
 def l2_bytes(rc: Resctrl, cpu: int) -> int:
     """The L2 cache of ``cpu`` in bytes (0: sysfs does not say)."""
-    base = os.path.join(rc.sysfs_cpu_root, 'cpu%d' % cpu, 'cache')
+    base = os.path.join(rc.cpus.cpu_root, 'cpu%d' % cpu, 'cache')
     try:
         for index in sorted(n for n in os.listdir(base) if n.startswith('index')):
             if rc.read(os.path.join(base, index, 'level')).strip() == '2':

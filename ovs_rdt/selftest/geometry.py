@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ovs_rdt.core.model import Platform
-from ovs_rdt.resctrl import parse_schemata, resource_lines
+from ovs_rdt.resctrl.text import parse_schemata, resource_lines
 
 if TYPE_CHECKING:
     from ovs_rdt.selftest.node import Node

@@ -22,9 +22,9 @@ import uuid as uuidlib
 
 from hypothesis import given, strategies as st
 
-from libvirt_hooks import domain
 from ovs_rdt.agent import knobs
 from ovs_rdt import conf, MAX_WAYS
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.emulator.kparse import bitmap_list_string
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import cpulists, request

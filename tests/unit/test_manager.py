@@ -43,7 +43,7 @@ def test_apply_table4_explicit(rc):
 
 
 def test_platform_read_from_info(rc):
-    plat = rc.platform()
+    plat = rc.platform(cpus=True)
     assert (plat.cbm_len, plat.num_closids, plat.domains) == (11, 8, (0, 1))
     assert plat.way_bytes(0) == 2621440
     assert plat.domains_of_cpus({0, 1}) == {0}

@@ -17,7 +17,8 @@ from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, MBA_MAX_MBPS
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import ResctrlUnavailable
-from ovs_rdt.resctrl import Resctrl, mount_entry, parse_schemata
+from ovs_rdt.resctrl import Resctrl
+from ovs_rdt.resctrl.text import mount_entry, parse_schemata
 from tests.unit.fakes import make_tree
 
 

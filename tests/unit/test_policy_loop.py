@@ -127,7 +127,7 @@ class _Resctrl:
         os.rmdir(self.path(name) + '.old')
         self.total[name] = 0
 
-    def platform(self) -> _Platform:
+    def platform(self, cpus: bool = False) -> _Platform:
         return _Platform()
 
     def lock(self, exclusive: bool = True) -> _Lock:

@@ -1,6 +1,7 @@
-"""What the libvirt hook reads from a domain XML, parsed safely.
+"""A libvirt domain XML, parsed safely: what ovs-rdt reads of a domain.
 
-The XML on the hook's standard input comes from whoever may define domains,
+Read by the hook, the agent's guests thread and ``check-domain``.  The
+XML on the hook's standard input comes from whoever may define domains,
 so it is parsed with :mod:`xml.parsers.expat` directly: any document type
 declaration (the only place entities can be declared) is refused, so there
 is no entity expansion and nothing external is ever loaded; input size and

@@ -348,8 +348,10 @@ def test_the_hook_s_modules_log_through_the_one_seam() -> None:
     given (ovs_rdt.logs), never ``logging`` (its import costs every
     event); ovs_rdt.logs imports it only when a record is written there.
     """
-    for path in ('manager.py', 'transaction.py', 'desired.py', 'guest.py',
-                 'conf.py', 'resctrl.py'):
+    resctrl = sorted('resctrl/' + name for name in os.listdir(
+        os.path.join(REPO, 'ovs_rdt', 'resctrl')) if name.endswith('.py'))
+    for path in ['manager.py', 'transaction.py', 'desired.py', 'guest.py',
+                 'conf.py', 'sysfs.py', 'domain_xml.py'] + resctrl:
         assert 'logging' not in _module_imports(path), path
     with open(os.path.join(REPO, 'ovs_rdt', 'logs.py'),
               encoding='utf-8') as fh:

@@ -224,7 +224,9 @@ SPEC: dict[str, list[Opt]] = {
     ],
 }
 
-POOL_GROUP_PREFIX = 'pool:'
+#: Prefix of a pool's configuration section (``[pool:<name>]``); its resctrl
+#: group is ``ovs_rdt.POOL_GROUP_PREFIX + name``.
+POOL_SECTION_PREFIX = 'pool:'
 #: Sections whose keys are free-form (flavor names).
 FREE_SECTIONS = ('flavors',)
 
@@ -504,11 +506,11 @@ def from_lookup(get: Any, has_section: Any,
             names.pool_name(pool, '[allocation] pools')
         except InvalidValue as exc:
             raise ConfigError(str(exc)) from None
-        grp = POOL_GROUP_PREFIX + pool
-        if not has_section(grp):
+        section = POOL_SECTION_PREFIX + pool
+        if not has_section(section):
             raise ConfigError('[allocation] pools names %r but there is no '
-                              '[%s] section' % (pool, grp))
-        pools[pool] = {o.name: convert(grp, o, get(grp, o.name))
+                              '[%s] section' % (pool, section))
+        pools[pool] = {o.name: convert(section, o, get(section, o.name))
                        for o in SPEC['pool']}
         check_pool(pool, PoolSection(pools[pool]))
     return Settings(sections, pools, flavors, config_file,
@@ -552,8 +554,8 @@ def unlisted_pools(origins: dict[str, list[str]],
     """
     out = []
     for section, paths in origins.items():
-        name = section[len(POOL_GROUP_PREFIX):]
-        if section.startswith(POOL_GROUP_PREFIX) and name not in pools:
+        name = section[len(POOL_SECTION_PREFIX):]
+        if section.startswith(POOL_SECTION_PREFIX) and name not in pools:
             path = ', '.join(paths)
             out.append('config %s %s: [%s] is ignored: %s is not in '
                        '[allocation] pools (%s), so there is no group '
@@ -644,8 +646,8 @@ def check_names(sections: dict[str, dict[str, str]], path: str,
     for section, values in sections.items():
         if section in FREE_SECTIONS:
             continue
-        spec_name = 'pool' if section.startswith(POOL_GROUP_PREFIX) and \
-            len(section) > len(POOL_GROUP_PREFIX) else section
+        spec_name = 'pool' if section.startswith(POOL_SECTION_PREFIX) and \
+            len(section) > len(POOL_SECTION_PREFIX) else section
         if spec_name not in SPEC:
             known = sorted(s for s in SPEC if s not in ('DEFAULT', 'pool'))
             raise ConfigError('config file %s: unknown section [%s] (known: '
@@ -844,7 +846,7 @@ def overridden(sources: dict[tuple[str, str], list[Source]],
     plan (the last wins).
     """
     out = []
-    used = {POOL_GROUP_PREFIX + name for name in pools}
+    used = {POOL_SECTION_PREFIX + name for name in pools}
     for (section, key), where in sources.items():
         last = where[-1]
         earlier = [w for w in where[:-1]

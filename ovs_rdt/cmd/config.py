@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-from ovs_rdt.conf import FREE_SECTIONS, POOL_GROUP_PREFIX, SPEC, Settings
+from ovs_rdt.conf import FREE_SECTIONS, POOL_SECTION_PREFIX, SPEC, Settings
 from ovs_rdt.opts import config_source
 
 EPILOG = '''Each option shows its value and where it comes from: FILE:LINE, or
@@ -61,11 +61,11 @@ def options(settings: Settings) -> list[dict[str, Any]]:
         for opt in specs:
             add(section, opt.name, opt.default)
     read = [s for s in dict.fromkeys(sec for sec, _ in settings.sources)
-            if s.startswith(POOL_GROUP_PREFIX)]
+            if s.startswith(POOL_SECTION_PREFIX)]
     for name in list(settings.pools) + [
-            s[len(POOL_GROUP_PREFIX):] for s in read
-            if s[len(POOL_GROUP_PREFIX):] not in settings.pools]:
-        section = POOL_GROUP_PREFIX + name
+            s[len(POOL_SECTION_PREFIX):] for s in read
+            if s[len(POOL_SECTION_PREFIX):] not in settings.pools]:
+        section = POOL_SECTION_PREFIX + name
         note = None if name in settings.pools else \
             'ignored: %s is not in [allocation] pools' % name
         for opt in SPEC['pool']:

@@ -217,14 +217,14 @@ class Hook:
             self.log('warning', why)
 
     def prepare(self, dom: Domain) -> int:
-        from ovs_rdt.guest import group_of
+        from ovs_rdt.guest import guest_group
 
         spec = self.resolve(dom)
         if spec is None:
             self.unannotated(dom)
             return 0
         plan = self.guests.ensure(dom, spec)
-        group = group_of(dom, spec)
+        group = guest_group(dom, spec)
         masks = plan.masks_of(group) if plan is not None else {}
         if masks:       # planned: core.plan is loaded already
             from ovs_rdt.core.plan import domain_text
@@ -239,12 +239,12 @@ class Hook:
         return 0
 
     def started(self, dom: Domain) -> int:
-        from ovs_rdt.guest import group_of
+        from ovs_rdt.guest import guest_group
 
         spec = self.resolve(dom)
         if spec is None:
             return 0
-        group = group_of(dom, spec)
+        group = guest_group(dom, spec)
         if not self.guests.group_exists(group):
             self.log('warning', 'group %s is missing; creating it' % group)
             self.guests.ensure(dom, spec)

@@ -47,7 +47,7 @@ def pidfiles(run_dir: str, name: str) -> list[str]:
             for n in ((escaped, name) if escaped != name else (name,))]
 
 
-def group_of(dom: Domain, spec: CacheRequest) -> str:
+def guest_group(dom: Domain, spec: CacheRequest) -> str:
     """The group the guest's threads go to: its pool's or its own."""
     from ovs_rdt.core.model import pool_group
     return pool_group(spec.pool) if spec.pool else VM_GROUP_PREFIX + dom.uuid
@@ -174,7 +174,7 @@ class GuestCache:
         plan is of the whole desired state, so it also creates the pool's
         group.  Refused when the pool's group is not in it.
         """
-        group = group_of(dom, spec)
+        group = guest_group(dom, spec)
         if not self.group_exists(VM_GROUP_PREFIX + dom.uuid) and \
                 self.group_exists(group):
             return None

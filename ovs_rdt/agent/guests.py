@@ -29,7 +29,7 @@ from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.orphans import NodeReconciler
 from ovs_rdt.agent import virt
 from ovs_rdt.exceptions import RDTError, describe
-from ovs_rdt.guest import GuestCache, group_of
+from ovs_rdt.guest import GuestCache, guest_group
 from ovs_rdt.logs import to_logger
 from ovs_rdt import procfs
 from ovs_rdt.domain_xml import parse, resolve
@@ -96,7 +96,7 @@ class GuestPlacer:
                 return []      # not yet: its "started" event will come
             guests = GuestCache(self.settings, to_logger(
                 __name__, "domain '%s': " % name), self.manager)
-            group = group_of(dom, spec)
+            group = guest_group(dom, spec)
             if not guests.group_exists(group):
                 LOG.warning("domain '%s' runs without its group %s (started "
                             "without the ovs-rdt hook?): placing it", name,

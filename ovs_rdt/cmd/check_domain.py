@@ -24,7 +24,7 @@ from ovs_rdt.core.model import ROOT, held
 from ovs_rdt import domain_xml
 from ovs_rdt.exceptions import count, RDTError, ResctrlError
 from ovs_rdt.exceptions import ResctrlUnavailable, show
-from ovs_rdt.guest import GuestCache, group_of
+from ovs_rdt.guest import GuestCache, guest_group
 from ovs_rdt import VM_GROUP_PREFIX
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
                   if dom.flavor_name is not None else ''))
         return ['%s asks ovs-rdt for nothing (%s): the hook leaves it alone, '
                 'its threads run in the default group' % (name, why)]
-    group = group_of(dom, spec)
+    group = guest_group(dom, spec)
     exists = guests.group_exists(group)
     rc = guests.rc
     if plan is not None:

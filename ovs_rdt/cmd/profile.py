@@ -71,7 +71,7 @@ def chosen(rc: Resctrl, labels: list[str]) -> list[str] | None:
     have = rc.group_names()
     names = []
     for label in labels:
-        name = model.group_of(label)
+        name = model.group_of_label(label)
         if name not in have:
             raise ConfigError('--group %r: no such resctrl group in %s '
                               '(there are: %s)' % (label, rc.root, ', '.join(

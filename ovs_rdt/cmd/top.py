@@ -105,7 +105,7 @@ def render(table: list[tuple], interval: float,
         return '-' if value is None else '%.1f' % value
 
     for label, dom, occ, size, mbl, mbt in table:
-        who = named.get(model.group_of(label), '')
+        who = named.get(model.group_of_label(label), '')
         share = '-' if occ is None or not size else '%.0f' % (occ / size * 100)
         lines.append(('%-*s %4d %10s %10s %5s %11s %11s  %s' % (
             width, label, dom, fmt(occ), '-' if size is None else

@@ -404,6 +404,6 @@ def label_of(name: str) -> str:
     return DEFAULT_LABEL if name == ROOT else name
 
 
-def group_of(label: str) -> str:
+def group_of_label(label: str) -> str:
     """The resctrl group name for a label (:func:`label_of` reversed)."""
     return ROOT if label == DEFAULT_LABEL else label

@@ -257,14 +257,14 @@ class Hook:
 
     def release(self, dom: Domain) -> int:
         from ovs_rdt.exceptions import ConfigError
-        from ovs_rdt import VM_GROUP_PREFIX
+        from ovs_rdt import vm_group
 
         # By UUID, whatever the XML says now: libvirt passes the live XML,
         # and `virsh metadata --live` may have dropped the annotation of a
         # VM that holds a group.  Never on the configuration: the group is
         # the UUID under the root it was made in, read from whatever of
         # the configuration still reads (conf.salvage).
-        group = VM_GROUP_PREFIX + dom.uuid
+        group = vm_group(dom.uuid)
         try:
             settings, why = self.settings, ''
         except ConfigError as exc:
@@ -311,14 +311,14 @@ class Hook:
 
         (Else its ways stay held, unused, until it stops.)
         """
-        from ovs_rdt import VM_GROUP_PREFIX
+        from ovs_rdt import vm_group
 
         if self.dom is None:
             return
         try:
             if self.guests.release(self.dom.uuid):
-                self.log('info', 'removed group %s%s: the VM runs unmanaged'
-                         % (VM_GROUP_PREFIX, self.dom.uuid))
+                self.log('info', 'removed group %s: the VM runs unmanaged'
+                         % vm_group(self.dom.uuid))
         except Exception as exc:  # noqa: BLE001 - best effort, logged
             self.log('error', 'could not remove the VM\'s group: %s' % exc)
 

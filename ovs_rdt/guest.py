@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from ovs_rdt.exceptions import Refusal, count, show
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt import vm_group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def pidfiles(run_dir: str, name: str) -> list[str]:
 def guest_group(dom: Domain, spec: CacheRequest) -> str:
     """The group the guest's threads go to: its pool's or its own."""
     from ovs_rdt.core.model import pool_group
-    return pool_group(spec.pool) if spec.pool else VM_GROUP_PREFIX + dom.uuid
+    return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
 
 
 class GuestCache:
@@ -115,7 +115,7 @@ class GuestCache:
             ways = {d: l3_ways_on(spec, platform.cbm_len,
                                   platform.way_bytes(d))
                     for d in sorted(domains)}
-        return Request(VM_GROUP_PREFIX + dom.uuid, ways=ways,
+        return Request(vm_group(dom.uuid), ways=ways,
                        exclusive=True, mb_percent=spec.mb_percent,
                        mb_mbps=spec.mb_mbps)
 
@@ -175,10 +175,10 @@ class GuestCache:
         group.  Refused when the pool's group is not in it.
         """
         group = guest_group(dom, spec)
-        if not self.group_exists(VM_GROUP_PREFIX + dom.uuid) and \
+        if not self.group_exists(vm_group(dom.uuid)) and \
                 self.group_exists(group):
             return None
-        plan = release(VM_GROUP_PREFIX + dom.uuid)
+        plan = release(vm_group(dom.uuid))
         if group not in plan.l3:
             raise Refusal('the group %s of pool %s was not created%s'
                           % (group, spec.pool, ': ' + plan.unplaced
@@ -240,7 +240,7 @@ class GuestCache:
         one.  Never refused for want of room (the manager logs what it
         kept).
         """
-        group = VM_GROUP_PREFIX + uuid
+        group = vm_group(uuid)
         if not self.group_exists(group):
             return False
         self.manager.release(group)

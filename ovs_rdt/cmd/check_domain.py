@@ -25,7 +25,7 @@ from ovs_rdt import domain_xml
 from ovs_rdt.exceptions import count, RDTError, ResctrlError
 from ovs_rdt.exceptions import ResctrlUnavailable, show
 from ovs_rdt.guest import GuestCache, guest_group
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt import vm_group
 
 if TYPE_CHECKING:
     from ovs_rdt.core.plan import Plan
@@ -198,7 +198,7 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
     if plan is not None:
         lines.extend('  and it removes %s, the dedicated group of an earlier '
                      'definition of the VM' % stale for stale in plan.remove
-                     if stale == VM_GROUP_PREFIX + dom.uuid)
+                     if stale == vm_group(dom.uuid))
         lines.extend('  and it %s' % move for move in plan.moves)
         lines.extend('  (%s)' % kept for kept in plan.kept)
         lines.append('free ways after it: %s' % ', '.join(

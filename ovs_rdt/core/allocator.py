@@ -37,7 +37,7 @@ from ovs_rdt.exceptions import AllocationError, InsufficientWays
 from ovs_rdt.exceptions import InvalidMask, OutOfClosids, count
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt import VM_GROUP_PREFIX, vm_group
 
 __all__ = ['Plan', 'Step', 'freeing', 'mirrors_default', 'plan', 'room',
            'validate_mask']
@@ -284,7 +284,7 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
 
 
 #: The request :func:`room` asks with (no domain has this UUID).
-PROBE = VM_GROUP_PREFIX + '00000000-0000-0000-0000-000000000000'
+PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 
 
 def room(platform: Platform, groups: list[Group], requests: list[Request],

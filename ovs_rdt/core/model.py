@@ -321,12 +321,8 @@ def held_masks(group: Group, root: Group | None) -> dict[int, CBM]:
     return {d: m for d, m in group.l3.items() if held(m, root_l3.get(d))}
 
 
-def vm_group(uuid: str) -> str:
-    return VM_GROUP_PREFIX + uuid
-
-
 def vm_uuid(group: str) -> str | None:
-    """The domain UUID in a VM's dedicated group name (:func:`vm_group`).
+    """The domain UUID in a VM's dedicated group name (:func:`ovs_rdt.vm_group`).
 
     None unless the group is named as the hook names them, with a
     canonical UUID.

@@ -183,7 +183,7 @@ def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM, CBM]:
             foreign_exclusive |= mask
         shared |= foreign.shares(grp, dom.index, dom.groups) or shared
         written |= foreign.written(dom.platform, grp, dom.index,
-                                   dom.groups, floor(dom)) or written
+                                   dom.groups, root_min_ways(dom)) or written
     return fixed, foreign_exclusive, shared, written
 
 
@@ -339,7 +339,7 @@ def place_explicit(dom: Domain, out: dict[str, CBM]) -> CBM:
     return ours
 
 
-def floor(dom: Domain) -> int:
+def root_min_ways(dom: Domain) -> int:
     """The fewest ways the default group keeps without an explicit system
     mask: ``system_min_ways``, at least the platform's minimum.
     """
@@ -354,7 +354,7 @@ def system_reserve(dom: Domain, ours: CBM) -> int:
     """
     system_cbm = dom.system_cbm
     if system_cbm is None:
-        return floor(dom)
+        return root_min_ways(dom)
     validate_mask(dom.platform, system_cbm,
                   '[allocation] system_l3_cbm on domain %d' % dom.index)
     if system_cbm.overlaps(ours | dom.foreign_exclusive):

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from ovs_rdt.conf import Settings
     from ovs_rdt.core.plan import Plan
-    from ovs_rdt.domain_xml import Domain
+    from ovs_rdt.domain_xml import GuestDomain
     from ovs_rdt.guest import GuestCache
     from ovs_rdt.inputs.request import CacheRequest
 
@@ -150,7 +150,7 @@ class Hook:
         #: (:func:`ovs_rdt.conf.salvage`), once :attr:`settings` failed.
         self.salvaged: Settings | None = None
         #: The parsed domain, once it parsed.
-        self.dom: Domain | None = None
+        self.dom: GuestDomain | None = None
 
     @property
     def settings(self) -> Settings:
@@ -183,7 +183,7 @@ class Hook:
             self._guests = GuestCache(self.settings, self.log)
         return self._guests
 
-    def resolve(self, dom: Domain) -> CacheRequest | None:
+    def resolve(self, dom: GuestDomain) -> CacheRequest | None:
         """The validated request, or None when the VM asks for nothing."""
         from ovs_rdt import domain_xml
         from ovs_rdt.exceptions import ConfigError, show
@@ -204,7 +204,7 @@ class Hook:
         return domain_xml.resolve(dom, settings)
 
     # -- events ---------------------------------------------------------------
-    def unannotated(self, dom: Domain) -> None:
+    def unannotated(self, dom: GuestDomain) -> None:
         """A VM that asks for nothing: warn when its metadata looks like an
         annotation meant for ovs-rdt in another namespace.
         """
@@ -216,7 +216,7 @@ class Hook:
                 pass
             self.log('warning', why)
 
-    def prepare(self, dom: Domain) -> int:
+    def prepare(self, dom: GuestDomain) -> int:
         from ovs_rdt.guest import guest_group
 
         spec = self.resolve(dom)
@@ -238,7 +238,7 @@ class Hook:
             self.log('warning', kept)
         return 0
 
-    def started(self, dom: Domain) -> int:
+    def started(self, dom: GuestDomain) -> int:
         from ovs_rdt.guest import guest_group
 
         spec = self.resolve(dom)
@@ -251,11 +251,11 @@ class Hook:
         self.guests.place(group, self.guests.qemu_pid(dom))
         return 0
 
-    def reconnect(self, dom: Domain) -> int:
+    def reconnect(self, dom: GuestDomain) -> int:
         """Like ``started`` (libvirtd restarted); its failures only log."""
         return self.started(dom)
 
-    def release(self, dom: Domain) -> int:
+    def release(self, dom: GuestDomain) -> int:
         from ovs_rdt.exceptions import ConfigError
         from ovs_rdt import vm_group
 
@@ -286,8 +286,8 @@ class Hook:
                                                   settings.resctrl.root))
         return 0
 
-    def preview(self, dom: Domain) -> tuple[CacheRequest | None,
-                                            Plan | None]:
+    def preview(self, dom: GuestDomain) -> tuple[CacheRequest | None,
+                                                 Plan | None]:
         """What ``prepare`` would do, nothing written: the request (None:
         the VM asks for nothing) and the plan (None: no change); raises
         what ``prepare`` would refuse the VM with.
@@ -298,7 +298,7 @@ class Hook:
             return None, None
         return spec, self.guests.check(dom, spec)
 
-    def check(self, dom: Domain) -> int:
+    def check(self, dom: GuestDomain) -> int:
         spec, _plan = self.preview(dom)
         if spec is None:
             return 0
@@ -361,7 +361,7 @@ REFUSING = {'prepare': 'refusing to start',
             'restore': 'refusing to restore'}
 
 
-def remedy(exc: BaseException, dom: Domain | None) -> str:
+def remedy(exc: BaseException, dom: GuestDomain | None) -> str:
     """What to fix for ``exc``, ``dom`` the parsed domain (None: the XML
     did not parse): the words that lead a refusal line.
     """

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ovs_rdt.conf import Settings
     from ovs_rdt.core.allocator import Plan
     from ovs_rdt.core.model import Request
-    from ovs_rdt.domain_xml import Domain
+    from ovs_rdt.domain_xml import GuestDomain
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
     from ovs_rdt.resctrl import Resctrl
@@ -47,7 +47,7 @@ def pidfiles(run_dir: str, name: str) -> list[str]:
             for n in ((escaped, name) if escaped != name else (name,))]
 
 
-def guest_group(dom: Domain, spec: CacheRequest) -> str:
+def guest_group(dom: GuestDomain, spec: CacheRequest) -> str:
     """The group the guest's threads go to: its pool's or its own."""
     from ovs_rdt.core.model import pool_group
     return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
@@ -86,7 +86,7 @@ class GuestCache:
     def group_exists(self, group: str) -> bool:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
 
-    def request(self, dom: Domain, spec: CacheRequest) -> Request:
+    def request(self, dom: GuestDomain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS guest."""
         from ovs_rdt.core.model import Request, mb_terms
         from ovs_rdt.inputs.request import check_host, l3_ways_on
@@ -142,7 +142,7 @@ class GuestCache:
                          % (count(spanned, 'cache group'), platform.cbm_len))
         return ways
 
-    def ensure(self, dom: Domain, spec: CacheRequest) -> Plan | None:
+    def ensure(self, dom: GuestDomain, spec: CacheRequest) -> Plan | None:
         """Reserve what the guest asks for; the plan, None if no change.
 
         A dedicated group is created or resized; for a pool guest, the
@@ -155,7 +155,7 @@ class GuestCache:
                 return self.manager.allocate(self.request(dom, spec))
         return self._join_pool(dom, spec, self.manager.release)
 
-    def check(self, dom: Domain, spec: CacheRequest) -> Plan | None:
+    def check(self, dom: GuestDomain, spec: CacheRequest) -> Plan | None:
         """Whether this node can take the guest (an incoming migration, a
         restore, ``ovs-rdt check-domain``): raises what :meth:`ensure`
         would; the plan it would make, None if nothing.
@@ -166,7 +166,7 @@ class GuestCache:
         return self._join_pool(dom, spec, lambda name: self.manager.preview(
             remove=name))
 
-    def _join_pool(self, dom: Domain, spec: CacheRequest,
+    def _join_pool(self, dom: GuestDomain, spec: CacheRequest,
                    release: Callable[[str], Plan]) -> Plan | None:
         """A pool guest: when its dedicated group is left over from an
         earlier definition, or the pool's group is missing, the plan of
@@ -185,7 +185,7 @@ class GuestCache:
                              if plan.unplaced else ''))
         return plan
 
-    def qemu_pid(self, dom: Domain) -> int:
+    def qemu_pid(self, dom: GuestDomain) -> int:
         """The pid of the guest's running QEMU, from libvirt's pidfile,
         checked against its ``-uuid``.
         """

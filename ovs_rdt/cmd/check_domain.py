@@ -29,7 +29,7 @@ from ovs_rdt import vm_group
 
 if TYPE_CHECKING:
     from ovs_rdt.core.plan import Plan
-    from ovs_rdt.domain_xml import Domain
+    from ovs_rdt.domain_xml import GuestDomain
     from ovs_rdt.inputs.request import CacheRequest
 
 EXIT_REFUSED = 3
@@ -144,7 +144,7 @@ def refused(settings: Settings, dom_name: str | None, why: str) -> list[str]:
     return ['%s: the hook would refuse to start it: %s' % (name, why)]
 
 
-def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
+def describe(guests: GuestCache, dom: GuestDomain, spec: CacheRequest | None,
              plan: Plan | None) -> list[str]:
     """What the hook would do with ``dom``, which asks for ``spec`` (None:
     nothing), given the ``plan`` its ``prepare`` would make (None: no

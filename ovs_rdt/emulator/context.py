@@ -2,7 +2,7 @@
 
 The kernel's ``last_cmd_status`` buffer (:class:`LastCmd`: what a command
 says, and the errno it fails with) and :class:`Model`, the few members of
-:class:`ovs_rdt.emulator.model.Resctrl` the parts call: the parts sit
+:class:`ovs_rdt.emulator.model.ResctrlModel` the parts call: the parts sit
 below the model and see no more of it than this.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ import mfusepy
 
 from ovs_rdt.emulator.context import oserror
 from ovs_rdt.emulator.faults import KILL, Faults
-from ovs_rdt.emulator.model import Caller, Node, Resctrl
+from ovs_rdt.emulator.model import Caller, Node, ResctrlModel
 
 LOG = logging.getLogger(__name__)
 
@@ -35,11 +35,11 @@ class _Handle:
 
 
 class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
-    """FUSE operations over one :class:`Resctrl` model."""
+    """FUSE operations over one :class:`ResctrlModel`."""
 
     use_ns = True
 
-    def __init__(self, model: Resctrl,
+    def __init__(self, model: ResctrlModel,
                  on_ready: Optional[Callable[[], None]] = None,
                  faults: Optional[Faults] = None) -> None:
         self.model = model
@@ -220,7 +220,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
 
-def mount(model: Resctrl, mountpoint: str, on_ready: Optional[Callable[[], None]] = None,
+def mount(model: ResctrlModel, mountpoint: str, on_ready: Optional[Callable[[], None]] = None,
           debug: bool = False, faults: Optional[Faults] = None) -> None:
     """Serve ``model`` on ``mountpoint`` until it is unmounted (or SIGTERM)."""
     options: dict[str, Any] = {

@@ -108,7 +108,7 @@ class Node:
 # --------------------------------------------------------------------------
 # The filesystem state
 # --------------------------------------------------------------------------
-class Resctrl:
+class ResctrlModel:
     """One mounted resctrl filesystem on an emulated platform."""
 
     def __init__(self, profile: Profile, host: Optional[Host] = None,

@@ -80,7 +80,7 @@ class GuestCache:
         return Resctrl.from_settings(self.settings)
 
     @property
-    def rc(self) -> Resctrl:
+    def resctrl(self) -> Resctrl:
         return self.manager.resctrl
 
     def group_exists(self, group: str) -> bool:
@@ -91,12 +91,12 @@ class GuestCache:
         from ovs_rdt.core.model import Request, mb_terms
         from ovs_rdt.inputs.request import check_host, l3_ways_on
 
-        platform = self.rc.platform()
+        platform = self.resctrl.platform()
         check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
         # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
         cpus = dom.vcpu_cpus()
         if cpus:
-            platform = self.rc.platform(cpus=True)
+            platform = self.resctrl.platform(cpus=True)
         domains = platform.domains_of_cpus(cpus)
         known = (platform.cpu_domains or {}) if cpus else {}
         unknown = sorted(c for c in cpus or () if c not in known)
@@ -129,8 +129,9 @@ class GuestCache:
         from ovs_rdt.inputs.request import L3_TOTAL
 
         groups = topology.cache_groups(topology.from_cpus(
-            self.rc.cpus.cpu_nodes(), self.rc.platform(cpus=True).cpu_domains
-            or {}), platform.domains)
+            self.resctrl.cpus.cpu_nodes(),
+            self.resctrl.platform(cpus=True).cpu_domains or {}),
+            platform.domains)
         assert spec.l3_total is not None
         ways = topology.spread(spec.l3_total, groups, domains)
         most = max(ways.values())
@@ -151,7 +152,7 @@ class GuestCache:
         """
         if spec.pool is None:
             # The platform is read under the lock the plan is made under.
-            with self.rc.lock():
+            with self.resctrl.lock():
                 return self.manager.allocate(self.request(dom, spec))
         return self._join_pool(dom, spec, self.manager.release)
 
@@ -161,7 +162,7 @@ class GuestCache:
         would; the plan it would make, None if nothing.
         """
         if spec.pool is None:
-            with self.rc.lock(exclusive=False):
+            with self.resctrl.lock(exclusive=False):
                 return self.manager.preview(change=self.request(dom, spec))
         return self._join_pool(dom, spec, lambda name: self.manager.preview(
             remove=name))
@@ -225,8 +226,8 @@ class GuestCache:
         tids = [t for t in vcpus + others if t not in placed]
         if not tids:
             return []
-        with self.rc.lock():
-            gone = set(self.rc.add_tasks(group, tids))
+        with self.resctrl.lock():
+            gone = set(self.resctrl.add_tasks(group, tids))
         moved = [t for t in tids if t not in gone]
         self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
                  '%d into %s%s' % (

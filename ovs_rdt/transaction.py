@@ -150,12 +150,14 @@ def apply_step(resctrl: Resctrl, step: Step, log: Log) -> None:
 COMMANDS: dict[str, tuple[Callable[[Resctrl, Step], None],
                           Callable[[Transaction, Step, Was | None], None]]]
 COMMANDS = {
-    MKDIR: (lambda rc, s: rc.mkdir(s.group), Transaction._undo_mkdir),
-    RMDIR: (lambda rc, s: rc.rmdir(s.group), Transaction._undo_rmdir),
-    SCHEMATA: (lambda rc, s: rc.write_schemata(s.group, s.value),
+    MKDIR: (lambda resctrl, s: resctrl.mkdir(s.group),
+            Transaction._undo_mkdir),
+    RMDIR: (lambda resctrl, s: resctrl.rmdir(s.group),
+            Transaction._undo_rmdir),
+    SCHEMATA: (lambda resctrl, s: resctrl.write_schemata(s.group, s.value),
                Transaction._undo_schemata),
-    MODE: (lambda rc, s: rc.write_mode(s.group, s.value),
+    MODE: (lambda resctrl, s: resctrl.write_mode(s.group, s.value),
            Transaction._undo_mode),
-    EVENT: (lambda rc, s: rc.write_mb_event(s.group, s.value),
+    EVENT: (lambda resctrl, s: resctrl.write_mb_event(s.group, s.value),
             Transaction._undo_event),
 }

@@ -88,14 +88,14 @@ class Reader:
         domain goes on without miss rates (drops and occupancy still
         count), logged once with the kernel's reason.
         """
-        rc = self.manager.resctrl
-        if rc.platform().mbm_assign_mode != 'mbm_event':
+        resctrl = self.manager.resctrl
+        if resctrl.platform().mbm_assign_mode != 'mbm_event':
             return
         for name in names:
-            for dom in rc.unassigned(name, MBM_EVENT):
+            for dom in resctrl.unassigned(name, MBM_EVENT):
                 try:
-                    with rc.lock():
-                        rc.assign_counter(name, MBM_EVENT, dom)
+                    with resctrl.lock():
+                        resctrl.assign_counter(name, MBM_EVENT, dom)
                 except RDTError as exc:
                     if (name, dom) not in self.uncounted:
                         LOG.warning('policy: %s has no %s counter on L3 '
@@ -127,14 +127,14 @@ class Reader:
     def read(self, bounds: pol.Bounds, drops_total: int | None,
              drop_domains: frozenset[int],
              now: float | None = None) -> dict[int, pol.Sample]:
-        rc = self.manager.resctrl
-        platform = rc.platform()
+        resctrl = self.manager.resctrl
+        platform = resctrl.platform()
         hp, be = pool_group(bounds.high_priority), \
             pool_group(bounds.best_effort)
         self.assign_counters((hp, be))
-        with rc.lock(exclusive=False):
-            groups = {g.name: g for g in rc.groups()}
-            counted = sampling.sample(rc, (hp, be), masks=False)
+        with resctrl.lock(exclusive=False):
+            groups = {g.name: g for g in resctrl.groups()}
+            counted = sampling.sample(resctrl, (hp, be), masks=False)
         mon = {grp.name: grp.mon for grp in counted}
         now = time.monotonic() if now is None else now
         rates = self._rates.observe(now, *_counters(counted))

@@ -160,13 +160,13 @@ def describe(guests: GuestCache, dom: GuestDomain, spec: CacheRequest | None,
                 'its threads run in the default group' % (name, why)]
     group = guest_group(dom, spec)
     exists = guests.group_exists(group)
-    rc = guests.rc
+    resctrl = guests.resctrl
     if plan is not None:
         masks, root = plan.masks_of(group), plan.masks_of(ROOT)
     else:       # (a pool's group that exists, as it is)
-        with rc.lock(exclusive=False):
-            masks = rc.group(group, with_tasks=False).l3
-            root = rc.group(ROOT, with_tasks=False).l3
+        with resctrl.lock(exclusive=False):
+            masks = resctrl.group(group, with_tasks=False).l3
+            root = resctrl.group(ROOT, with_tasks=False).l3
     threads = count(dom.vcpu_count(), 'vCPU thread')
     if guests.settings.libvirt.include_emulator_threads:
         threads += (' and its other QEMU threads ([libvirt] '
@@ -179,7 +179,7 @@ def describe(guests: GuestCache, dom: GuestDomain, spec: CacheRequest | None,
     else:
         lines.append('the hook would %s %s and put its %s in it'
                      % ('resize' if exists else 'create', group, threads))
-    way_bytes = rc.platform().way_bytes
+    way_bytes = resctrl.platform().way_bytes
     for dom_id in sorted(masks):
         mask = masks[dom_id]
         if held(mask, root.get(dom_id)):

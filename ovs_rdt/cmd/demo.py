@@ -315,10 +315,10 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
 
     progress.step('virsh define + start: %s' % ', '.join(
         '%s (%s)' % (n, d) for n, _, d in GUESTS), start_guests)
-    rc = resctrl_from(settings)
+    resctrl = resctrl_from(settings)
 
     plan = progress.step('reading the cache plan (ovs-rdt status)',
-                         lambda: status.collect(rc))
+                         lambda: status.collect(resctrl))
     print('\n' + report.render(plan, sys.stdout.isatty()))
     print('\n' + table4(plan))
 

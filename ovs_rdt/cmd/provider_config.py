@@ -89,8 +89,9 @@ def document(inventories: dict[str, dict], traits: list[str],
     ident = {'name': name} if name else {'uuid': uuid or COMPUTE_NODE}
     provider: dict[str, Any] = {
         'identification': ident,
-        'inventories': {'additional': [{rc: fields} for rc, fields
-                                       in inventories.items()]},
+        'inventories': {'additional': [
+            {resource_class: fields}
+            for resource_class, fields in inventories.items()]},
     }
     if traits:
         provider['traits'] = {'additional': list(traits)}

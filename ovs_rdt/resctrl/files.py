@@ -75,17 +75,17 @@ def read_file(path: str) -> str:
 class _Lock:
     """``with resctrl.lock():`` (contextlib costs the hook milliseconds)."""
 
-    __slots__ = ('rc', 'exclusive')
+    __slots__ = ('files', 'exclusive')
 
-    def __init__(self, rc: 'Files', exclusive: bool) -> None:
-        self.rc = rc
+    def __init__(self, files: 'Files', exclusive: bool) -> None:
+        self.files = files
         self.exclusive = exclusive
 
     def __enter__(self) -> None:
-        self.rc._acquire(self.exclusive)
+        self.files._acquire(self.exclusive)
 
     def __exit__(self, *exc: object) -> None:
-        self.rc._release()
+        self.files._release()
 
 
 class Files:

@@ -3,7 +3,7 @@
 The configured pools against the platform (:func:`pool_requests`: masks
 and ways that need the platform to check; the checks that need none are
 made at load, :func:`ovs_rdt.conf.check_pool`), the dynamic policy's split
-(:func:`policy_bounds`, :func:`split_pair`), the default group's floor and
+(:func:`policy_bounds`, :func:`hp_be_split`), the default group's floor and
 masks (:func:`system_min_ways`, :func:`system_masks`), and the groups of
 ours kept as they are (:func:`held_ways`, :func:`existing_request`,
 :func:`desired`, :func:`held_pools`).
@@ -44,8 +44,8 @@ def parse_domain_masks(text: str, platform: Platform,
     return out
 
 
-def split_pair(hp: Request, be: Request, hp_ways: dict[int, int],
-               budget: int, be_mb: dict[int, int]) -> dict[str, Request]:
+def hp_be_split(hp: Request, be: Request, hp_ways: dict[int, int],
+                budget: int, be_mb: dict[int, int]) -> dict[str, Request]:
     """The dynamic policy's two pools as one split: the high-priority pool
     ``hp_ways`` per domain, the best-effort pool the rest of ``budget`` and
     the MB percent ``be_mb`` per domain; each keeps its configured caps,
@@ -80,7 +80,7 @@ def pool_requests(settings: Settings, platform: Platform,
     the agent's last decision; ``split`` is a new one (the agent's).
     """
     out = configured_pools(settings, platform)
-    held = _policy_split(settings, platform, groups or [], out)
+    held = _held_split(settings, platform, groups or [], out)
     held.update(split or {})
     if held:
         out = [held.get(r.name, r) for r in out]
@@ -101,8 +101,8 @@ def policy_bounds(settings: Settings) -> Bounds | None:
     return bounds_from(settings)
 
 
-def _policy_split(settings: Settings, platform: Platform, groups: list[Group],
-                  requests: list[Request]) -> dict[str, Request]:
+def _held_split(settings: Settings, platform: Platform, groups: list[Group],
+                requests: list[Request]) -> dict[str, Request]:
     """The policy pools' requests as they hold now, where valid."""
     bounds = policy_bounds(settings)
     if bounds is None:
@@ -127,7 +127,7 @@ def _policy_split(settings: Settings, platform: Platform, groups: list[Group],
                 platform.mb.unit == UNIT_PERCENT:
             mb = {d: v for d, v in current[be_name].mb.items()
                   if v < ceiling}
-    return split_pair(hp, be, ways, bounds.budget, mb)
+    return hp_be_split(hp, be, ways, bounds.budget, mb)
 
 
 def configured_pools(settings: Settings, platform: Platform

@@ -226,8 +226,8 @@ class CacheManager:
         with self.resctrl.lock():
             return self.resctrl.add_tasks(group, tids)
 
-    def resplit(self, hp_ways: dict[int, int],
-                be_mb: dict[int, int] | None = None) -> Plan:
+    def apply_policy_split(self, hp_ways: dict[int, int],
+                           be_mb: dict[int, int] | None = None) -> Plan:
         """The dynamic policy's move: the high-priority pool gets
         ``hp_ways`` per domain, the best-effort pool the rest of the budget
         and, where given, the MB percent ``be_mb`` (the other domains keep
@@ -250,7 +250,7 @@ class CacheManager:
                     mb.pop(dom, None)
                 else:
                     mb[dom] = pct
-            split = desired.split_pair(hp, be, ways, bounds.budget, mb)
+            split = desired.hp_be_split(hp, be, ways, bounds.budget, mb)
             target = self._plan(platform, groups, None, None, False, split)
             self.execute(target, groups)
         return target

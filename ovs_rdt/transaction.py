@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     from ovs_rdt.resctrl import Resctrl
 
 
-class Was:
-    """A group as it was before a write (what an undo writes back);
+class Prior:
+    """A group as it was before a write (what its undo writes back);
     ``code`` and ``data`` are its CDP masks (else its ``l3``).  A plain
     class: the hook imports this module, and typing costs it.
     """
@@ -36,17 +36,18 @@ class Was:
         self.code, self.data = code, data
 
     @classmethod
-    def of(cls, group: Group) -> 'Was':
+    def of(cls, group: Group) -> 'Prior':
         return cls(dict(group.l3), dict(group.mb), group.mode,
                    dict(group.l3code or group.l3),
                    dict(group.l3data or group.l3))
 
-    def after(self, step: Step) -> 'Was':
+    def after(self, step: Step) -> 'Prior':
         """This state once ``step`` (a schemata or mode write) is done."""
         if step.op == MODE:
-            return Was(self.l3, self.mb, step.value, self.code, self.data)
-        return Was({**self.l3, **step.l3}, {**self.mb, **step.mb}, self.mode,
-                   {**self.code, **step.code}, {**self.data, **step.data})
+            return Prior(self.l3, self.mb, step.value, self.code, self.data)
+        return Prior({**self.l3, **step.l3}, {**self.mb, **step.mb},
+                     self.mode, {**self.code, **step.code},
+                     {**self.data, **step.data})
 
 
 def _wrote(was: dict, new: dict) -> dict:
@@ -88,8 +89,8 @@ class Transaction:
         tasks went to the default group); the allocator removes groups as
         late as the CLOSIDs allow.
         """
-        state: dict[str, Was | None]
-        state = {name: Was.of(g) for name, g in self.old.items()}
+        state: dict[str, Prior | None]
+        state = {name: Prior.of(g) for name, g in self.old.items()}
         before = []
         for step in done:
             prev = state.get(step.group)
@@ -108,20 +109,20 @@ class Transaction:
                          % (step.op, step.group or '/', exc))
 
     # -- what each op's undo writes back ----------------------------------
-    def _undo_mkdir(self, step: Step, prev: Was | None) -> None:
+    def _undo_mkdir(self, step: Step, prev: Prior | None) -> None:
         self.resctrl.rmdir(step.group)
 
-    def _undo_rmdir(self, step: Step, prev: Was | None) -> None:
+    def _undo_rmdir(self, step: Step, prev: Prior | None) -> None:
         self.log('warning', 'cannot undo the removal of %s' % step.group)
 
-    def _undo_mode(self, step: Step, prev: Was | None) -> None:
+    def _undo_mode(self, step: Step, prev: Prior | None) -> None:
         # Only real changes are planned: before it, the other mode.
         back = prev.mode if prev is not None else (
             MODE_SHAREABLE if step.value == MODE_EXCLUSIVE
             else MODE_EXCLUSIVE)
         self.resctrl.write_mode(step.group, back)
 
-    def _undo_schemata(self, step: Step, prev: Was | None) -> None:
+    def _undo_schemata(self, step: Step, prev: Prior | None) -> None:
         # What the step overwrote, on the domains it wrote; under CDP
         # code and data each get back its own mask.
         if prev is None:
@@ -134,7 +135,7 @@ class Transaction:
         if undo.value:
             self.resctrl.write_schemata(step.group, undo.value)
 
-    def _undo_event(self, step: Step, prev: Was | None) -> None:
+    def _undo_event(self, step: Step, prev: Prior | None) -> None:
         was = self.old.get(step.group)
         if was is not None and was.mb_event:
             self.resctrl.write_mb_event(step.group, was.mb_event)
@@ -148,7 +149,7 @@ def apply_step(resctrl: Resctrl, step: Step, log: Log) -> None:
 
 #: op -> (the Resctrl write that does it, the undo of what it replaced).
 COMMANDS: dict[str, tuple[Callable[[Resctrl, Step], None],
-                          Callable[[Transaction, Step, Was | None], None]]]
+                          Callable[[Transaction, Step, Prior | None], None]]]
 COMMANDS = {
     MKDIR: (lambda resctrl, s: resctrl.mkdir(s.group),
             Transaction._undo_mkdir),

@@ -4,9 +4,9 @@ A :class:`PolicyLoop` thread wakes up every ``[policy] interval``, reads
 the two pools' ``mon_data`` under ``LOCK_SH`` (a few small files), turns
 the MBM counters into rates, adds the drop counters of the OvS ports the
 high-priority pool's PMD threads serve, asks :class:`ovs_rdt.core.policy.Policy`
-and applies its decisions with :meth:`CacheManager.resplit` (``LOCK_EX``
-only for the writes, which the allocator orders kernel-safely and undoes
-on failure).  It has its own resctrl object (its own lock descriptor), so
+and applies its decisions with :meth:`CacheManager.apply_policy_split`
+(``LOCK_EX`` only for the writes, which the allocator orders kernel-safely
+and undoes on failure).  It has its own resctrl object (its own lock descriptor), so
 the PMD placement in the agent's main loop and the libvirt hook never wait
 for more than one policy write.  Its state goes to a small JSON file that
 ``ovs-rdt status`` shows.
@@ -337,7 +337,7 @@ class PolicyLoop:
                               now)
         decisions = self.policy.decide(samples)
         if decisions:
-            manager.resplit(
+            manager.apply_policy_split(
                 {d.domain: d.hp_after for d in decisions},
                 {d.domain: d.mb_after for d in decisions
                  if d.mb_after is not None})

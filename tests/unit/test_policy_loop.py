@@ -20,12 +20,12 @@ class Settings:
 
 
 class SlowManager:
-    """Holds a resplit until told to go; records what happened when."""
+    """Holds a policy move until told to go; records what happened when."""
 
     def __init__(self, events: list[str], go: threading.Event) -> None:
         self.events, self.go = events, go
 
-    def resplit(self, *args: Any) -> None:
+    def apply_policy_split(self, *args: Any) -> None:
         self.events.append('resplit started')
         self.go.wait(5)
         self.events.append('resplit done')
@@ -45,7 +45,7 @@ def test_reload_waits_for_the_decision_in_flight(tmp_path, monkeypatch
     def tick(now: Any) -> list[pol.Decision]:
         with loop._cond:
             manager = loop.manager
-        manager.resplit({0: 5})
+        manager.apply_policy_split({0: 5})
         return [decision]
     monkeypatch.setattr(loop, '_tick', tick)
     worker = threading.Thread(target=loop.tick)

@@ -85,8 +85,8 @@ def pool_requests(settings: Settings, platform: Platform,
     if held:
         out = [held.get(r.name, r) for r in out]
         # The high-priority pool first: it packs just below the
-        # system's ways, the best-effort pool below it (seed 002
-        # Table 6).
+        # system's ways, the best-effort pool below it (the policy
+        # white paper's Table 6).
         order = [r.name for r in held.values()]
         out.sort(key=lambda r: order.index(r.name) if r.name in order
                  else -1)

@@ -1,10 +1,11 @@
-"""``ovs-rdt demo``: seed 000's NFV cache layout, for real, on an emulated Xeon.
+"""``ovs-rdt demo``: the application note's NFV cache layout, on real parts.
 
 Only the cache hardware is emulated (``ovs-rdt emulate``); OvS, libvirtd, the
-KVM guests, the hook and the agent are the real ones.  The plan is seed 000
-Table 4: PMDs + ovs-vswitchd + the VM under test share ``hp`` (0x7f0,
-isolated), the noisy neighbours share ``noisy`` (0x2), the OS keeps 0xc, and
-a fourth guest takes the way Table 4 leaves free (bit 0) in a dedicated CLOS.
+KVM guests, the hook and the agent are the real ones.  The plan is Table 4 of
+the application note (the README's References, seed 000): PMDs +
+ovs-vswitchd + the VM under test share ``hp`` (0x7f0, isolated), the noisy
+neighbours share ``noisy`` (0x2), the OS keeps 0xc, and a fourth guest
+takes the way Table 4 leaves free (bit 0) in a dedicated CLOS.
 
 Table 4 is for an 11-way CBM.  On a profile with a wider CBM (``--profile``)
 the demo keeps its way counts and order from the highest way down (hp 7,
@@ -74,8 +75,8 @@ vswitchd_pidfile = {vswitchd_pidfile}
 rescan_interval = 2
 """
 
-#: Seed 000 Table 4 in ways, from the highest way down (11-way CBM:
-#: 0x7f0, 0xc, 0x2 and way 0 free).
+#: The application note's Table 4 in ways, from the highest way down
+#: (11-way CBM: 0x7f0, 0xc, 0x2 and way 0 free).
 TABLE4_WAYS = (('hp', 7), ('system', 2), ('noisy', 1))
 
 
@@ -212,7 +213,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if args.keep else lifecycle.teardown(box, PROG)
 
 
-TABLE4 = (  # seed 000 Table 4: (who, CoS, CBM)
+TABLE4 = (  # the application note's Table 4: (who, CoS, CBM)
     ('PMD1', '0', '0x7F0'), ('PMD2', '0', '0x7F0'),
     ('ovs-vswitchd', '0', '0x7F0'), ('VM1 - SUT', '0', '0x7F0'),
     ('VM2 - Noisy Neighbor', '1', '0x2'), ('VM3 - Noisy Neighbor', '1', '0x2'),
@@ -244,7 +245,9 @@ def placed(plan: dict, domain: int = 0) -> list[tuple[str, str, str, int]]:
 
 
 def table4(plan: dict) -> str:
-    """Seed 000 Table 4 next to what is placed here (cache domain 0)."""
+    """The application note's Table 4 next to what is placed here (cache
+    domain 0).
+    """
     lines = ['Seed 000 Table 4 ("CAT with Aggressors")  vs  this node, cache '
              'domain 0:',
              '  %-22s %-4s %-6s | %-24s %-40s %-6s %s'

@@ -3,8 +3,9 @@
 Samples every group's ``llc_occupancy`` (or those named with ``--group``)
 for ``--seconds`` and prints, per group and cache domain, the peak
 footprint, the ways that hold it (``ceil(peak / way size)``) and the
-``[pool:X] l3_ways`` / annotation lines to paste: seed 000's Table 3 ->
-Table 4 path.  See doc/metrics.md.
+``[pool:X] l3_ways`` / annotation lines to paste: the application note's
+Table 3 -> Table 4 path (the README's References, seed 000).  See
+doc/metrics.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The node's cache plan as data and as text, in the spirit of seed 000 Table 4.
+"""The node's cache plan as data and text, like the application note's Table 4.
+
+(The application note: the README's References, seed 000.)
 
 Pure: takes the platform, the groups and each group's members; no I/O.
 """

@@ -1,4 +1,6 @@
-"""The dynamic policy of seed 002: pure decisions, no I/O.
+"""The dynamic policy of the policy white paper: pure decisions, no I/O.
+
+(The policy white paper: the README's References, seed 002.)
 
 Two pools share a budget of ways on every cache domain: the high-priority
 (HP) pool gets what its demand needs, within ``[hp_min_ways,

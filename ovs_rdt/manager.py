@@ -137,10 +137,10 @@ class CacheManager:
         """The most ways one more group (a VM's; ``isolated`` false: a
         shared pool) gets on each domain, from ``state`` (:meth:`read`)
         or resctrl now: :func:`ovs_rdt.core.allocator.room` beside what a
-        VM start keeps (:func:`ovs_rdt.desired.desired`: the pools, the PMD group and the
-        VMs as they are, moved as a VM start would move them).  Raises the
-        planning errors when the configuration cannot be applied (nothing
-        can be counted then).
+        VM start keeps (:func:`ovs_rdt.desired.desired`: the pools, the
+        PMD group and the VMs as they are, moved as a VM start would move
+        them).  Raises the planning errors when the configuration cannot
+        be applied (nothing can be counted then).
         """
         return allocator.room(*self._beside(state), isolated)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from typing import Sequence
@@ -105,7 +106,14 @@ def migrate_args(dst: PrivateLibvirtd, name: str, live: bool = True,
     """``virsh`` arguments moving guest ``name`` to ``dst`` over loopback."""
     args = ['migrate', '--p2p']
     if live:
-        args += ['--live', '--migrateuri', 'tcp://' + LOOPBACK,
+        # A port of its own: each private libvirtd takes the first port of
+        # the same range (49152-49215) it sees free, and another sandbox's
+        # migration on this host may bind it first ("Address already in
+        # use").  The kernel hands out ephemeral ports in turn.
+        with socket.socket() as sock:
+            sock.bind((LOOPBACK, 0))
+            port = sock.getsockname()[1]
+        args += ['--live', '--migrateuri', 'tcp://%s:%d' % (LOOPBACK, port),
                  '--listen-address', LOOPBACK]
     return args + [*extra, name, dst.peer_uri]
 

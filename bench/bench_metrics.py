@@ -38,7 +38,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from ovs_rdt.agent.service import BURST  # noqa: E402
-from ovs_rdt.core.model import PMD_GROUP, pool_group, vm_group  # noqa: E402
+from ovs_rdt import vm_group  # noqa: E402
+from ovs_rdt.core.model import PMD_GROUP, pool_group  # noqa: E402
 from ovs_rdt.sandbox.emulator import copy_tree, MountedEmulator  # noqa: E402
 from tests.functional.fixtures.ovs import AgentProcess  # noqa: E402
 from tests.functional.fixtures.ovs import OvsTestbed  # noqa: E402

@@ -14,8 +14,7 @@ import time
 from typing import Callable
 import uuid
 
-from ovs_rdt import POOL_GROUP_PREFIX, procfs
-from ovs_rdt.core.model import vm_group
+from ovs_rdt import POOL_GROUP_PREFIX, procfs, vm_group
 from ovs_rdt.resctrl import Resctrl
 from ovs_rdt.sandbox import emulator as sandbox_emulator
 from ovs_rdt.sandbox import kvm_problem

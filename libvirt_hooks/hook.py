@@ -30,6 +30,10 @@ missing is an error, never the defaults.  The events handled:
     Never fails: libvirt would kill the guest.
 ``migrate begin`` / ``restore begin``
     capacity check only: refuse an incoming guest this host cannot serve.
+    (``prepare begin`` follows a moment later, still before any memory is
+    copied, but libvirt runs it with the same arguments for a start and an
+    incoming guest (``qemuProcessStartHook``: ``prepare begin -``), so
+    only this event can name the incoming migration in its refusal.)
 
 Nothing is ever written to standard output (for ``migrate`` and ``restore``
 it would replace the domain XML), libvirt is never called back (it holds the
@@ -47,10 +51,11 @@ import time
 
 TYPE_CHECKING = False   # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from typing import BinaryIO
 
-    from libvirt_hooks.domain import Domain
+    from ovs_rdt.conf import Settings
     from ovs_rdt.core.plan import Plan
+    from ovs_rdt.domain_xml import GuestDomain
     from ovs_rdt.guest import GuestCache
     from ovs_rdt.inputs.request import CacheRequest
 
@@ -125,7 +130,8 @@ class Hook:
     """One hook invocation: a domain, an event, the XML."""
 
     def __init__(self, config_files: list[str], config_dirs: list[str],
-                 name: str, op: str, subop: str, settings: Any = None,
+                 name: str, op: str, subop: str,
+                 settings: Settings | None = None,
                  guests: GuestCache | None = None) -> None:
         from ovs_rdt.exceptions import show
 
@@ -138,17 +144,17 @@ class Hook:
         #: The configuration and the rules, if given (``ovs-rdt
         #: check-domain``, a process whose logging stays its own), else
         #: read from the files named and made on first use.
-        self._settings: Any = settings
+        self._settings = settings
         self._guests = guests
         #: What still reads of a configuration that does not
         #: (:func:`ovs_rdt.conf.salvage`), once :attr:`settings` failed.
-        self.salvaged: Any = None
+        self.salvaged: Settings | None = None
         #: The parsed domain, once it parsed.
-        self.dom: Domain | None = None
+        self.dom: GuestDomain | None = None
 
     @property
-    def settings(self) -> Any:
-        """The configuration (a conf.Settings), read on first use."""
+    def settings(self) -> Settings:
+        """The configuration, read on first use."""
         if self._settings is None:
             from ovs_rdt import conf
             try:
@@ -169,20 +175,17 @@ class Hook:
 
     @property
     def guests(self) -> GuestCache:
-        """The rules (:class:`ovs_rdt.guest.GuestCache`), on first use;
-        the core's ``logging`` records then go to this hook's log.
+        """The rules (:class:`ovs_rdt.guest.GuestCache`), on first use,
+        logging to this hook's log (:mod:`ovs_rdt.logs`).
         """
         if self._guests is None:
             from ovs_rdt.guest import GuestCache
-            from ovs_rdt import manager
             self._guests = GuestCache(self.settings, self.log)
-            _bridge_logging(self.log)
-            manager.LOG.on_import = lambda: _bridge_logging(self.log)
         return self._guests
 
-    def resolve(self, dom: Domain) -> CacheRequest | None:
+    def resolve(self, dom: GuestDomain) -> CacheRequest | None:
         """The validated request, or None when the VM asks for nothing."""
-        from libvirt_hooks import domain
+        from ovs_rdt import domain_xml
         from ovs_rdt.exceptions import ConfigError, show
 
         if not dom.wants_something or dom.annotation == {}:
@@ -198,10 +201,10 @@ class Hook:
                          '%s' % (show(dom.flavor_name or ''), exc))
                 return None
             raise
-        return domain.resolve(dom, settings)
+        return domain_xml.resolve(dom, settings)
 
     # -- events ---------------------------------------------------------------
-    def unannotated(self, dom: Domain) -> None:
+    def unannotated(self, dom: GuestDomain) -> None:
         """A VM that asks for nothing: warn when its metadata looks like an
         annotation meant for ovs-rdt in another namespace.
         """
@@ -213,59 +216,59 @@ class Hook:
                 pass
             self.log('warning', why)
 
-    def prepare(self, dom: Domain) -> int:
-        from ovs_rdt.guest import group_of
+    def prepare(self, dom: GuestDomain) -> int:
+        from ovs_rdt.guest import guest_group
 
         spec = self.resolve(dom)
         if spec is None:
             self.unannotated(dom)
             return 0
         plan = self.guests.ensure(dom, spec)
-        group = group_of(dom, spec)
+        group = guest_group(dom, spec)
         masks = plan.masks_of(group) if plan is not None else {}
         if masks:       # planned: core.plan is loaded already
             from ovs_rdt.core.plan import domain_text
             masks_text = ' L3:' + domain_text(masks)
         else:
             masks_text = ''
-        moves = plan.moves if plan is not None else []
-        self.log('info', 'reserved %s: group %s%s%s' % (
-            spec.describe(), group, masks_text,
-            ''.join('; %s' % move for move in moves)))
+        # (Each group moved for it has a line of its own, the manager's.)
+        self.log('info', 'reserved %s: group %s%s' % (
+            spec.describe(), group, masks_text))
         for kept in plan.kept if plan is not None else []:
             self.log('warning', kept)
         return 0
 
-    def started(self, dom: Domain) -> int:
-        from ovs_rdt.guest import group_of
+    def started(self, dom: GuestDomain) -> int:
+        from ovs_rdt.guest import guest_group
 
         spec = self.resolve(dom)
         if spec is None:
             return 0
-        group = group_of(dom, spec)
+        group = guest_group(dom, spec)
         if not self.guests.group_exists(group):
             self.log('warning', 'group %s is missing; creating it' % group)
             self.guests.ensure(dom, spec)
         self.guests.place(group, self.guests.qemu_pid(dom))
         return 0
 
-    def reconnect(self, dom: Domain) -> int:
+    def reconnect(self, dom: GuestDomain) -> int:
         """Like ``started`` (libvirtd restarted); its failures only log."""
         return self.started(dom)
 
-    def release(self, dom: Domain) -> int:
+    def release(self, dom: GuestDomain) -> int:
         from ovs_rdt.exceptions import ConfigError
-        from ovs_rdt import VM_GROUP_PREFIX
+        from ovs_rdt import vm_group
 
         # By UUID, whatever the XML says now: libvirt passes the live XML,
         # and `virsh metadata --live` may have dropped the annotation of a
         # VM that holds a group.  Never on the configuration: the group is
         # the UUID under the root it was made in, read from whatever of
         # the configuration still reads (conf.salvage).
-        group = VM_GROUP_PREFIX + dom.uuid
+        group = vm_group(dom.uuid)
         try:
             settings, why = self.settings, ''
         except ConfigError as exc:
+            assert self.salvaged is not None    # (read as settings failed)
             settings = self._settings = self.salvaged
             why = str(exc)
         if not os.path.isdir(os.path.join(settings.resctrl.root, group)):
@@ -283,8 +286,8 @@ class Hook:
                                                   settings.resctrl.root))
         return 0
 
-    def preview(self, dom: Domain) -> tuple[CacheRequest | None,
-                                            Plan | None]:
+    def preview(self, dom: GuestDomain) -> tuple[CacheRequest | None,
+                                                 Plan | None]:
         """What ``prepare`` would do, nothing written: the request (None:
         the VM asks for nothing) and the plan (None: no change); raises
         what ``prepare`` would refuse the VM with.
@@ -295,7 +298,7 @@ class Hook:
             return None, None
         return spec, self.guests.check(dom, spec)
 
-    def check(self, dom: Domain) -> int:
+    def check(self, dom: GuestDomain) -> int:
         spec, _plan = self.preview(dom)
         if spec is None:
             return 0
@@ -308,14 +311,14 @@ class Hook:
 
         (Else its ways stay held, unused, until it stops.)
         """
-        from ovs_rdt import VM_GROUP_PREFIX
+        from ovs_rdt import vm_group
 
         if self.dom is None:
             return
         try:
             if self.guests.release(self.dom.uuid):
-                self.log('info', 'removed group %s%s: the VM runs unmanaged'
-                         % (VM_GROUP_PREFIX, self.dom.uuid))
+                self.log('info', 'removed group %s: the VM runs unmanaged'
+                         % vm_group(self.dom.uuid))
         except Exception as exc:  # noqa: BLE001 - best effort, logged
             self.log('error', 'could not remove the VM\'s group: %s' % exc)
 
@@ -358,7 +361,7 @@ REFUSING = {'prepare': 'refusing to start',
             'restore': 'refusing to restore'}
 
 
-def remedy(exc: BaseException, dom: Domain | None) -> str:
+def remedy(exc: BaseException, dom: GuestDomain | None) -> str:
     """What to fix for ``exc``, ``dom`` the parsed domain (None: the XML
     did not parse): the words that lead a refusal line.
     """
@@ -381,35 +384,6 @@ def remedy(exc: BaseException, dom: Domain | None) -> str:
     if isinstance(exc, e.RDTError):
         return 'check libvirt and resctrl on this host'
     return 'report this bug'
-
-
-def log_record(log: Log, record: Any) -> None:
-    """One of the core's ``logging`` records as a line of ``log``
-    (levels by number: ``logging`` is not imported for this).
-    """
-    n = record.levelno
-    level = ('error' if n >= 40 else 'warning' if n >= 30 else
-             'info' if n >= 20 else 'debug')
-    try:
-        log(level, record.getMessage())
-    except Exception:  # noqa: BLE001 - logging must never raise
-        pass
-
-
-def _bridge_logging(log: Log) -> None:
-    """Route the core's ``logging`` records (if it imported logging) to us."""
-    if 'logging' not in sys.modules:
-        return
-    import logging
-
-    class _Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            log_record(log, record)
-
-    core = logging.getLogger('ovs_rdt')
-    core.handlers[:] = [_Handler()]
-    core.setLevel(logging.DEBUG if log.debug_on else logging.INFO)
-    core.propagate = False
 
 
 def read_stdin(stream: BinaryIO) -> bytes | None:
@@ -478,14 +452,14 @@ def run(argv: list[str], data: bytes | None,
 
 def _handle(hook: Hook, method: str, strict: bool, name: str,
             data: bytes | None) -> int:
-    from libvirt_hooks import domain
+    from ovs_rdt import domain_xml
     from ovs_rdt.exceptions import AnnotationError, RDTError
 
     try:
         if data is None:
             raise AnnotationError('the domain XML on standard input is larger '
                                   'than %d MiB' % (MAX_STDIN >> 20))
-        dom = hook.dom = domain.parse(data)
+        dom = hook.dom = domain_xml.parse(data)
         return int(getattr(hook, method)(dom))
     except RDTError as exc:
         return hook.fail(strict, name, remedy(exc, hook.dom), str(exc))

@@ -7,6 +7,13 @@ POOL_GROUP_PREFIX = GROUP_PREFIX + 'pool-'
 #: Prefix of a VM's dedicated group (``ovsrdt-vm-<uuid>``), here so that the
 #: libvirt hook names one without importing the model.
 VM_GROUP_PREFIX = GROUP_PREFIX + 'vm-'
+
+
+def vm_group(uuid: str) -> str:
+    """A VM's dedicated group, ``ovsrdt-vm-<uuid>`` (here for the hook)."""
+    return VM_GROUP_PREFIX + uuid
+
+
 #: Prefix of the temporary groups of ``ovs-rdt selftest``: never planned,
 #: written or removed by anything else of ovs-rdt (they count as another
 #: tool's groups while they last).

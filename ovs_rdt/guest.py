@@ -4,7 +4,7 @@ The rules the libvirt hook (:mod:`libvirt_hooks.hook`, one process per
 event) and ovs-rdt-agent (:mod:`ovs_rdt.agent.guests`, a guest started
 without the hook) both apply, so that a domain is placed the same way by
 either.  What the domain asks for comes in already resolved
-(:func:`libvirt_hooks.domain.resolve`): this module reads no XML.
+(:func:`ovs_rdt.domain_xml.resolve`): this module reads no XML.
 
 Imported by the hook at every VM start: nothing here imports ``logging``
 or ``typing`` at run time; messages go to the ``log(level, text)`` the
@@ -15,15 +15,16 @@ from __future__ import annotations
 import os
 
 from ovs_rdt.exceptions import Refusal, count, show
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt import vm_group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from libvirt_hooks.domain import Domain
+    from ovs_rdt.conf import Settings
     from ovs_rdt.core.allocator import Plan
     from ovs_rdt.core.model import Request
+    from ovs_rdt.domain_xml import GuestDomain
     from ovs_rdt.inputs.request import CacheRequest
     from ovs_rdt.manager import CacheManager
     from ovs_rdt.resctrl import Resctrl
@@ -46,21 +47,21 @@ def pidfiles(run_dir: str, name: str) -> list[str]:
             for n in ((escaped, name) if escaped != name else (name,))]
 
 
-def group_of(dom: Domain, spec: CacheRequest) -> str:
+def guest_group(dom: GuestDomain, spec: CacheRequest) -> str:
     """The group the guest's threads go to: its pool's or its own."""
     from ovs_rdt.core.model import pool_group
-    return pool_group(spec.pool) if spec.pool else VM_GROUP_PREFIX + dom.uuid
+    return pool_group(spec.pool) if spec.pool else vm_group(dom.uuid)
 
 
 class GuestCache:
     """A node's guests' groups, as the configuration ``settings`` says.
 
     ``manager`` (a :class:`~ovs_rdt.manager.CacheManager`) is made on
-    first use unless given; ``log(level, text)`` takes this module's
-    messages (levels ``debug``, ``info``, ``warning``, ``error``).
+    first use unless given, with this ``log(level, text)``
+    (:mod:`ovs_rdt.logs`), which takes this module's messages too.
     """
 
-    def __init__(self, settings: Any, log: Callable[[str, str], None],
+    def __init__(self, settings: Settings, log: Callable[[str, str], None],
                  manager: CacheManager | None = None) -> None:
         self.settings = settings
         self.log = log
@@ -70,7 +71,8 @@ class GuestCache:
     def manager(self) -> CacheManager:
         if self._manager is None:
             from ovs_rdt.manager import CacheManager
-            self._manager = CacheManager(self.make_resctrl(), self.settings)
+            self._manager = CacheManager(self.make_resctrl(), self.settings,
+                                         self.log)
         return self._manager
 
     def make_resctrl(self) -> Resctrl:
@@ -78,23 +80,25 @@ class GuestCache:
         return Resctrl.from_settings(self.settings)
 
     @property
-    def rc(self) -> Resctrl:
+    def resctrl(self) -> Resctrl:
         return self.manager.resctrl
 
     def group_exists(self, group: str) -> bool:
         return os.path.isdir(os.path.join(self.settings.resctrl.root, group))
 
-    def request(self, dom: Domain, spec: CacheRequest) -> Request:
+    def request(self, dom: GuestDomain, spec: CacheRequest) -> Request:
         """The allocator request of a dedicated-CLOS guest."""
         from ovs_rdt.core.model import Request, mb_terms
         from ovs_rdt.inputs.request import check_host, l3_ways_on
 
-        platform = self.rc.platform()
+        platform = self.resctrl.platform()
         check_host(spec, None, platform.cbm_len, *mb_terms(platform.mb))
         # Unpinned, or pinned to a CPU of unknown cache domain: every domain.
         cpus = dom.vcpu_cpus()
+        if cpus:
+            platform = self.resctrl.platform(cpus=True)
         domains = platform.domains_of_cpus(cpus)
-        known = platform.cpu_domains if cpus else {}
+        known = (platform.cpu_domains or {}) if cpus else {}
         unknown = sorted(c for c in cpus or () if c not in known)
         if unknown:
             from ovs_rdt.inputs.cpulists import to_text
@@ -111,7 +115,7 @@ class GuestCache:
             ways = {d: l3_ways_on(spec, platform.cbm_len,
                                   platform.way_bytes(d))
                     for d in sorted(domains)}
-        return Request(VM_GROUP_PREFIX + dom.uuid, ways=ways,
+        return Request(vm_group(dom.uuid), ways=ways,
                        exclusive=True, mb_percent=spec.mb_percent,
                        mb_mbps=spec.mb_mbps)
 
@@ -125,7 +129,9 @@ class GuestCache:
         from ovs_rdt.inputs.request import L3_TOTAL
 
         groups = topology.cache_groups(topology.from_cpus(
-            self.rc.cpu_nodes(), platform.cpu_domains), platform.domains)
+            self.resctrl.cpus.cpu_nodes(),
+            self.resctrl.platform(cpus=True).cpu_domains or {}),
+            platform.domains)
         assert spec.l3_total is not None
         ways = topology.spread(spec.l3_total, groups, domains)
         most = max(ways.values())
@@ -137,7 +143,7 @@ class GuestCache:
                          % (count(spanned, 'cache group'), platform.cbm_len))
         return ways
 
-    def ensure(self, dom: Domain, spec: CacheRequest) -> Plan | None:
+    def ensure(self, dom: GuestDomain, spec: CacheRequest) -> Plan | None:
         """Reserve what the guest asks for; the plan, None if no change.
 
         A dedicated group is created or resized; for a pool guest, the
@@ -146,22 +152,22 @@ class GuestCache:
         """
         if spec.pool is None:
             # The platform is read under the lock the plan is made under.
-            with self.rc.lock():
+            with self.resctrl.lock():
                 return self.manager.allocate(self.request(dom, spec))
         return self._join_pool(dom, spec, self.manager.release)
 
-    def check(self, dom: Domain, spec: CacheRequest) -> Plan | None:
+    def check(self, dom: GuestDomain, spec: CacheRequest) -> Plan | None:
         """Whether this node can take the guest (an incoming migration, a
         restore, ``ovs-rdt check-domain``): raises what :meth:`ensure`
         would; the plan it would make, None if nothing.
         """
         if spec.pool is None:
-            with self.rc.lock(exclusive=False):
+            with self.resctrl.lock(exclusive=False):
                 return self.manager.preview(change=self.request(dom, spec))
         return self._join_pool(dom, spec, lambda name: self.manager.preview(
             remove=name))
 
-    def _join_pool(self, dom: Domain, spec: CacheRequest,
+    def _join_pool(self, dom: GuestDomain, spec: CacheRequest,
                    release: Callable[[str], Plan]) -> Plan | None:
         """A pool guest: when its dedicated group is left over from an
         earlier definition, or the pool's group is missing, the plan of
@@ -169,18 +175,18 @@ class GuestCache:
         plan is of the whole desired state, so it also creates the pool's
         group.  Refused when the pool's group is not in it.
         """
-        group = group_of(dom, spec)
-        if not self.group_exists(VM_GROUP_PREFIX + dom.uuid) and \
+        group = guest_group(dom, spec)
+        if not self.group_exists(vm_group(dom.uuid)) and \
                 self.group_exists(group):
             return None
-        plan = release(VM_GROUP_PREFIX + dom.uuid)
+        plan = release(vm_group(dom.uuid))
         if group not in plan.l3:
             raise Refusal('the group %s of pool %s was not created%s'
                           % (group, spec.pool, ': ' + plan.unplaced
                              if plan.unplaced else ''))
         return plan
 
-    def qemu_pid(self, dom: Domain) -> int:
+    def qemu_pid(self, dom: GuestDomain) -> int:
         """The pid of the guest's running QEMU, from libvirt's pidfile,
         checked against its ``-uuid``.
         """
@@ -220,8 +226,8 @@ class GuestCache:
         tids = [t for t in vcpus + others if t not in placed]
         if not tids:
             return []
-        with self.rc.lock():
-            gone = set(self.rc.add_tasks(group, tids))
+        with self.resctrl.lock():
+            gone = set(self.resctrl.add_tasks(group, tids))
         moved = [t for t in tids if t not in gone]
         self.log('info', 'moved vCPU threads %s and %d other threads of QEMU '
                  '%d into %s%s' % (
@@ -235,7 +241,7 @@ class GuestCache:
         one.  Never refused for want of room (the manager logs what it
         kept).
         """
-        group = VM_GROUP_PREFIX + uuid
+        group = vm_group(uuid)
         if not self.group_exists(group):
             return False
         self.manager.release(group)

@@ -5,7 +5,12 @@ Made mode 0700 and checked before use (:func:`ensure_dir`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import stat
+
+from ovs_rdt.exceptions import ConfigError
+from ovs_rdt import procfs
 
 #: Where the agent keeps its files.
 RUN_DIR = '/run/ovs-rdt'
@@ -32,10 +37,6 @@ def ensure_dir(run_dir: str = RUN_DIR) -> str:
     :class:`~ovs_rdt.exceptions.ConfigError` naming the path and what is
     wrong.
     """
-    import stat
-
-    from ovs_rdt.exceptions import ConfigError
-
     try:
         os.makedirs(run_dir, mode=0o700, exist_ok=True)
     except FileExistsError:
@@ -77,10 +78,6 @@ def read_live(path: str, error: type[Exception], proc: str | None = None
     when there is none, it is being replaced, or its writer is gone.
     ``error`` (naming the path) when this user may not read it.
     """
-    import json
-
-    from ovs_rdt import procfs
-
     try:
         with open(path, encoding='utf-8') as fh:
             data = json.load(fh)

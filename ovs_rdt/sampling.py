@@ -18,7 +18,8 @@ from typing import Iterable, NamedTuple
 
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import label_of
-from ovs_rdt.resctrl import GONE, Resctrl
+from ovs_rdt.resctrl.files import GONE
+from ovs_rdt.resctrl import Resctrl
 
 
 class GroupSample(NamedTuple):
@@ -36,7 +37,7 @@ class GroupSample(NamedTuple):
         return label_of(self.name)
 
 
-def sample(rc: Resctrl, names: Iterable[str] | None = None,
+def sample(resctrl: Resctrl, names: Iterable[str] | None = None,
            masks: bool = True) -> list[GroupSample]:
     """Every control group (or those in ``names``), the root first.
 
@@ -45,18 +46,18 @@ def sample(rc: Resctrl, names: Iterable[str] | None = None,
     """
     wanted = None if names is None else set(names)
     out = []
-    with rc.lock(exclusive=False):
-        for name in rc.group_names():
+    with resctrl.lock(exclusive=False):
+        for name in resctrl.group_names():
             if wanted is not None and name not in wanted:
                 continue
             try:
-                ident = os.stat(rc.path(name)).st_ino
+                ident = os.stat(resctrl.path(name)).st_ino
                 if masks:
-                    grp = rc.group(name, with_tasks=True)
+                    grp = resctrl.group(name, with_tasks=True)
                     l3, tasks = grp.l3, grp.tasks
                 else:
-                    l3, tasks = {}, rc.tasks(name)
-                mon = rc.read_mon(name)
+                    l3, tasks = {}, resctrl.tasks(name)
+                mon = resctrl.read_mon(name)
             except OSError as exc:
                 if exc.errno in GONE:
                     continue      # removed while we listed

@@ -22,16 +22,18 @@ def table() -> str:
         lines.append('\n### [%s]\n' % title)
         lines.append('| option | type | default | meaning |')
         lines.append('|---|---|---|---|')
-        for name, type_, default, help_, extra in specs:
-            kind = 'HOST:PORT' if type_ == 'listen' else type_
-            if 'choices' in extra:
-                kind = ' \\| '.join(extra['choices'])
-            if 'min' in extra or 'max' in extra:
-                kind += ' (%s..%s)' % (extra.get('min', ''), extra.get('max', ''))
-            shown = ','.join(default) if isinstance(default, list) else default
+        for opt in specs:
+            kind = 'HOST:PORT' if opt.type == 'listen' else opt.type
+            if opt.choices is not None:
+                kind = ' \\| '.join(opt.choices)
+            if opt.min is not None or opt.max is not None:
+                kind += ' (%s..%s)' % ('' if opt.min is None else opt.min,
+                                       '' if opt.max is None else opt.max)
+            shown = ','.join(opt.default) if isinstance(opt.default, list) \
+                else opt.default
             lines.append('| `%s` | %s | `%s` | %s |' % (
-                name, kind, '' if shown is None else shown,
-                help_.replace('|', '\\|')))
+                opt.name, kind, '' if shown is None else shown,
+                opt.help.replace('|', '\\|')))
     return '\n'.join(lines) + '\n'
 
 

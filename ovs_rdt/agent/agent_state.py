@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,7 +128,6 @@ def other_than(root: str, digests: dict[str, str | None]) -> str:
 
 
 def when(stamp: float) -> str:
-    import time
     return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(stamp))
 
 

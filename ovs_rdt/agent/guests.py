@@ -29,7 +29,11 @@ from ovs_rdt.agent.lasting import LastingError
 from ovs_rdt.agent.orphans import NodeReconciler
 from ovs_rdt.agent import virt
 from ovs_rdt.exceptions import RDTError, describe
+from ovs_rdt.guest import GuestCache, guest_group
+from ovs_rdt.logs import to_logger
 from ovs_rdt import procfs
+from ovs_rdt.domain_xml import parse, resolve
+from ovs_rdt.conf import Settings
 
 LOG = logging.getLogger(__name__)
 
@@ -42,8 +46,6 @@ RETRY_FOR = 10.0
 #: Placing a guest's threads is repeated (at most this often) until it
 #: moves nothing.
 PLACE_ROUNDS = 3
-_LEVELS = {'debug': logging.DEBUG, 'info': logging.INFO,
-           'warning': logging.WARNING, 'error': logging.ERROR}
 
 
 class GuestPlacer:
@@ -55,7 +57,7 @@ class GuestPlacer:
     group are left alone, so a pass over placed guests writes nothing.
     """
 
-    def __init__(self, manager: Any, settings: Any,
+    def __init__(self, manager: Any, settings: Settings,
                  counters: Counters | None = None,
                  proc: str = procfs.PROC) -> None:
         self.manager = manager
@@ -79,9 +81,6 @@ class GuestPlacer:
         not run); returns the TIDs moved.  Never raises RDTError: a failure
         is logged once and counted as ``errors{source="reconcile"}``.
         """
-        from libvirt_hooks.domain import parse, resolve
-        from ovs_rdt.guest import GuestCache, group_of
-
         if xml is None:
             self._failed.pop(uuid, None)
             return []
@@ -95,9 +94,9 @@ class GuestPlacer:
             pid = self.pid_of(dom.uuid)
             if pid is None:
                 return []      # not yet: its "started" event will come
-            guests = GuestCache(self.settings, self._log(dom.name),
-                                self.manager)
-            group = group_of(dom, spec)
+            guests = GuestCache(self.settings, to_logger(
+                __name__, "domain '%s': " % name), self.manager)
+            group = guest_group(dom, spec)
             if not guests.group_exists(group):
                 LOG.warning("domain '%s' runs without its group %s (started "
                             "without the ovs-rdt hook?): placing it", name,
@@ -128,18 +127,11 @@ class GuestPlacer:
             LOG.info("domain '%s' is placed again", name)
         return moved
 
-    @staticmethod
-    def _log(name: str) -> Callable[[str, str], None]:
-        def log(level: str, msg: str) -> None:
-            LOG.log(_LEVELS.get(level, logging.INFO), "domain '%s': %s",
-                    name, msg)
-        return log
-
 
 class GuestWatch:
     """The libvirt connection and the guests' reconciliation, in a thread."""
 
-    def __init__(self, settings: Any, build: Callable[[Any], Any],
+    def __init__(self, settings: Settings, build: Callable[[Any], Any],
                  counters: Counters, proc: str = procfs.PROC,
                  opener: Callable[..., Any] = virt.open_view,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -163,7 +155,7 @@ class GuestWatch:
         self._configure(settings)
 
     # -- from the agent's main thread ---------------------------------------
-    def _configure(self, settings: Any) -> None:
+    def _configure(self, settings: Settings) -> None:
         manager = self.build(settings)
         self.settings = settings
         self.uri = settings.libvirt.uri
@@ -177,7 +169,7 @@ class GuestWatch:
             self.node.manager = self.placer.manager = manager
             self.placer.settings = settings
 
-    def configure(self, settings: Any) -> None:
+    def configure(self, settings: Settings) -> None:
         """SIGHUP: the new configuration from the next pass on."""
         self._queue.put(('configure', settings))
 

@@ -21,11 +21,13 @@ from prometheus_client.core import InfoMetricFamily, Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from ovs_rdt.agent.counters import Counters
+from ovs_rdt.agent import httpd, webconfig
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.conf import parse_listen
+from ovs_rdt.conf import Settings
 from ovs_rdt.core.mbm import Epochs
 from ovs_rdt.core.model import vm_uuid
 from ovs_rdt.exceptions import RDTError, describe
+from ovs_rdt.inputs.listen import parse_listen
 from ovs_rdt import members, procfs, sampling
 from ovs_rdt import POOL_GROUP_PREFIX
 from ovs_rdt.resctrl import Resctrl
@@ -131,10 +133,11 @@ class Labeller:
 class ResctrlCollector:
     """Reads resctrl and the agent's counters at every scrape."""
 
-    def __init__(self, rc: Resctrl, counters: Counters, labeller: Labeller,
+    def __init__(self, resctrl: Resctrl, counters: Counters,
+                 labeller: Labeller,
                  clock: Callable[[], float] = time.time,
                  outdated: Callable[[], bool] = lambda: False) -> None:
-        self.rc = rc
+        self.resctrl = resctrl
         self.counters = counters
         self.labeller = labeller
         self.clock = clock
@@ -145,10 +148,10 @@ class ResctrlCollector:
         self._error = LastingError(LOG)
         counters.inc('errors', 0, source='metrics')
 
-    def use(self, rc: Resctrl, labeller: Labeller) -> None:
-        """Read through ``rc`` from the next scrape on (SIGHUP)."""
+    def use(self, resctrl: Resctrl, labeller: Labeller) -> None:
+        """Read through ``resctrl`` from the next scrape on (SIGHUP)."""
         with self._lock:
-            self.rc, self.labeller = rc, labeller
+            self.resctrl, self.labeller = resctrl, labeller
 
     def describe(self) -> list[Metric]:
         return list(self._families().values())
@@ -157,7 +160,7 @@ class ResctrlCollector:
         with self._lock:     # scrapes in parallel threads: one at a time
             families = self._families()
             try:
-                groups = sampling.sample(self.rc)
+                groups = sampling.sample(self.resctrl)
             except (RDTError, OSError) as exc:
                 self._failed(exc)
                 groups = []
@@ -276,25 +279,24 @@ class Endpoint:
         self._server: Any = None
         self._error = LastingError(LOG)
 
-    def configure(self, settings: Any) -> None:
+    def configure(self, settings: Settings) -> None:
         """Follow ``settings`` (at start and on SIGHUP)."""
-        rc = Resctrl.from_settings(settings)
-        rc.lock_timeout = min(rc.lock_timeout, SCRAPE_LOCK_TIMEOUT)
+        resctrl = Resctrl.from_settings(settings)
+        resctrl.lock_timeout = min(resctrl.lock_timeout, SCRAPE_LOCK_TIMEOUT)
         labeller = Labeller(self.vm_names, self.pmd_groups)
         if self.collector is None:
-            self.collector = ResctrlCollector(rc, self.counters, labeller,
+            self.collector = ResctrlCollector(resctrl, self.counters, labeller,
                                               outdated=self.outdated)
         else:
-            self.collector.use(rc, labeller)
+            self.collector.use(resctrl, labeller)
         listen = settings.metrics.listen
         web = self.web
         path = settings.metrics.web_config_file
         if not path:
             web = None
         else:
-            from ovs_rdt.agent.webconfig import load
             try:
-                web = load(path)
+                web = webconfig.load(path)
             except RDTError as exc:
                 LOG.error('keeping the metrics endpoint\'s web config as it '
                           'was: %s', exc)
@@ -313,7 +315,6 @@ class Endpoint:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.collector)
         ProcessCollector(registry=registry)
-        from ovs_rdt.agent import httpd
         try:
             self._server = httpd.serve(host, port, registry, self.web)
         except OSError as exc:

@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent.lasting import LastingError
-from ovs_rdt.core.model import vm_group, vm_uuid
+from ovs_rdt.core.model import vm_uuid
 from ovs_rdt.exceptions import RDTError
-from ovs_rdt import procfs
+from ovs_rdt import procfs, vm_group
 
 LOG = logging.getLogger(__name__)
 

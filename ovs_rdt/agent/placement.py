@@ -136,7 +136,7 @@ class PmdPlacer:
         new_keys = force or relevant != self._knobs
         if not new_keys and scan.key == self._placed_scan and self.status:
             return self.status          # nothing changed since
-        platform = self.manager.resctrl.platform()
+        platform = self.manager.resctrl.platform(cpus=True)
         self._knobs = relevant
         self._follow_vswitchd(scan)
         if new_keys:

@@ -4,9 +4,9 @@ A :class:`PolicyLoop` thread wakes up every ``[policy] interval``, reads
 the two pools' ``mon_data`` under ``LOCK_SH`` (a few small files), turns
 the MBM counters into rates, adds the drop counters of the OvS ports the
 high-priority pool's PMD threads serve, asks :class:`ovs_rdt.core.policy.Policy`
-and applies its decisions with :meth:`CacheManager.resplit` (``LOCK_EX``
-only for the writes, which the allocator orders kernel-safely and undoes
-on failure).  It has its own resctrl object (its own lock descriptor), so
+and applies its decisions with :meth:`CacheManager.apply_policy_split`
+(``LOCK_EX`` only for the writes, which the allocator orders kernel-safely
+and undoes on failure).  It has its own resctrl object (its own lock descriptor), so
 the PMD placement in the agent's main loop and the libvirt hook never wait
 for more than one policy write.  Its state goes to a small JSON file that
 ``ovs-rdt status`` shows.
@@ -25,7 +25,8 @@ from ovs_rdt.runfiles import RUN_DIR, ensure_dir, read_live
 from ovs_rdt.runfiles import run_path
 from ovs_rdt.agent.policy_state import DomainState, LastDecision, PolicyState
 from ovs_rdt.agent.policy_state import PolicyStateError
-from ovs_rdt import atomicfile
+from ovs_rdt import atomicfile, desired
+from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import UNIT_PERCENT, pool_group
 from ovs_rdt.core import mbm
 from ovs_rdt.core import policy as pol
@@ -87,14 +88,14 @@ class Reader:
         domain goes on without miss rates (drops and occupancy still
         count), logged once with the kernel's reason.
         """
-        rc = self.manager.resctrl
-        if rc.platform().mbm_assign_mode != 'mbm_event':
+        resctrl = self.manager.resctrl
+        if resctrl.platform().mbm_assign_mode != 'mbm_event':
             return
         for name in names:
-            for dom in rc.unassigned(name, MBM_EVENT):
+            for dom in resctrl.unassigned(name, MBM_EVENT):
                 try:
-                    with rc.lock():
-                        rc.assign_counter(name, MBM_EVENT, dom)
+                    with resctrl.lock():
+                        resctrl.assign_counter(name, MBM_EVENT, dom)
                 except RDTError as exc:
                     if (name, dom) not in self.uncounted:
                         LOG.warning('policy: %s has no %s counter on L3 '
@@ -126,14 +127,14 @@ class Reader:
     def read(self, bounds: pol.Bounds, drops_total: int | None,
              drop_domains: frozenset[int],
              now: float | None = None) -> dict[int, pol.Sample]:
-        rc = self.manager.resctrl
-        platform = rc.platform()
+        resctrl = self.manager.resctrl
+        platform = resctrl.platform()
         hp, be = pool_group(bounds.high_priority), \
             pool_group(bounds.best_effort)
         self.assign_counters((hp, be))
-        with rc.lock(exclusive=False):
-            groups = {g.name: g for g in rc.groups()}
-            counted = sampling.sample(rc, (hp, be), masks=False)
+        with resctrl.lock(exclusive=False):
+            groups = {g.name: g for g in resctrl.groups()}
+            counted = sampling.sample(resctrl, (hp, be), masks=False)
         mon = {grp.name: grp.mon for grp in counted}
         now = time.monotonic() if now is None else now
         rates = self._rates.observe(now, *_counters(counted))
@@ -148,7 +149,7 @@ class Reader:
         if hp not in groups or be not in groups:
             return {}
         root = groups['']
-        hp_ways = self.manager.held_ways(groups[hp], root)
+        hp_ways = desired.held_ways(groups[hp], root)
         out = {}
         for dom in platform.domains:
             if dom not in hp_ways:
@@ -220,14 +221,14 @@ class PolicyLoop:
         self._path: str | None = None
 
     # -- control (the agent's main thread) ------------------------------
-    def configure(self, settings: Any, bounds: pol.Bounds | None) -> None:
+    def configure(self, settings: Settings, bounds: pol.Bounds | None) -> None:
         """Follow ``[policy]``: start, re-bound or stop the loop."""
         if self.prepare(settings, bounds) and self._thread is None:
             self._thread = threading.Thread(target=self._main, daemon=True,
                                             name='policy')
             self._thread.start()
 
-    def prepare(self, settings: Any, bounds: pol.Bounds | None) -> bool:
+    def prepare(self, settings: Settings, bounds: pol.Bounds | None) -> bool:
         """Take ``[policy]`` (no thread: :meth:`tick` by hand); True if on."""
         with self._busy, self._cond:
             changed = bounds != self.bounds
@@ -336,7 +337,7 @@ class PolicyLoop:
                               now)
         decisions = self.policy.decide(samples)
         if decisions:
-            manager.resplit(
+            manager.apply_policy_split(
                 {d.domain: d.hp_after for d in decisions},
                 {d.domain: d.mb_after for d in decisions
                  if d.mb_after is not None})

@@ -41,11 +41,16 @@ from ovs_rdt.agent import pmd
 from ovs_rdt.agent.policy import PolicyLoop, drops_of
 from ovs_rdt.agent.guests import GuestWatch
 from ovs_rdt.agent.lasting import LastingError
+from ovs_rdt.agent import ovsdb
 from ovs_rdt.agent.placement import PmdPlacer
 from ovs_rdt.agent.watch import PidfileWatch
+from ovs_rdt.agent import webconfig
 from ovs_rdt.core.model import pool_group
 from ovs_rdt.core.policy import bounds_from
 from ovs_rdt.exceptions import RDTError, describe
+from ovs_rdt.manager import CacheManager
+from ovs_rdt import GROUP_PREFIX, opts
+from ovs_rdt.conf import Settings
 
 DESCRIPTION = ('The ovs-rdt node agent: puts OvS PMD threads and ovs-vswitchd '
                'into their cache allocation per the Open_vSwitch other_config '
@@ -63,13 +68,12 @@ PROG = 'ovs-rdt-agent'
 ERROR_SOURCES = ('placement', 'pools', 'reconcile', 'policy', 'libvirt')
 
 
-def build(settings: Any) -> Any:
-    from ovs_rdt.manager import CacheManager
+def build(settings: Settings) -> Any:
     return CacheManager.from_settings(settings)
 
 
 class Agent:
-    def __init__(self, settings: Any, argv: list[str] | None,
+    def __init__(self, settings: Settings, argv: list[str] | None,
                  config: tuple[list[str], list[str]] = ([], [])) -> None:
         self.settings = settings
         self.argv = argv
@@ -154,7 +158,6 @@ class Agent:
             return False
 
     def reload(self) -> None:
-        from ovs_rdt import opts
         LOG.info('SIGHUP: re-reading the configuration')
         try:
             settings, args = opts.load(self.argv, PROG)
@@ -182,7 +185,6 @@ class Agent:
                         '(still connected to %s)', PROG, old.connection)
         if settings.ovs.vswitchd_pidfile != old.vswitchd_pidfile and \
                 self.watch is not None:
-            from ovs_rdt.agent.watch import PidfileWatch
             self.watch.close()
             self.watch = PidfileWatch(settings.ovs.vswitchd_pidfile)
         self.apply_pools()
@@ -237,7 +239,8 @@ class Agent:
                 good.pmd_group != pool_group(bounds.high_priority) or \
                 not scan.cores:
             return frozenset()
-        return self.manager.resctrl.platform().domains_of_cpus(scan.cores)
+        return self.manager.resctrl.platform(cpus=True).domains_of_cpus(
+            scan.cores)
 
     def policy_view(self) -> tuple[frozenset[int], int | None]:
         """For each policy interval: the PMD threads' cache domains and the
@@ -293,11 +296,10 @@ class Agent:
 
     # -- the loop ------------------------------------------------------------
     def run(self) -> int:
-        from ovs_rdt.agent.ovsdb import Ovsdb
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
         ovs = self.settings.ovs
-        self.ovsdb = Ovsdb(ovs.connection, ovs.ovsdb_timeout, self.wake)
+        self.ovsdb = ovsdb.Ovsdb(ovs.connection, ovs.ovsdb_timeout, self.wake)
         self.watch = PidfileWatch(ovs.vswitchd_pidfile)
         self._publish()
         self.apply_pools()
@@ -375,14 +377,13 @@ class Agent:
             pass
 
 
-def check_web_config(settings: Any) -> None:
+def check_web_config(settings: Settings) -> None:
     """ConfigError naming the field if ``[metrics] web_config_file`` is bad."""
     if settings.metrics.web_config_file:
-        from ovs_rdt.agent.webconfig import load
-        load(settings.metrics.web_config_file)
+        webconfig.load(settings.metrics.web_config_file)
 
 
-def log_warnings(settings: Any) -> None:
+def log_warnings(settings: Settings) -> None:
     """The configuration's warnings (:attr:`ovs_rdt.conf.Settings.warnings`)."""
     for text in settings.warnings:
         LOG.warning('%s', text)
@@ -390,7 +391,6 @@ def log_warnings(settings: Any) -> None:
 
 def log_own_groups(manager: Any) -> list[str]:
     """The ``ovsrdt-`` groups there are, logged (when pools are applied)."""
-    from ovs_rdt import GROUP_PREFIX
     names = [n for n in manager.resctrl.group_names()
              if n.startswith(GROUP_PREFIX)]
     if names:
@@ -399,7 +399,6 @@ def log_own_groups(manager: Any) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ovs_rdt import opts
     try:
         settings, args = opts.load(argv, PROG, description=DESCRIPTION)
     except RDTError as exc:
@@ -423,9 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         lock.release()
 
 
-def _run(settings: Any, argv: list[str] | None,
+def _run(settings: Settings, argv: list[str] | None,
          config: tuple[list[str], list[str]] = ([], [])) -> int:
-    from ovs_rdt import opts
     opts.setup_logging(settings)
     try:
         bounds_from(settings)

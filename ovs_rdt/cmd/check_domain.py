@@ -16,19 +16,20 @@ import argparse
 import re
 import sys
 from typing import TYPE_CHECKING
+import uuid
 
-from libvirt_hooks import domain
 from libvirt_hooks.hook import Hook, Log, MAX_STDIN, read_stdin, remedy
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import ROOT, held
+from ovs_rdt import domain_xml
 from ovs_rdt.exceptions import count, RDTError, ResctrlError
 from ovs_rdt.exceptions import ResctrlUnavailable, show
-from ovs_rdt.guest import GuestCache, group_of
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt.guest import GuestCache, guest_group
+from ovs_rdt import vm_group
 
 if TYPE_CHECKING:
-    from libvirt_hooks.domain import Domain
     from ovs_rdt.core.plan import Plan
+    from ovs_rdt.domain_xml import GuestDomain
     from ovs_rdt.inputs.request import CacheRequest
 
 EXIT_REFUSED = 3
@@ -100,11 +101,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     dom = None
     made_up = None
     try:
-        dom = domain.parse(data)
+        dom = domain_xml.parse(data)
         if not dom.uuid_raw:
             # A file for "virsh define" may have none: libvirt gives it
             # one then, which the hook gets (and names the group after).
-            import uuid
             made_up = dom.uuid_raw = str(uuid.uuid4())
         spec, plan = hook.preview(dom)
         lines = describe(hook.guests, dom, spec, plan)
@@ -144,7 +144,7 @@ def refused(settings: Settings, dom_name: str | None, why: str) -> list[str]:
     return ['%s: the hook would refuse to start it: %s' % (name, why)]
 
 
-def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
+def describe(guests: GuestCache, dom: GuestDomain, spec: CacheRequest | None,
              plan: Plan | None) -> list[str]:
     """What the hook would do with ``dom``, which asks for ``spec`` (None:
     nothing), given the ``plan`` its ``prepare`` would make (None: no
@@ -158,15 +158,15 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
                   if dom.flavor_name is not None else ''))
         return ['%s asks ovs-rdt for nothing (%s): the hook leaves it alone, '
                 'its threads run in the default group' % (name, why)]
-    group = group_of(dom, spec)
+    group = guest_group(dom, spec)
     exists = guests.group_exists(group)
-    rc = guests.rc
+    resctrl = guests.resctrl
     if plan is not None:
         masks, root = plan.masks_of(group), plan.masks_of(ROOT)
     else:       # (a pool's group that exists, as it is)
-        with rc.lock(exclusive=False):
-            masks = rc.group(group, with_tasks=False).l3
-            root = rc.group(ROOT, with_tasks=False).l3
+        with resctrl.lock(exclusive=False):
+            masks = resctrl.group(group, with_tasks=False).l3
+            root = resctrl.group(ROOT, with_tasks=False).l3
     threads = count(dom.vcpu_count(), 'vCPU thread')
     if guests.settings.libvirt.include_emulator_threads:
         threads += (' and its other QEMU threads ([libvirt] '
@@ -179,7 +179,7 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
     else:
         lines.append('the hook would %s %s and put its %s in it'
                      % ('resize' if exists else 'create', group, threads))
-    way_bytes = rc.platform().way_bytes
+    way_bytes = resctrl.platform().way_bytes
     for dom_id in sorted(masks):
         mask = masks[dom_id]
         if held(mask, root.get(dom_id)):
@@ -198,7 +198,7 @@ def describe(guests: GuestCache, dom: Domain, spec: CacheRequest | None,
     if plan is not None:
         lines.extend('  and it removes %s, the dedicated group of an earlier '
                      'definition of the VM' % stale for stale in plan.remove
-                     if stale == VM_GROUP_PREFIX + dom.uuid)
+                     if stale == vm_group(dom.uuid))
         lines.extend('  and it %s' % move for move in plan.moves)
         lines.extend('  (%s)' % kept for kept in plan.kept)
         lines.append('free ways after it: %s' % ', '.join(

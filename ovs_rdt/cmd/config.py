@@ -18,7 +18,8 @@ import json
 import sys
 from typing import Any
 
-from ovs_rdt.conf import FREE_SECTIONS, POOL_GROUP_PREFIX, SPEC, Settings
+from ovs_rdt.conf import FREE_SECTIONS, POOL_SECTION_PREFIX, SPEC, Settings
+from ovs_rdt.opts import config_source
 
 EPILOG = '''Each option shows its value and where it comes from: FILE:LINE, or
 "default".  A later file wins; what it overrides is shown after it.
@@ -57,18 +58,18 @@ def options(settings: Settings) -> list[dict[str, Any]]:
     for section, specs in SPEC.items():
         if section == 'pool':
             continue
-        for name, _type, default, _help, _extra in specs:
-            add(section, name, default)
+        for opt in specs:
+            add(section, opt.name, opt.default)
     read = [s for s in dict.fromkeys(sec for sec, _ in settings.sources)
-            if s.startswith(POOL_GROUP_PREFIX)]
+            if s.startswith(POOL_SECTION_PREFIX)]
     for name in list(settings.pools) + [
-            s[len(POOL_GROUP_PREFIX):] for s in read
-            if s[len(POOL_GROUP_PREFIX):] not in settings.pools]:
-        section = POOL_GROUP_PREFIX + name
+            s[len(POOL_SECTION_PREFIX):] for s in read
+            if s[len(POOL_SECTION_PREFIX):] not in settings.pools]:
+        section = POOL_SECTION_PREFIX + name
         note = None if name in settings.pools else \
             'ignored: %s is not in [allocation] pools' % name
-        for option, _type, default, _help, _extra in SPEC['pool']:
-            add(section, option, default, note)
+        for opt in SPEC['pool']:
+            add(section, opt.name, opt.default, note)
     for section in FREE_SECTIONS:
         for option in sorted({k for sec, k in settings.sources
                               if sec == section}):
@@ -117,7 +118,6 @@ def render(paths: list[str], items: list[dict[str, Any]],
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from ovs_rdt.opts import config_source
 
     items = options(settings)
     source = config_source(args)

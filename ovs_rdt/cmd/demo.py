@@ -1,10 +1,11 @@
-"""``ovs-rdt demo``: seed 000's NFV cache layout, for real, on an emulated Xeon.
+"""``ovs-rdt demo``: the application note's NFV cache layout, on real parts.
 
 Only the cache hardware is emulated (``ovs-rdt emulate``); OvS, libvirtd, the
-KVM guests, the hook and the agent are the real ones.  The plan is seed 000
-Table 4: PMDs + ovs-vswitchd + the VM under test share ``hp`` (0x7f0,
-isolated), the noisy neighbours share ``noisy`` (0x2), the OS keeps 0xc, and
-a fourth guest takes the way Table 4 leaves free (bit 0) in a dedicated CLOS.
+KVM guests, the hook and the agent are the real ones.  The plan is Table 4 of
+the application note (the README's References, seed 000): PMDs +
+ovs-vswitchd + the VM under test share ``hp`` (0x7f0, isolated), the noisy
+neighbours share ``noisy`` (0x2), the OS keeps 0xc, and a fourth guest
+takes the way Table 4 leaves free (bit 0) in a dedicated CLOS.
 
 Table 4 is for an 11-way CBM.  On a profile with a wider CBM (``--profile``)
 the demo keeps its way counts and order from the highest way down (hp 7,
@@ -18,12 +19,18 @@ import shutil
 import sys
 import time
 from typing import Any
+import urllib.error
+import urllib.request
 
-from ovs_rdt.cmd import lifecycle, say
+from ovs_rdt.cmd.common import manager_from, resctrl_from
+from ovs_rdt.cmd import lifecycle, report, say
 from ovs_rdt.cmd.lifecycle import Progress, command_path
+from ovs_rdt import conf
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.opts import whole_number
+from ovs_rdt.resctrl import Resctrl
+from ovs_rdt import sandbox as boxes
 
 PROG = 'ovs-rdt demo'
 START_TIMEOUT = 180.0
@@ -68,8 +75,8 @@ vswitchd_pidfile = {vswitchd_pidfile}
 rescan_interval = 2
 """
 
-#: Seed 000 Table 4 in ways, from the highest way down (11-way CBM:
-#: 0x7f0, 0xc, 0x2 and way 0 free).
+#: The application note's Table 4 in ways, from the highest way down
+#: (11-way CBM: 0x7f0, 0xc, 0x2 and way 0 free).
 TABLE4_WAYS = (('hp', 7), ('system', 2), ('noisy', 1))
 
 
@@ -158,18 +165,16 @@ def missing_prerequisites(tcg: bool) -> list[str]:
         out.append('run as root: the demo mounts FUSE and starts libvirtd')
     out += lifecycle.missing(('emulator', 'ovs', 'libvirt'))
     if not tcg and os.path.exists('/dev/kvm'):
-        from ovs_rdt.sandbox import kvm_problem
-        why = kvm_problem()
+        why = boxes.kvm_problem()
         if why:
             out.append(why + ' (or rerun with --tcg)')
     return out
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from ovs_rdt.sandbox import Sandbox
 
     if args.teardown:
-        return lifecycle.teardown(Sandbox(args.workdir), PROG)
+        return lifecycle.teardown(boxes.Sandbox(args.workdir), PROG)
     if not args.tcg and not os.path.exists('/dev/kvm'):
         print('ovs-rdt demo: /dev/kvm does not exist: running the guests '
               'with software emulation (TCG) instead of KVM', flush=True)
@@ -183,7 +188,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         say('demo', 'a demo is already set up in %s; end it with "%s demo '
             '--teardown"' % (args.workdir, command_path()))
         return 2
-    box = Sandbox(args.workdir)
+    box = boxes.Sandbox(args.workdir)
     box.save()
     began = time.monotonic()
 
@@ -208,7 +213,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if args.keep else lifecycle.teardown(box, PROG)
 
 
-TABLE4 = (  # seed 000 Table 4: (who, CoS, CBM)
+TABLE4 = (  # the application note's Table 4: (who, CoS, CBM)
     ('PMD1', '0', '0x7F0'), ('PMD2', '0', '0x7F0'),
     ('ovs-vswitchd', '0', '0x7F0'), ('VM1 - SUT', '0', '0x7F0'),
     ('VM2 - Noisy Neighbor', '1', '0x2'), ('VM3 - Noisy Neighbor', '1', '0x2'),
@@ -240,7 +245,9 @@ def placed(plan: dict, domain: int = 0) -> list[tuple[str, str, str, int]]:
 
 
 def table4(plan: dict) -> str:
-    """Seed 000 Table 4 next to what is placed here (cache domain 0)."""
+    """The application note's Table 4 next to what is placed here (cache
+    domain 0).
+    """
     lines = ['Seed 000 Table 4 ("CAT with Aggressors")  vs  this node, cache '
              'domain 0:',
              '  %-22s %-4s %-6s | %-24s %-40s %-6s %s'
@@ -255,11 +262,7 @@ def table4(plan: dict) -> str:
 
 
 def _main_job(box: Any, args: argparse.Namespace) -> None:
-    from ovs_rdt.cmd.common import manager_from, resctrl_from
-    from ovs_rdt.cmd import report
     from ovs_rdt.cmd import status, top
-    from ovs_rdt import conf
-    from ovs_rdt.sandbox import wait_for
 
     progress = Progress(10)
     options = list(dict.fromkeys(args.mount_options))
@@ -267,7 +270,6 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
         'mounting the emulated resctrl (%s%s)' % (
             args.profile, ''.join(' -o ' + o for o in options)),
         lambda: box.mount_emulator(args.profile, options))
-    from ovs_rdt.resctrl import Resctrl
     masks = table4_masks(Resctrl(root, sysfs).platform().cbm_len)
     config_file = os.path.join(args.workdir, 'ovs-rdt.conf')
     with open(config_file, 'w') as fh:
@@ -303,8 +305,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
                   lambda: box.start_libvirtd(config_file, args.start_timeout))
     progress.step('starting ovs-rdt-agent (PMD threads + ovs-vswitchd -> hp)',
                   lambda: (box.start_agent(config_file),
-                           wait_for(agent_ok, args.start_timeout,
-                                    'the agent\'s rdt-status')))
+                           boxes.wait_for(agent_ok, args.start_timeout,
+                                          'the agent\'s rdt-status')))
     emulator = shutil.which('qemu-system-x86_64') or 'qemu-system-x86_64'
     virt = 'qemu' if args.tcg else 'kvm'
 
@@ -316,10 +318,10 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
 
     progress.step('virsh define + start: %s' % ', '.join(
         '%s (%s)' % (n, d) for n, _, d in GUESTS), start_guests)
-    rc = resctrl_from(settings)
+    resctrl = resctrl_from(settings)
 
     plan = progress.step('reading the cache plan (ovs-rdt status)',
-                         lambda: status.collect(rc))
+                         lambda: status.collect(resctrl))
     print('\n' + report.render(plan, sys.stdout.isatty()))
     print('\n' + table4(plan))
 
@@ -333,8 +335,8 @@ def _main_job(box: Any, args: argparse.Namespace) -> None:
 
     def show_metrics() -> None:
         url = 'http://%s/metrics' % args.metrics_listen
-        text = wait_for(lambda: _scrape(url), args.start_timeout,
-                        'the agent\'s metrics at ' + url)
+        text = boxes.wait_for(lambda: _scrape(url), args.start_timeout,
+                              'the agent\'s metrics at ' + url)
         families = groups_per_metric(text)
         print('\ncurl %s (Prometheus; doc/metrics.md):' % url)
         for name in sorted(families):
@@ -361,8 +363,6 @@ def groups_per_metric(text: str) -> dict[str, set[str]]:
 
 
 def _scrape(url: str) -> str | None:
-    import urllib.error
-    import urllib.request
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:
             return resp.read().decode('utf-8', 'replace')

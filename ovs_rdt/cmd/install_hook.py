@@ -17,10 +17,17 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
+import libvirt_hooks
+import ovs_rdt
 from ovs_rdt.cmd import say
-from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.conf import DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_FILE
+from ovs_rdt.exceptions import ConfigError, RDTError
+from ovs_rdt.opts import config_args
+from ovs_rdt.resctrl import Resctrl
+from ovs_rdt import atomicfile, conf
+from ovs_rdt.conf import Settings
 
 DEFAULT_HOOKS_DIR = '/etc/libvirt/hooks'
 HOOK_NAME = '50-ovs-rdt'
@@ -60,9 +67,6 @@ def config_arguments(config_files: Sequence[str] | str,
 
 def package_dir() -> str:
     """The directory holding both ``libvirt_hooks`` and ``ovs_rdt``."""
-    import libvirt_hooks
-    import ovs_rdt
-
     dirs = {os.path.dirname(os.path.dirname(os.path.abspath(
         pkg.__file__ or ''))) for pkg in (libvirt_hooks, ovs_rdt)}
     if len(dirs) != 1:
@@ -74,8 +78,6 @@ def package_dir() -> str:
 
 def shipped_wrapper() -> str:
     """``libvirt_hooks/wrapper.sh`` as the package ships it."""
-    import libvirt_hooks
-
     path = os.path.join(os.path.dirname(os.path.abspath(
         libvirt_hooks.__file__ or '')), 'wrapper.sh')
     with open(path, encoding='utf-8') as fh:
@@ -103,8 +105,6 @@ def wrapper_text(config_files: Sequence[str] | str,
 
 def defaults_text() -> str:
     """What a command reads when no configuration is named."""
-    from ovs_rdt.conf import DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_FILE
-
     return '%s and %s/*.conf if they exist' % (DEFAULT_CONFIG_FILE,
                                                DEFAULT_CONFIG_DIR)
 
@@ -139,8 +139,6 @@ def install(path: str, config_files: Sequence[str] | str,
 
     Refuses to replace a file that is not an ovs-rdt wrapper.
     """
-    from ovs_rdt import atomicfile
-
     link = packaged(path)
     if link is not None:
         raise link
@@ -178,11 +176,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='remove the wrapper instead of installing it')
 
 
-def managed_guests(settings: Any) -> list[str]:
+def managed_guests(settings: Settings) -> list[str]:
     """Names of running guests in ovsrdt-vm- groups (best effort)."""
     from ovs_rdt.cmd.status import collect
-    from ovs_rdt.exceptions import RDTError
-    from ovs_rdt.resctrl import Resctrl
     try:
         plan = collect(Resctrl.from_settings(settings))
     except (RDTError, OSError):
@@ -192,8 +188,7 @@ def managed_guests(settings: Any) -> list[str]:
                    for m in row['members'] if m['kind'] == 'vm'})
 
 
-def run(settings: Any, args: argparse.Namespace) -> int:
-    from ovs_rdt import conf
+def run(settings: Settings, args: argparse.Namespace) -> int:
 
     path = hook_path(getattr(args, 'hooks_dir', None))
     restart = ('libvirtd looks for hook scripts only when it starts or '
@@ -212,7 +207,6 @@ def run(settings: Any, args: argparse.Namespace) -> int:
         else:
             print('%s was not installed' % path)
         return 0
-    from ovs_rdt.opts import config_args
 
     # What this command read is what the hook reads: the same options, in
     # the same order, by the same rule (missing ones were refused above).

@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt import install_advice
 
 #: What each part runs: (command, the Debian package that has it).
 TOOLS = {
@@ -115,7 +116,6 @@ def missing(parts: Sequence[str]) -> list[str]:
         lacking = [m for m in ('ovs_rdt.emulator', 'mfusepy')
                    if not importable(m)]
         if lacking:
-            from ovs_rdt import install_advice
             out.append('the resctrl emulator needs %s: %s' % (
                 ' and '.join(lacking), install_advice.emulator()))
     for part in parts:

@@ -3,8 +3,9 @@
 Samples every group's ``llc_occupancy`` (or those named with ``--group``)
 for ``--seconds`` and prints, per group and cache domain, the peak
 footprint, the ways that hold it (``ceil(peak / way size)``) and the
-``[pool:X] l3_ways`` / annotation lines to paste: seed 000's Table 3 ->
-Table 4 path.  See doc/metrics.md.
+``[pool:X] l3_ways`` / annotation lines to paste: the application note's
+Table 3 -> Table 4 path (the README's References, seed 000).  See
+doc/metrics.md.
 """
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Sampler:
     """Occupancy samples of some groups, members named as they change."""
 
-    def __init__(self, rc: Resctrl, names: list[str] | None) -> None:
-        self.rc = rc
+    def __init__(self, resctrl: Resctrl, names: list[str] | None) -> None:
+        self.resctrl = resctrl
         self.names = names
         self.peaks = sizing.Peaks()
         self.current: dict[str, dict[int, int]] = {}
@@ -49,7 +50,7 @@ class Sampler:
         self._seen: dict[str, frozenset[int]] = {}
 
     def take(self) -> None:
-        groups = sampling.sample(self.rc, self.names)
+        groups = sampling.sample(self.resctrl, self.names)
         self.peaks.add({g.name: {d: v['llc_occupancy']
                                  for d, v in g.mon.items()
                                  if 'llc_occupancy' in v}
@@ -64,18 +65,19 @@ class Sampler:
                           if n not in known]
 
 
-def chosen(rc: Resctrl, labels: list[str]) -> list[str] | None:
+def chosen(resctrl: Resctrl, labels: list[str]) -> list[str] | None:
     """The resctrl group names of ``--group`` (None: every group)."""
     if not labels:
         return None
-    have = rc.group_names()
+    have = resctrl.group_names()
     names = []
     for label in labels:
-        name = model.group_of(label)
+        name = model.group_of_label(label)
         if name not in have:
             raise ConfigError('--group %r: no such resctrl group in %s '
-                              '(there are: %s)' % (label, rc.root, ', '.join(
-                                  model.label_of(n) for n in have)))
+                              '(there are: %s)' % (
+                                  label, resctrl.root, ', '.join(
+                                      model.label_of(n) for n in have)))
         if name not in names:
             names.append(name)
     return names
@@ -85,14 +87,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if args.seconds < 0 or args.interval <= 0:
         say('profile', '--seconds must be >= 0 and --interval > 0')
         return 2
-    rc = resctrl_from(settings)
-    platform = rc.platform()
+    resctrl = resctrl_from(settings)
+    platform = resctrl.platform()
     if 'llc_occupancy' not in platform.mon_features:
         say('profile', 'this platform has no LLC occupancy monitoring '
             '(info/L3_MON/mon_features)')
         return 1
-    names = chosen(rc, args.group)
-    sampler = Sampler(rc, names)
+    names = chosen(resctrl, args.group)
+    sampler = Sampler(resctrl, names)
     if sys.stderr.isatty():
         print('sampling LLC occupancy for %g s ...' % args.seconds,
               file=sys.stderr)

@@ -37,6 +37,8 @@ from typing import Any, Iterable
 import yaml
 
 from ovs_rdt import atomicfile
+from ovs_rdt.cmd.report import reserved_by_domain
+from ovs_rdt.conf import Settings
 from ovs_rdt.core import topology
 from ovs_rdt.core.model import UNIT_PERCENT, Group, Platform
 from ovs_rdt.core.plan import Plan
@@ -87,8 +89,9 @@ def document(inventories: dict[str, dict], traits: list[str],
     ident = {'name': name} if name else {'uuid': uuid or COMPUTE_NODE}
     provider: dict[str, Any] = {
         'identification': ident,
-        'inventories': {'additional': [{rc: fields} for rc, fields
-                                       in inventories.items()]},
+        'inventories': {'additional': [
+            {resource_class: fields}
+            for resource_class, fields in inventories.items()]},
     }
     if traits:
         provider['traits'] = {'additional': list(traits)}
@@ -146,7 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help='name of the resource provider instead of --uuid')
 
 
-def run(settings: Any, args: argparse.Namespace) -> int:
+def run(settings: Settings, args: argparse.Namespace) -> int:
     uuid = getattr(args, 'provider_uuid', None)
     name = getattr(args, 'provider_name', None)
     if uuid and uuid != COMPUTE_NODE:
@@ -161,11 +164,10 @@ def run(settings: Any, args: argparse.Namespace) -> int:
     platform, now = manager.read()
     groups = layout_groups(manager.preview(prune=True, state=(platform, now)),
                            now)  # the layout "apply" makes
-    from ovs_rdt.cmd.report import reserved_by_domain
 
     free = manager.free_ways((platform, now))
     per_dom = {d: f['reserved_ways'] for d, f in free.items()}
-    numa_l3 = resctrl.numa_l3()
+    numa_l3 = resctrl.cpus.numa_l3()
     cache_groups = topology.cache_groups(numa_l3, platform.domains)
     inv = inventory(platform, groups, per_dom, cache_groups)
     comment = (

@@ -1,4 +1,6 @@
-"""The node's cache plan as data and as text, in the spirit of seed 000 Table 4.
+"""The node's cache plan as data and text, like the application note's Table 4.
+
+(The application note: the README's References, seed 000.)
 
 Pure: takes the platform, the groups and each group's members; no I/O.
 """
@@ -12,6 +14,7 @@ from ovs_rdt.core.model import PMD_GROUP, ROOT, UNIT_AMD, UNIT_MBPS
 from ovs_rdt.core.model import UNIT_PERCENT
 from ovs_rdt.core.model import VM_GROUP_PREFIX, Group, Platform
 from ovs_rdt.exceptions import count
+from ovs_rdt.inputs import cpulists
 from ovs_rdt.members import summary
 from ovs_rdt import POOL_GROUP_PREFIX
 
@@ -169,7 +172,6 @@ def _member_text(row: dict) -> str:
 
 
 def _cpus(cpus: list[int]) -> str:
-    from ovs_rdt.inputs import cpulists
     return cpulists.to_text(cpus)
 
 

@@ -27,6 +27,10 @@ from ovs_rdt.cmd import lifecycle, say
 from ovs_rdt.cmd.lifecycle import Progress, command_path
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import RDTError
+from ovs_rdt.emulator.profiles import DEFAULT_PROFILE, PROFILES
+from ovs_rdt.inputs import cpulists
+from ovs_rdt.opts import CONFIG_ENV
+from ovs_rdt import sandbox as boxes
 
 PROG = 'ovs-rdt sandbox'
 WORKDIR = '/run/ovs-rdt-sandbox'
@@ -79,7 +83,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--workdir', default=WORKDIR,
                         help='where the sandbox keeps everything (default '
                         '%s)' % WORKDIR)
-    from ovs_rdt.emulator.profiles import DEFAULT_PROFILE, PROFILES
 
     start = parser.add_argument_group('start')
     start.add_argument('--profile', default=DEFAULT_PROFILE,
@@ -106,9 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from ovs_rdt.sandbox import Sandbox
 
-    box = Sandbox(args.workdir)
+    box = boxes.Sandbox(args.workdir)
     if args.action == 'start':
         return start(box, args)
     if not lifecycle.set_up(args.workdir):
@@ -139,8 +141,6 @@ def pmd_cores(mask: str) -> list[int]:
     """The host CPUs of ``--pmd-cpu-mask``; RDTError if this machine lacks
     one (OvS would wait for a PMD thread that never comes).
     """
-    from ovs_rdt.inputs import cpulists
-
     cores = sorted(cpulists.from_mask(mask, '--pmd-cpu-mask'))
     if not cores:
         raise RDTError('--pmd-cpu-mask: %r names no CPU' % mask)
@@ -244,8 +244,7 @@ def parts(box: Any, running: dict[str, int | None]) -> str:
         lines.append("  libvirt   %s, hook %s: virsh -c '%s' list --all"
                      % (pid('libvirtd'), os.path.join(lv.hooks_dir,
                                                       '50-ovs-rdt'), lv.uri))
-        from ovs_rdt.sandbox import kvm_problem
-        why = kvm_problem()
+        why = boxes.kvm_problem()
         if why:
             lines.append("            no KVM here (%s): give guests "
                          "<domain type='qemu'>" % why)
@@ -278,8 +277,6 @@ def env(box: Any) -> str:
     (what ``ovs-rdt`` and ``ovs-rdt-agent`` read when no --config-file is
     given), ``OVS_RDT_RESCTRL``, and libvirt's and OvS's own.
     """
-    from ovs_rdt.opts import CONFIG_ENV
-
     values = [(CONFIG_ENV, box.config_file),
               ('OVS_RDT_RESCTRL', box.emulator.root)]
     if box.state.get('libvirtd'):

@@ -102,8 +102,8 @@ def _run(node: Node, args: argparse.Namespace) -> int:
     if args.ways < 1 or not 0 < args.seconds <= MAX_SECONDS:
         return _usage('--ways must be at least 1 and --seconds more than 0 and at most %g '
                       '(got --ways %d --seconds %g)' % (MAX_SECONDS, args.ways, args.seconds))
-    node.rc.check()
-    fstype, options = node.rc.mount_entry() or (None, [])
+    node.resctrl.check()
+    fstype, options = node.resctrl.mount_entry() or (None, [])
     facts = report.node_facts(node.root, fstype, options)
     stale = clean_stale(node)
 
@@ -113,7 +113,7 @@ def _run(node: Node, args: argparse.Namespace) -> int:
 
     emulated = None
     if fstype and fstype != 'resctrl':
-        plat = node.rc.platform()
+        plat = node.resctrl.platform()
         emulated = '%s of %s' % (count(len(plat.domains), 'L3 cache domain'),
                                  count(plat.cbm_len, 'way'))
     say(report.header(facts, stale, emulated))

@@ -60,20 +60,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='colour the way map (default: when a terminal)')
 
 
-def collect(rc: Resctrl, names: dict[str, str] | None = None) -> dict:
+def collect(resctrl: Resctrl, names: dict[str, str] | None = None) -> dict:
     """The node's plan as it is now, members named (``report.build``).
 
     ``names``: uuid -> domain name from libvirt.
     """
-    with rc.lock(exclusive=False):
-        groups = rc.groups(with_tasks=True)
-    return _table(rc, rc.platform(), groups, members_of(groups, names))
+    with resctrl.lock(exclusive=False):
+        groups = resctrl.groups(with_tasks=True)
+    return _table(resctrl, resctrl.platform(), groups,
+                  members_of(groups, names))
 
 
-def _table(rc: Resctrl, platform: Platform, groups: list[Group],
+def _table(resctrl: Resctrl, platform: Platform, groups: list[Group],
            members: dict[str, list[dict]]) -> dict:
     return report.build(platform, groups, lambda g: members[g.name],
-                        rc.numa_l3())
+                        resctrl.cpus.numa_l3())
 
 
 def assess(manager: CacheManager, names: dict[str, str] | None) -> dict:

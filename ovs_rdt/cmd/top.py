@@ -40,13 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='stop after this many refreshes (0: until Ctrl-C)')
 
 
-def sample(rc: Resctrl, names: dict[str, str] | None = None
+def sample(resctrl: Resctrl, names: dict[str, str] | None = None
            ) -> tuple[Sample, dict[str, str]]:
     """The counters of every group, and each group's members named.
 
     ``names``: uuid -> domain name from libvirt.
     """
-    groups = sampling.sample(rc)
+    groups = sampling.sample(resctrl)
     named = {g.name: ' '.join(members.names(members.describe(
         g.tasks, vm_names=names))) for g in groups if g.name}
     return {g.name: (g.ident, g.mon, g.l3) for g in groups}, named
@@ -105,7 +105,7 @@ def render(table: list[tuple], interval: float,
         return '-' if value is None else '%.1f' % value
 
     for label, dom, occ, size, mbl, mbt in table:
-        who = named.get(model.group_of(label), '')
+        who = named.get(model.group_of_label(label), '')
         share = '-' if occ is None or not size else '%.0f' % (occ / size * 100)
         lines.append(('%-*s %4d %10s %10s %5s %11s %11s  %s' % (
             width, label, dom, fmt(occ), '-' if size is None else
@@ -118,8 +118,8 @@ def render(table: list[tuple], interval: float,
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    rc = resctrl_from(settings)
-    platform = rc.platform()
+    resctrl = resctrl_from(settings)
+    platform = resctrl.platform()
     if not platform.mon_features:
         print('ovs-rdt top: this platform has no L3 monitoring (info/L3_MON)',
               file=sys.stderr)
@@ -127,12 +127,12 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     tty = sys.stdout.isatty() and not args.once and not args.no_clear
     count = 0
     names, source = vm_names(settings)
-    before, _ = sample(rc, names)
+    before, _ = sample(resctrl, names)
     stamp = time.monotonic()
     try:
         while True:
             time.sleep(args.interval)
-            after, named = sample(rc, names)
+            after, named = sample(resctrl, names)
             now = time.monotonic()
             text = render(rows(before, after, now - stamp, platform.way_bytes),
                           now - stamp, named, source, time.time())

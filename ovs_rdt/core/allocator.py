@@ -25,7 +25,7 @@ import itertools
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.foreign import mirrors_default
 from ovs_rdt.core.kernel import validate_mask
-from ovs_rdt.core.layout import Domain, Layout, layout_domain
+from ovs_rdt.core.layout import CacheDomain, Layout, layout_domain
 from ovs_rdt.core.layout import Cost, cost, live_groups, moved
 from ovs_rdt.core.model import UNIT_PERCENT, MBInfo, Platform, Request
 from ovs_rdt.core.model import mb_terms
@@ -37,7 +37,7 @@ from ovs_rdt.exceptions import AllocationError, InsufficientWays
 from ovs_rdt.exceptions import InvalidMask, OutOfClosids, count
 from ovs_rdt.exceptions import InvalidValue
 from ovs_rdt.inputs import request
-from ovs_rdt import VM_GROUP_PREFIX
+from ovs_rdt import VM_GROUP_PREFIX, vm_group
 
 __all__ = ['Plan', 'Step', 'freeing', 'mirrors_default', 'plan', 'room',
            'validate_mask']
@@ -119,7 +119,7 @@ _MOVE_TRIES = 200
 _OPTIONS, _COMBINATIONS = 3, 32
 
 
-def _growing(dom: Domain, live: dict[str, CBM]) -> list[Request]:
+def _growing(dom: CacheDomain, live: dict[str, CBM]) -> list[Request]:
     """The requests that are new on the domain or ask more ways than they
     hold there (``live``: :func:`~ovs_rdt.core.layout.live_groups`): the
     ones groups move for.
@@ -128,7 +128,7 @@ def _growing(dom: Domain, live: dict[str, CBM]) -> list[Request]:
         live[r.name].count if r.name in live else 0)]
 
 
-def _could_free(dom: Domain, live: dict[str, CBM]
+def _could_free(dom: CacheDomain, live: dict[str, CBM]
                 ) -> Callable[[tuple[str, ...]], bool]:
     """Whether moving a set of groups could free a run of ways as long as
     the largest request that is new or grows on the domain (a set that
@@ -150,9 +150,10 @@ def _could_free(dom: Domain, live: dict[str, CBM]
     return could
 
 
-def _ceding(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
+def _ceding(dom: CacheDomain,
+            positions: Positions) -> list[tuple[Cost, Layout]]:
     """The layout where the default group leaves the ways other tools
-    wrote for their classes (:meth:`~ovs_rdt.core.layout.Domain.ceding`),
+    wrote for their classes (:meth:`~ovs_rdt.core.layout.CacheDomain.ceding`),
     when it fits with no group of ours but the default group moving;
     else none.
     """
@@ -168,7 +169,8 @@ def _ceding(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
     return [] if cost(layout, live)[0] else [((0, 0), layout)]
 
 
-def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
+def layouts(dom: CacheDomain,
+            positions: Positions) -> list[tuple[Cost, Layout]]:
     """The domain's layouts and their costs, the one that moves the fewest
     groups (then the fewest ways: :func:`~ovs_rdt.core.layout.cost`) first.
 
@@ -209,7 +211,7 @@ def layouts(dom: Domain, positions: Positions) -> list[tuple[Cost, Layout]]:
                                                   key=lambda i: i[:2])]
 
 
-def _merge(domains: list[Domain], chosen: list[Layout]) -> Plan:
+def _merge(domains: list[CacheDomain], chosen: list[Layout]) -> Plan:
     """One layout per domain, as a plan's masks and free ways."""
     out = Plan()
     for dom, layout in zip(domains, chosen):
@@ -219,7 +221,7 @@ def _merge(domains: list[Domain], chosen: list[Layout]) -> Plan:
     return out
 
 
-def _moves(domains: list[Domain], positions: Positions,
+def _moves(domains: list[CacheDomain], positions: Positions,
            chosen: list[Layout]) -> list[Move]:
     """The groups that existed and move, each with the requests it moves
     for: on its domain, the other new ones and the ones that grow.
@@ -284,7 +286,7 @@ def plan(platform: Platform, groups: list[Group], requests: list[Request],
 
 
 #: The request :func:`room` asks with (no domain has this UUID).
-PROBE = VM_GROUP_PREFIX + '00000000-0000-0000-0000-000000000000'
+PROBE = vm_group('00000000-0000-0000-0000-000000000000')
 
 
 def room(platform: Platform, groups: list[Group], requests: list[Request],
@@ -355,7 +357,8 @@ def reserve(platform: Platform, groups: list[Group], requests: list[Request],
     out = {}
     for index in platform.domains:
         mask = (system_cbm or {}).get(index)
-        dom = Domain(platform, index, groups, requests, system_min_ways, mask)
+        dom = CacheDomain(platform, index, groups, requests, system_min_ways,
+                          mask)
         parts = [('system_%s' % ('l3_cbm' if mask else 'min_ways'),
                   mask.count if mask else system_min_ways)]
         for req in requests:
@@ -413,8 +416,9 @@ def _plan(platform: Platform, groups: list[Group], requests: list[Request],
     result.create = [r.name for r in requests if r.name not in current]
     _check_closids(platform, groups, result)
     _check_requests(platform, requests)
-    domains = [Domain(platform, d, groups, requests, system_min_ways,
-                      (system_cbm or {}).get(d)) for d in platform.domains]
+    domains = [CacheDomain(platform, d, groups, requests, system_min_ways,
+                           (system_cbm or {}).get(d))
+               for d in platform.domains]
     positions = {g.name: g.l3 for g in groups}
     options = [layouts(dom, positions)[:_OPTIONS] for dom in domains]
     # The cheapest combination of the domains' layouts whose writes never

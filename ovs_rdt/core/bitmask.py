@@ -128,6 +128,8 @@ class CBM:
         return 'CBM(0x%x, %d)' % (self.value, self.width)
 
     def way_map(self, on: str = '#', off: str = '.') -> str:
-        """Ways from the highest to bit 0, as in seed 000 Table 4."""
+        """Ways from the highest to bit 0, as the application note's
+        Table 4 draws them.
+        """
         return ''.join(on if self.value >> b & 1 else off
                        for b in range(self.width - 1, -1, -1))

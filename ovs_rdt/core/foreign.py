@@ -34,7 +34,7 @@ one holds, from the kernel's rules:
   default group), so its tool wrote it (pqos's ``-e llc:3=0x1``).  The
   default group leaves those ways when its floor fits beside them without
   any other group of ours moving (a group of ours that has some keeps
-  them): :meth:`ovs_rdt.core.layout.Domain.ceding`, tried first by
+  them): :meth:`ovs_rdt.core.layout.CacheDomain.ceding`, tried first by
   :func:`ovs_rdt.core.allocator.layouts`; else the rule above holds.
   Once it left them, the group holds them (it shares no way with ours):
   a request that would need them is refused, naming the group, until the

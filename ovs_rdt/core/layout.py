@@ -31,8 +31,8 @@ and the default (root) group on one of them:
   what neither the default group nor any group has).  What a foreign group
   holds, and the ways of ours it shares (which stay where they are and go
   to no other group of ours), is :mod:`ovs_rdt.core.foreign`'s rule; of
-  those, the ways its tool wrote (:attr:`Domain.written`) the default
-  group leaves where it fits beside them (:meth:`Domain.ceding`).
+  those, the ways its tool wrote (:attr:`CacheDomain.written`) the default
+  group leaves where it fits beside them (:meth:`CacheDomain.ceding`).
 * A group that holds no ways on a domain (its tasks never run there) gets
   the default group's mask there; such a group cannot be kernel-exclusive.
 """
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     Positions = dict[str, dict[int, CBM]]
 
 
-class Domain:
+class CacheDomain:
     """What the layout of one cache domain depends on.
 
     The ways foreign groups hold (:attr:`fixed`, :attr:`foreign_exclusive`)
@@ -91,7 +91,7 @@ class Domain:
             foreign_ways(self)
         self.root_may = root_may(self)
 
-    def ceding(self, positions: Positions) -> Domain | None:
+    def ceding(self, positions: Positions) -> CacheDomain | None:
         """This domain with the :attr:`written` ways no group of ours but
         the default group holds now (``positions``) held by their tool
         (fixed, no longer shared): the default group leaves them; a live
@@ -105,8 +105,8 @@ class Domain:
                 ways -= mask
         if not ways:
             return None
-        out = Domain.__new__(Domain)
-        for name in Domain.__slots__:
+        out = CacheDomain.__new__(CacheDomain)
+        for name in CacheDomain.__slots__:
             setattr(out, name, getattr(self, name))
         out.fixed, out.shared = self.fixed | ways, self.shared - ways
         return out
@@ -167,7 +167,7 @@ def sparse_spare(spare: CBM, min_bits: int) -> CBM:
     return CBM(value, spare.width)
 
 
-def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM, CBM]:
+def foreign_ways(dom: CacheDomain) -> tuple[CBM, CBM, CBM, CBM]:
     """The ways foreign groups hold on the domain, those of them in
     groups no other group may overlap (exclusive, pseudo-locked), the
     ways of ours they share, and of those the ways their tool wrote
@@ -183,11 +183,11 @@ def foreign_ways(dom: Domain) -> tuple[CBM, CBM, CBM, CBM]:
             foreign_exclusive |= mask
         shared |= foreign.shares(grp, dom.index, dom.groups) or shared
         written |= foreign.written(dom.platform, grp, dom.index,
-                                   dom.groups, floor(dom)) or written
+                                   dom.groups, root_min_ways(dom)) or written
     return fixed, foreign_exclusive, shared, written
 
 
-def shared_away(dom: Domain, name: str) -> CBM:
+def shared_away(dom: CacheDomain, name: str) -> CBM:
     """Ways foreign groups share with ours that ``name`` may not take:
     all but those it holds now.
     """
@@ -202,7 +202,7 @@ def shared_away(dom: Domain, name: str) -> CBM:
     return dom.shared
 
 
-def root_may(dom: Domain) -> CBM:
+def root_may(dom: CacheDomain) -> CBM:
     """The ways the default group may have on the domain.
 
     Beside another tool's groups, only the ways it has now and those our
@@ -238,7 +238,7 @@ def packing_order(requests: list[Request], positions: Positions,
     return [item[2] for item in existing] + new
 
 
-def live_masks(dom: Domain, positions: Positions) -> dict[str, CBM]:
+def live_masks(dom: CacheDomain, positions: Positions) -> dict[str, CBM]:
     """The counted groups that hold ways on the domain now, and where."""
     root = positions.get(ROOT, {}).get(dom.index)
     out = {}
@@ -250,7 +250,7 @@ def live_masks(dom: Domain, positions: Positions) -> dict[str, CBM]:
     return out
 
 
-def placing_order(dom: Domain, live: dict[str, CBM],
+def placing_order(dom: CacheDomain, live: dict[str, CBM],
                   movers: dict[str, CBM]) -> list[tuple[Request, CBM | None]]:
     """The counted requests in the order they are placed, each with the
     mask it holds now (None: placed as a new one).
@@ -298,7 +298,7 @@ def nearest_fit(allowed: CBM, ways: int, now: CBM, avoid: CBM) -> CBM | None:
     return best
 
 
-def check_explicit(dom: Domain, req: Request, mask: CBM, ours: CBM,
+def check_explicit(dom: CacheDomain, req: Request, mask: CBM, ours: CBM,
                    ours_exclusive: CBM) -> None:
     """Raise InvalidMask unless ``req``'s own ``l3_cbm`` can go there."""
     field = '%s l3_cbm on domain %d' % (req.name, dom.index)
@@ -321,7 +321,7 @@ def check_explicit(dom: Domain, req: Request, mask: CBM, ours: CBM,
                           '(%s)' % (field, mask, ours_exclusive))
 
 
-def place_explicit(dom: Domain, out: dict[str, CBM]) -> CBM:
+def place_explicit(dom: CacheDomain, out: dict[str, CBM]) -> CBM:
     """Explicit masks first: they are where the operator put them.
 
     Adds them to ``out``; returns the ways they take.
@@ -339,14 +339,14 @@ def place_explicit(dom: Domain, out: dict[str, CBM]) -> CBM:
     return ours
 
 
-def floor(dom: Domain) -> int:
+def root_min_ways(dom: CacheDomain) -> int:
     """The fewest ways the default group keeps without an explicit system
     mask: ``system_min_ways``, at least the platform's minimum.
     """
     return max(dom.system_min_ways, dom.platform.min_cbm_bits)
 
 
-def system_reserve(dom: Domain, ours: CBM) -> int:
+def system_reserve(dom: CacheDomain, ours: CBM) -> int:
     """Ways kept for the default group (``system_min_ways``).
 
     None with an explicit system mask: that mask is what it gets, checked
@@ -354,7 +354,7 @@ def system_reserve(dom: Domain, ours: CBM) -> int:
     """
     system_cbm = dom.system_cbm
     if system_cbm is None:
-        return floor(dom)
+        return root_min_ways(dom)
     validate_mask(dom.platform, system_cbm,
                   '[allocation] system_l3_cbm on domain %d' % dom.index)
     if system_cbm.overlaps(ours | dom.foreign_exclusive):
@@ -364,7 +364,7 @@ def system_reserve(dom: Domain, ours: CBM) -> int:
     return 0
 
 
-def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
+def fit_counted(dom: CacheDomain, req: Request, taken: CBM, reserve: int,
                 now: CBM | None = None, avoid: CBM | None = None,
                 keep_clear: CBM | None = None) -> CBM:
     """The mask of one counted request, given the ways already ``taken``.
@@ -413,7 +413,7 @@ def fit_counted(dom: Domain, req: Request, taken: CBM, reserve: int,
     return mask
 
 
-def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
+def _insufficient(dom: CacheDomain, req: Request, taken: CBM, reserve: int,
                   free: int) -> InsufficientWays:
     ways = req.ways[dom.index]
     system = dom.system_cbm or CBM.empty(dom.width)
@@ -432,7 +432,7 @@ def _insufficient(dom: Domain, req: Request, taken: CBM, reserve: int,
         req.name, dom.index, ways, io_note, blocking)
 
 
-def root_floors(dom: Domain, now: CBM | None, reserve: int,
+def root_floors(dom: CacheDomain, now: CBM | None, reserve: int,
                 taken: CBM) -> list[CBM]:
     """Where the default group's ``reserve`` ways may stay while it may
     not move: of the ways it has now that it may keep, outside I/O's
@@ -459,7 +459,7 @@ def root_floors(dom: Domain, now: CBM | None, reserve: int,
     return list(dict.fromkeys([first, runs[0], runs[-1]]))
 
 
-def place_counted(dom: Domain, taken: CBM, reserve: int,
+def place_counted(dom: CacheDomain, taken: CBM, reserve: int,
                   positions: Positions, moving: AbstractSet[str] | None,
                   out: dict[str, CBM], floor: CBM) -> tuple[CBM, CBM]:
     """Place the counted requests (adding them to ``out``): every group
@@ -501,7 +501,7 @@ def place_counted(dom: Domain, taken: CBM, reserve: int,
     return taken, ours
 
 
-def root_mask(dom: Domain, ours: CBM, reserve: int,
+def root_mask(dom: CacheDomain, ours: CBM, reserve: int,
               now: CBM | None = None) -> CBM:
     """The default group's mask, at least ``reserve`` ways.
 
@@ -544,7 +544,7 @@ def root_mask(dom: Domain, ours: CBM, reserve: int,
     return mask
 
 
-def free_ways(dom: Domain, taken: CBM, reserve: int,
+def free_ways(dom: CacheDomain, taken: CBM, reserve: int,
               isolated: bool = True) -> int:
     """Ways one more counted group could get on the domain.
 
@@ -576,7 +576,7 @@ def moved(old: CBM | None, new: CBM) -> int:
 Cost = tuple[int, int]
 
 
-def live_groups(dom: Domain, positions: Positions) -> dict[str, CBM]:
+def live_groups(dom: CacheDomain, positions: Positions) -> dict[str, CBM]:
     """The groups that hold ways on the domain now, the default group
     too: the ones a layout may move.
     """
@@ -599,7 +599,7 @@ def cost(layout: Layout, live: dict[str, CBM]) -> Cost:
     return groups, ways
 
 
-def layout_domain(dom: Domain, positions: Positions,
+def layout_domain(dom: CacheDomain, positions: Positions,
                   moving: AbstractSet[str] | None = frozenset()) -> Layout:
     """Every group's mask on the domain, from where they are
     (``positions``): only those in ``moving`` may move (None: every group
@@ -642,7 +642,7 @@ def layout_domain(dom: Domain, positions: Positions,
     return layout
 
 
-def _layout(dom: Domain, positions: Positions,
+def _layout(dom: CacheDomain, positions: Positions,
             moving: AbstractSet[str] | None, floor: CBM) -> Layout:
     masks: dict[str, CBM] = {}
     explicit = place_explicit(dom, masks)

@@ -9,7 +9,7 @@ from ovs_rdt import POOL_GROUP_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
-    from typing import Callable, Iterable
+    from typing import Iterable
 
 ROOT = ''
 """Name of the default (root) resctrl group."""
@@ -145,7 +145,7 @@ class Platform:
 
     __slots__ = ('cbm_len', 'min_cbm_bits', 'num_closids', 'shareable_bits',
                  'sparse_masks', 'domains', 'cache_bytes', 'mb', 'mon_features',
-                 'num_rmids', '_cpu_domains', '_topology', 'cdp', 'smba',
+                 'num_rmids', 'cpu_domains', 'cdp', 'smba',
                  'io_alloc', 'io_alloc_cbm', 'mbm_assign_mode')
 
     def __init__(self, cbm_len: int, num_closids: int,
@@ -155,7 +155,6 @@ class Platform:
                  mb: MBInfo | None = None,
                  mon_features: tuple[str, ...] = (), num_rmids: int = 0,
                  cpu_domains: dict[int, int] | None = None,
-                 topology: Callable[[], dict[int, int]] | None = None,
                  cdp: bool = False, smba: bool = False,
                  io_alloc: str | None = None,
                  io_alloc_cbm: dict[int, CBM] | None = None,
@@ -170,8 +169,11 @@ class Platform:
         self.mb = mb
         self.mon_features = mon_features
         self.num_rmids = num_rmids
-        self._cpu_domains = cpu_domains
-        self._topology = topology
+        #: CPU id -> L3 domain id (empty when unknown); None: not read
+        #: (the resctrl layer reads it only when asked,
+        #: ``Resctrl.platform(cpus=True)``: it is a hundred sysfs reads,
+        #: and the hook needs it just for pinned VMs).
+        self.cpu_domains = cpu_domains
         #: L3 code/data prioritisation (mounted ``-o cdp``): every group
         #: has an ``L3CODE`` and an ``L3DATA`` mask, ``num_closids`` is
         #: already halved by the kernel.
@@ -211,17 +213,6 @@ class Platform:
         return ', '.join(parts) or 'info/L3/shareable_bits 0'
 
     @property
-    def cpu_domains(self) -> dict[int, int]:
-        """CPU id -> L3 domain id; empty when unknown.
-
-        Read through ``topology`` on first use only: the hook needs it just
-        for pinned VMs, and it is a hundred sysfs reads.
-        """
-        if self._cpu_domains is None:
-            self._cpu_domains = self._topology() if self._topology else {}
-        return self._cpu_domains
-
-    @property
     def full_mask(self) -> CBM:
         return CBM.full(self.cbm_len)
 
@@ -245,7 +236,10 @@ class Platform:
         :func:`ovs_rdt.core.topology.l3_of` does for a NUMA node it does
         not know.
         """
-        known = self.cpu_domains if cpus else {}
+        if cpus and self.cpu_domains is None:
+            raise RuntimeError('the CPUs\' cache domains were not read: '
+                               'Resctrl.platform(cpus=True)')
+        known = self.cpu_domains if cpus and self.cpu_domains else {}
         every = frozenset(self.domains)
         found = set()
         for cpu in cpus or ():
@@ -327,12 +321,8 @@ def held_masks(group: Group, root: Group | None) -> dict[int, CBM]:
     return {d: m for d, m in group.l3.items() if held(m, root_l3.get(d))}
 
 
-def vm_group(uuid: str) -> str:
-    return VM_GROUP_PREFIX + uuid
-
-
 def vm_uuid(group: str) -> str | None:
-    """The domain UUID in a VM's dedicated group name (:func:`vm_group`).
+    """The domain UUID in a VM's dedicated group name (:func:`ovs_rdt.vm_group`).
 
     None unless the group is named as the hook names them, with a
     canonical UUID.
@@ -410,6 +400,6 @@ def label_of(name: str) -> str:
     return DEFAULT_LABEL if name == ROOT else name
 
 
-def group_of(label: str) -> str:
+def group_of_label(label: str) -> str:
     """The resctrl group name for a label (:func:`label_of` reversed)."""
     return ROOT if label == DEFAULT_LABEL else label

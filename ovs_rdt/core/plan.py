@@ -24,7 +24,7 @@ EVENT = 'event'
 
 def domain_text(values: dict[int, CBM] | dict[int, int]) -> str:
     """``0=7f0;1=3f``: per-domain values as schemata writes them, the one
-    writer of that form (its reader: :func:`ovs_rdt.resctrl.domain_items`).
+    writer of that form (its reader: :func:`ovs_rdt.resctrl.text.domain_items`).
     """
     return ';'.join('%d=%s' % (d, values[d]) for d in sorted(values))
 

@@ -1,4 +1,6 @@
-"""The dynamic policy of seed 002: pure decisions, no I/O.
+"""The dynamic policy of the policy white paper: pure decisions, no I/O.
+
+(The policy white paper: the README's References, seed 002.)
 
 Two pools share a budget of ways on every cache domain: the high-priority
 (HP) pool gets what its demand needs, within ``[hp_min_ways,
@@ -413,8 +415,7 @@ class Policy:
             if not level.fits(reading):
                 # The demand changed: a new level, with its own decisions.
                 # (No logging here: the libvirt hook imports this module,
-                # and logging imported early bypasses its bridge, see
-                # manager._Log.)
+                # and logs through what it is given, ovs_rdt.logs.)
                 level = memory.level = DemandLevel()
                 memory.floor = 0
             level.add(reading)

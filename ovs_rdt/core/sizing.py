@@ -1,4 +1,4 @@
-"""Sizing from measured footprints (seed 000 Table 3 -> Table 4).
+"""Sizing from measured footprints (the application note's Table 3 -> 4).
 
 ``ovs-rdt profile`` samples every group's ``llc_occupancy``; this module
 turns the samples into a plan: the peak footprint per group and cache

@@ -11,7 +11,7 @@ rules (:class:`ovs_rdt.core.kernel.Kernel`) before any is made:
    (groups giving ways up before the groups taking them:
    :func:`shrinking_first`), then it takes the ways it gains.  At every
    point a group that holds ways does not overlap the default group,
-   which is how :meth:`CacheManager.existing_request` tells them from
+   which is how :func:`ovs_rdt.desired.existing_request` tells them from
    groups that follow it, even after a crash half-way.
 4. Removals, then modes (exclusive last, when nothing overlaps).
 

@@ -228,11 +228,11 @@ def write_sysfs(profile: Profile, root: str, diverge: frozenset[str] = frozenset
 def _serve(opts: Options, on_ready: Optional[Callable[[], None]] = None) -> None:
     from ovs_rdt.emulator.faults import Faults
     from ovs_rdt.emulator import fs
-    from ovs_rdt.emulator.model import Resctrl
+    from ovs_rdt.emulator.model import ResctrlModel
 
     footprints = Footprints(opts.footprints, opts.default_footprint)
-    model = Resctrl(opts.profile, footprints=footprints, mount=opts.mount,
-                    diverge=opts.diverge)
+    model = ResctrlModel(opts.profile, footprints=footprints, mount=opts.mount,
+                         diverge=opts.diverge)
     if opts.diverge:
         LOG.warning('Diverging from the kernel: %s', ', '.join(sorted(opts.diverge)))
     fs.mount(model, opts.mountpoint, on_ready=on_ready, debug=opts.verbose,

@@ -12,15 +12,15 @@ switches modes; switching frees every counter.
 from __future__ import annotations
 
 import errno
-import os
 from typing import TYPE_CHECKING, Callable, Optional
 
+from ovs_rdt.emulator.context import Model, oserror
 from ovs_rdt.emulator.groups import Group
 from ovs_rdt.emulator.kparse import ParseError, cstr, kstrtobool, kstrtoull, strim
 from ovs_rdt.emulator.monitor import MBM_EVENTS
 
 if TYPE_CHECKING:
-    from ovs_rdt.emulator.model import Caller, Resctrl
+    from ovs_rdt.emulator.model import Caller
 
 NOT_ENABLED = 'mbm_event counter assignment mode is not enabled\n'
 TRANSACTIONS = ('local_reads', 'remote_reads', 'local_non_temporal_writes',
@@ -31,14 +31,10 @@ LOCAL_TRANSACTIONS = ('local_reads', 'local_non_temporal_writes', 'local_reads_s
 Slot = Optional[tuple[Group, str, float]]        # (group, event, count at assignment)
 
 
-def _oserror(err: int) -> OSError:
-    return OSError(err, os.strerror(err))
-
-
 class Counters:
-    def __init__(self, rc: 'Resctrl') -> None:
-        self.rc = rc
-        prof = rc.profile
+    def __init__(self, model: 'Model') -> None:
+        self.model = model
+        prof = model.profile
         self.assignable = prof.mbm_cntrs > 0
         self.enabled = self.assignable          # ABMC hardware boots in mbm_event mode
         self.on_mkdir = True
@@ -58,22 +54,23 @@ class Counters:
             return
         slots = self.slots[dom]
         if None not in slots:
-            raise self.rc._fail(errno.ENOSPC, 'Failed to allocate counter for %s in domain %d\n'
-                                % (event, dom))
-        self.rc.mon.advance()
-        slots[slots.index(None)] = (grp, event, self.rc.mon.raw(grp.rmid, dom, event))
+            raise self.model.status.fail(
+                errno.ENOSPC, 'Failed to allocate counter for %s in domain %d\n'
+                % (event, dom))
+        self.model.mon.advance()
+        slots[slots.index(None)] = (grp, event, self.model.mon.raw(grp.rmid, dom, event))
 
     def _unassign(self, grp: Group, dom: int, event: str) -> None:
         index = self._find(grp, dom, event)
         if index >= 0:
             # counter-kept: the counter stays taken, by no group
-            self.slots[dom][index] = (self.rc.root, '', 0.0) \
-                if 'counter-kept' in self.rc.diverge else None
+            self.slots[dom][index] = (self.model.root, '', 0.0) \
+                if 'counter-kept' in self.model.diverge else None
 
     def _assign_all(self, grp: Group, event: str) -> None:
         """``rdtgroup_assign_cntr_event(NULL, ...)``: try every domain, keep the last error."""
         error: Optional[OSError] = None
-        for dom in self.rc.profile.domains:
+        for dom in self.model.profile.domains:
             try:
                 self._assign(grp, dom, event)
             except OSError as exc:
@@ -105,17 +102,17 @@ class Counters:
             if index >= 0:
                 slot = self.slots[dom][index]
                 assert slot is not None
-                total += max(self.rc.mon.raw(grp.rmid, dom, event) - slot[2], 0.0)
+                total += max(self.model.mon.raw(grp.rmid, dom, event) - slot[2], 0.0)
                 seen = True
         if not seen:
             return None
-        scale = self.rc.profile.hw_mon_scale
+        scale = self.model.profile.hw_mon_scale
         return int(total) // scale * scale
 
     # -- info/L3_MON -------------------------------------------------------------
     def info_files(self) -> dict[str, Callable[[], str]]:
         files: dict[str, Callable[[], str]] = {}
-        if self.rc.profile.version() >= (6, 18):
+        if self.model.profile.version() >= (6, 18):
             files['mbm_assign_mode'] = self.mode_show
         if self.assignable:
             files.update({'num_mbm_cntrs': self.num_show,
@@ -125,7 +122,7 @@ class Counters:
 
     def info_writers(self) -> dict[str, Callable[[bytes, 'Caller'], None]]:
         writers: dict[str, Callable[[bytes, 'Caller'], None]] = {}
-        if self.rc.profile.version() >= (6, 18):
+        if self.model.profile.version() >= (6, 18):
             writers['mbm_assign_mode'] = lambda data, _c: self.mode_write(data)
         if self.assignable:
             writers['mbm_assign_on_mkdir'] = lambda data, _c: self.on_mkdir_write(data)
@@ -146,21 +143,21 @@ class Counters:
         return '[mbm_event]\ndefault\n' if self.enabled else '[default]\nmbm_event\n'
 
     def mode_write(self, data: bytes) -> None:
-        rc = self.rc
-        rc.last_cmd = ''
+        model = self.model
+        model.status.clear()
         if not data or data[-1:] != b'\n':
-            raise rc._fail(errno.EINVAL, 'mbm_assign_mode: Invalid input\n')
+            raise model.status.fail(errno.EINVAL, 'mbm_assign_mode: Invalid input\n')
         buf = cstr(data[:-1].decode('latin-1'))
         if buf == 'default':
             enable = False
         elif buf == 'mbm_event':
             if not self.assignable:
-                raise rc._fail(errno.EINVAL, 'mbm_event mode is not supported\n')
+                raise model.status.fail(errno.EINVAL, 'mbm_event mode is not supported\n')
             enable = True
         else:
-            raise rc._fail(errno.EINVAL, 'Unsupported assign mode\n')
+            raise model.status.fail(errno.EINVAL, 'Unsupported assign mode\n')
         if enable != self.enabled:
-            rc.mon.advance()
+            model.mon.advance()
             self.enabled = enable
             if enable:
                 self.on_mkdir = True
@@ -168,15 +165,15 @@ class Counters:
                 slots[:] = [None] * len(slots)
 
     def _doms(self, fmt: Callable[[int], int]) -> str:
-        return ';'.join('%d=%d' % (d, fmt(d)) for d in self.rc.profile.domains) + '\n'
+        return ';'.join('%d=%d' % (d, fmt(d)) for d in self.model.profile.domains) + '\n'
 
     def num_show(self) -> str:
-        return self._doms(lambda _d: self.rc.profile.mbm_cntrs)
+        return self._doms(lambda _d: self.model.profile.mbm_cntrs)
 
     def _check_enabled(self) -> None:
-        self.rc.last_cmd = ''
+        self.model.status.clear()
         if not self.enabled:
-            raise self.rc._fail(errno.EINVAL, NOT_ENABLED)
+            raise self.model.status.fail(errno.EINVAL, NOT_ENABLED)
 
     def available_show(self) -> str:
         self._check_enabled()
@@ -187,15 +184,15 @@ class Counters:
         return '%u\n' % int(self.on_mkdir)
 
     def on_mkdir_write(self, data: bytes) -> None:
-        rc = self.rc
-        rc.last_cmd = ''
+        model = self.model
+        model.status.clear()
         try:
             value = kstrtobool(cstr(data.decode('latin-1')))
         except ParseError as exc:
-            rc._cmd('mbm_assign_on_mkdir: Invalid input\n')
-            raise _oserror(exc.errno) from None
+            model.status.puts('mbm_assign_on_mkdir: Invalid input\n')
+            raise oserror(exc.errno) from None
         if not self.enabled:
-            raise rc._fail(errno.EINVAL, NOT_ENABLED)
+            raise model.status.fail(errno.EINVAL, NOT_ENABLED)
         self.on_mkdir = value
 
     def event_filter_show(self, event: str) -> str:
@@ -210,25 +207,25 @@ class Counters:
         for event in MBM_EVENTS:
             lines.append('%s:%s' % (event, ';'.join(
                 '%d=%s' % (d, 'e' if self._find(grp, d, event) >= 0 else '_')
-                for d in self.rc.profile.domains)))
+                for d in self.model.profile.domains)))
         return '\n'.join(lines) + '\n'
 
     def assignments_write(self, grp: Group, data: bytes) -> None:
         """``mbm_L3_assignments_write()``: applied as parsed, stops at the first error."""
-        rc = self.rc
-        rc.last_cmd = ''
+        model = self.model
+        model.status.clear()
         if not data or data[-1:] != b'\n':
-            raise rc._fail(errno.EINVAL, 'mbm_L3_assignments: Invalid input\n')
+            raise model.status.fail(errno.EINVAL, 'mbm_L3_assignments: Invalid input\n')
         if not self.enabled:
-            raise rc._fail(errno.EINVAL, 'mbm_event mode is not enabled\n')
+            raise model.status.fail(errno.EINVAL, 'mbm_event mode is not enabled\n')
         for token in data[:-1].decode('latin-1').split('\n'):
             event, colon, rest = token.partition(':')
             self._parse_assignment(grp, event, rest if colon else None)
 
     def _parse_assignment(self, grp: Group, event: str, tok: Optional[str]) -> None:
-        rc = self.rc
+        model = self.model
         if event not in MBM_EVENTS:
-            raise rc._fail(errno.ENOENT, 'Invalid event %s\n' % event)
+            raise model.status.fail(errno.ENOENT, 'Invalid event %s\n' % event)
         while tok:
             dom_str, semi, rest = tok.partition(';')
             tok = rest if semi else None
@@ -238,29 +235,29 @@ class Counters:
                 try:
                     self._modify(grp, None, event, value)
                 except OSError:
-                    rc._cmd("Assign operation '%s:*=%s' failed\n" % (event, _s(value)))
+                    model.status.puts("Assign operation '%s:*=%s' failed\n" % (event, _s(value)))
                     raise
                 return
             try:
                 dom = kstrtoull(id_str, 10)
             except ParseError:
-                raise rc._fail(errno.EINVAL, 'Missing domain id\n') from None
-            if dom not in rc.profile.domains and 'assign-any-domain' in rc.diverge:
+                raise model.status.fail(errno.EINVAL, 'Missing domain id\n') from None
+            if dom not in model.profile.domains and 'assign-any-domain' in model.diverge:
                 continue
-            if dom not in rc.profile.domains:
-                raise rc._fail(errno.EINVAL, 'Invalid domain id %d\n' % dom)
+            if dom not in model.profile.domains:
+                raise model.status.fail(errno.EINVAL, 'Invalid domain id %d\n' % dom)
             try:
                 self._modify(grp, dom, event, value)
             except OSError:
-                rc._cmd("Assign operation '%s:%d=%s' failed\n" % (event, dom, _s(value)))
+                model.status.puts("Assign operation '%s:%d=%s' failed\n" % (event, dom, _s(value)))
                 raise
 
     def _modify(self, grp: Group, dom: Optional[int], event: str,
                 state: Optional[str]) -> None:
         """``rdtgroup_modify_assign_state()``."""
         if state is None or len(state) != 1 or state not in 'e_':
-            raise _oserror(errno.EINVAL)
-        doms = self.rc.profile.domains if dom is None else [dom]
+            raise oserror(errno.EINVAL)
+        doms = self.model.profile.domains if dom is None else [dom]
         if state == 'e':
             if dom is None:
                 self._assign_all(grp, event)

@@ -18,14 +18,11 @@ from typing import Any, Callable, Optional
 
 import mfusepy
 
+from ovs_rdt.emulator.context import oserror
 from ovs_rdt.emulator.faults import KILL, Faults
-from ovs_rdt.emulator.model import Caller, Node, Resctrl
+from ovs_rdt.emulator.model import Caller, Node, ResctrlModel
 
 LOG = logging.getLogger(__name__)
-
-
-def _oserror(err: int) -> OSError:
-    return OSError(err, os.strerror(err))
 
 
 class _Handle:
@@ -38,11 +35,11 @@ class _Handle:
 
 
 class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
-    """FUSE operations over one :class:`Resctrl` model."""
+    """FUSE operations over one :class:`ResctrlModel`."""
 
     use_ns = True
 
-    def __init__(self, model: Resctrl,
+    def __init__(self, model: ResctrlModel,
                  on_ready: Optional[Callable[[], None]] = None,
                  faults: Optional[Faults] = None) -> None:
         self.model = model
@@ -73,14 +70,14 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
                     pass
             err = errno.EIO if err == KILL else None
         if err is not None:
-            raise _oserror(err)
+            raise oserror(err)
 
     def _handle(self, fi: Any) -> _Handle:
         handle = self._handles.get(fi.fh)
         if handle is None:
-            raise _oserror(errno.EBADF)
+            raise oserror(errno.EBADF)
         if not handle.node.alive and 'removed-group-files' not in self.model.diverge:
-            raise _oserror(errno.ENODEV)
+            raise oserror(errno.ENODEV)
         return handle
 
     def init(self, path: str) -> None:
@@ -119,7 +116,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
             self._fault('readdir', path)
             node = self.model.lookup(path)
             if not node.is_dir:
-                raise _oserror(errno.ENOTDIR)
+                raise oserror(errno.ENOTDIR)
             base = path.rstrip('/')
             for name in self.model.entries(node):
                 child = self.model.lookup(base + '/' + name)
@@ -149,21 +146,21 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
 
     # -- what kernfs refuses ----------------------------------------------------
     def create(self, path: str, mode: int, fi: Any = None) -> int:
-        raise _oserror(errno.EACCES)        # no ->create: may_o_create() says EACCES
+        raise oserror(errno.EACCES)        # no ->create: may_o_create() says EACCES
 
     def mknod(self, path: str, mode: int, dev: int) -> int:
-        raise _oserror(errno.EPERM)
+        raise oserror(errno.EPERM)
 
     def unlink(self, path: str) -> int:
         with self._lock:
             self.model.lookup(path)
-        raise _oserror(errno.EPERM)         # no ->unlink in kernfs_dir_iops
+        raise oserror(errno.EPERM)         # no ->unlink in kernfs_dir_iops
 
     def symlink(self, target: str, source: str) -> int:
-        raise _oserror(errno.EPERM)
+        raise oserror(errno.EPERM)
 
     def link(self, target: str, source: str) -> int:
-        raise _oserror(errno.EPERM)
+        raise oserror(errno.EPERM)
 
     # -- files ------------------------------------------------------------------
     def open(self, path: str, fi: Any) -> int:
@@ -172,7 +169,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
             node = self.model.lookup(path)
             writing = (fi.flags & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
             if writing and node.write is None:
-                raise _oserror(errno.EACCES)    # kernfs_fop_open(): no write op
+                raise oserror(errno.EACCES)    # kernfs_fop_open(): no write op
             fh = self._next_fh
             self._next_fh += 1
             self._handles[fh] = _Handle(node)
@@ -196,7 +193,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
             node = handle.node
             self.model.check_write(node, data)
             if node.write is None:
-                raise _oserror(errno.EINVAL)
+                raise oserror(errno.EINVAL)
             handle.writes += 1
             if handle.writes > 1 and node.name == 'tasks' and \
                     'tasks-one-write' in self.model.diverge:
@@ -223,7 +220,7 @@ class ResctrlFS(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
 
-def mount(model: Resctrl, mountpoint: str, on_ready: Optional[Callable[[], None]] = None,
+def mount(model: ResctrlModel, mountpoint: str, on_ready: Optional[Callable[[], None]] = None,
           debug: bool = False, faults: Optional[Faults] = None) -> None:
     """Serve ``model`` on ``mountpoint`` until it is unmounted (or SIGTERM)."""
     options: dict[str, Any] = {

@@ -11,37 +11,33 @@ hardware-shared (``H``/``X``).  Under CDP, CODE and DATA stay in sync.
 from __future__ import annotations
 
 import errno
-import os
 from typing import TYPE_CHECKING, Callable
 
+from ovs_rdt.emulator.context import Model, oserror
 from ovs_rdt.emulator.groups import SHAREABLE
 from ovs_rdt.emulator.kparse import ParseError, cstr, kstrtobool
 
 if TYPE_CHECKING:
-    from ovs_rdt.emulator.model import Caller, Resctrl
+    from ovs_rdt.emulator.model import Caller
     from ovs_rdt.emulator.schemas import Schema
 
 
-def _oserror(err: int) -> OSError:
-    return OSError(err, os.strerror(err))
-
-
 class IoAlloc:
-    def __init__(self, rc: 'Resctrl') -> None:
-        self.rc = rc
+    def __init__(self, model: 'Model') -> None:
+        self.model = model
         self.enabled = False
 
     @property
     def closid(self) -> int:
         """``resctrl_io_alloc_closid()``."""
-        num = self.rc.profile.l3_num_closids
-        return num // 2 - 1 if self.rc.mount.cdp else num - 1
+        num = self.model.profile.l3_num_closids
+        return num // 2 - 1 if self.model.mount.cdp else num - 1
 
     def info_files(self, schema: 'Schema') -> dict[str, Callable[[], str]]:
         return {'io_alloc': self.show, 'io_alloc_cbm': lambda: self.cbm_show(schema)}
 
     def writers(self, schema: 'Schema') -> dict[str, Callable[[bytes, 'Caller'], None]]:
-        if not (schema.is_cache and self.rc.profile.io_alloc):
+        if not (schema.is_cache and self.model.profile.io_alloc):
             return {}
         return {'io_alloc': lambda data, _c: self.write(schema, data),
                 'io_alloc_cbm': lambda data, _c: self.cbm_write(schema, data)}
@@ -50,45 +46,45 @@ class IoAlloc:
         return 'enabled\n' if self.enabled else 'disabled\n'
 
     def write(self, schema: 'Schema', data: bytes) -> None:
-        rc = self.rc
+        model = self.model
         try:
             enable = kstrtobool(cstr(data.decode('latin-1')))
         except ParseError as exc:
-            raise _oserror(exc.errno) from None
-        rc.last_cmd = ''
+            raise oserror(exc.errno) from None
+        model.status.clear()
         if enable == self.enabled:
             return
         closid = self.closid
-        if closid >= rc.closids_supported:
-            raise rc._fail(errno.EINVAL, 'io_alloc CLOSID (ctrl_hw_id) %u is not available\n'
-                           % closid)
+        if closid >= model.closids_supported:
+            raise model.status.fail(
+                errno.EINVAL, 'io_alloc CLOSID (ctrl_hw_id) %u is not available\n' % closid)
         if not enable:
-            rc.closid_used[closid] = False
+            model.closid_used[closid] = False
             self.enabled = False
-            rc.mon.controls_changed()
+            model.mon.controls_changed()
             return
-        if rc.closid_used[closid]:
-            owner = next((g.name for g in rc.ctrl_groups() if g.closid == closid), 'another')
-            raise rc._fail(errno.ENOSPC, 'CLOSID (ctrl_hw_id) %u for io_alloc is used by %s '
-                           'group\n' % (closid, owner))
-        rc.closid_used[closid] = True
+        if model.closid_used[closid]:
+            owner = next((g.name for g in model.ctrl_groups() if g.closid == closid), 'another')
+            raise model.status.fail(errno.ENOSPC, 'CLOSID (ctrl_hw_id) %u for io_alloc is used by '
+                                    '%s group\n' % (closid, owner))
+        model.closid_used[closid] = True
         try:
             staged = {key: val for key, val in self._init_cbm(schema).items()}
         except OSError:
-            rc._cmd('Failed to initialize io_alloc allocations\n')
-            rc.closid_used[closid] = False
+            model.status.puts('Failed to initialize io_alloc allocations\n')
+            model.closid_used[closid] = False
             raise
-        rc.apply(closid, staged)
+        model.apply(closid, staged)
         self.enabled = True
 
     def _init_cbm(self, schema: 'Schema') -> dict[tuple[str, int], int]:
         """``resctrl_io_alloc_init_cbm()``: this schema's init, copied to its peer."""
-        rc = self.rc
+        model = self.model
         staged = {}
-        for dom in rc.profile.domains:
-            val = rc._init_one_domain(dom, self.closid, schema)
-            if bin(val).count('1') < rc.profile.min_cbm_bits:
-                raise rc._fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
+        for dom in model.profile.domains:
+            val = model.init_one_domain(dom, self.closid, schema)
+            if bin(val).count('1') < model.profile.min_cbm_bits:
+                raise model.status.fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
             staged[(schema.name, dom)] = val
             if schema.peer:
                 staged[(schema.peer, dom)] = val
@@ -96,24 +92,25 @@ class IoAlloc:
 
     def _check_enabled(self, schema: 'Schema') -> None:
         if not self.enabled:
-            raise self.rc._fail(errno.EINVAL, 'io_alloc is not enabled on %s\n' % schema.name)
+            raise self.model.status.fail(errno.EINVAL,
+                                         'io_alloc is not enabled on %s\n' % schema.name)
 
     def cbm_show(self, schema: 'Schema') -> str:
-        self.rc.last_cmd = ''
-        if 'io-alloc-cbm-readable' not in self.rc.diverge:
+        self.model.status.clear()
+        if 'io-alloc-cbm-readable' not in self.model.diverge:
             self._check_enabled(schema)
-        return self.rc.show_doms(schema, self.closid)
+        return self.model.show_doms(schema, self.closid)
 
     def cbm_write(self, schema: 'Schema', data: bytes) -> None:
-        rc = self.rc
+        model = self.model
         if not data or data[-1:] != b'\n':
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         text = cstr(data[:-1].decode('latin-1'))
-        rc.last_cmd = ''
+        model.status.clear()
         self._check_enabled(schema)
         staged: dict[tuple[str, int], int] = {}
-        rc._parse_line(text, schema.name, rc.root, staged, closid=self.closid,
-                       mode=SHAREABLE)
+        model.parse_line(text, schema.name, model.root, staged, closid=self.closid,
+                         mode=SHAREABLE)
         if schema.peer:
             staged.update({(schema.peer, dom): val for (_res, dom), val in staged.items()})
-        rc.apply(self.closid, staged)
+        model.apply(self.closid, staged)

@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 import errno
-import os
 import time
 from typing import Callable, Optional
 
@@ -48,6 +47,7 @@ from ovs_rdt.emulator.host import Host, ProcHost
 from ovs_rdt.emulator.kparse import (ParseError, bitmap_list_string, bitmap_parse,
                                      bitmap_parselist, bitmap_string, cstr, kstrtoint,
                                      kstrtouint, kstrtoull, strim)
+from ovs_rdt.emulator.context import LastCmd, oserror
 from ovs_rdt.emulator.counters import Counters
 from ovs_rdt.emulator.io_alloc import IoAlloc
 from ovs_rdt.emulator.monitor import EVENTS, MBM_EVENTS, Footprints, Monitor
@@ -55,14 +55,9 @@ from ovs_rdt.emulator.profiles import Profile
 from ovs_rdt.emulator.schemas import (MBA_MAX_MBPS, Mount, Schema, build_schemas,
                                       name_width)
 
-LAST_CMD_SIZE = 512          # last_cmd_status_buf[512]
 ATOMIC_WRITE_LEN = 4096      # kernfs .atomic_write_len = PAGE_SIZE
 CTRL_FILES = ('cpus', 'cpus_list', 'mode', 'schemata', 'size', 'tasks')
 MON_FILES = ('cpus', 'cpus_list', 'tasks')
-
-
-def _oserror(err: int) -> OSError:
-    return OSError(err, os.strerror(err))
 
 
 def _bits(mask: int) -> list[int]:
@@ -113,7 +108,7 @@ class Node:
 # --------------------------------------------------------------------------
 # The filesystem state
 # --------------------------------------------------------------------------
-class Resctrl:
+class ResctrlModel:
     """One mounted resctrl filesystem on an emulated platform."""
 
     def __init__(self, profile: Profile, host: Optional[Host] = None,
@@ -146,7 +141,7 @@ class Resctrl:
         self.closid_used = [False] * min(s.num_closid for s in self.schema_list)
         self.closid_used[0] = True
         self.rmid_free = deque(range(1, profile.mon_num_rmids))
-        self.last_cmd = ''
+        self.status = LastCmd()
         self.threshold = profile.max_threshold_occupancy()
         self.tasks = TaskTable(self.host, self.root)
         self.mon = Monitor(self)
@@ -155,7 +150,7 @@ class Resctrl:
         if mount.mba_sc:
             self.root.mba_event = self.mba_default_event
         self.counters.assign_on_mkdir(self.root)
-        self.last_cmd = ''                        # rdt_get_tree() clears it
+        self.status.clear()                        # rdt_get_tree() clears it
 
     # -- resources ----------------------------------------------------------
     def default_ctrl(self, schema: Schema) -> int:
@@ -206,15 +201,6 @@ class Resctrl:
             modes[self.io.closid] = IO_CLOSID_MODE
         return modes
 
-    def _cmd(self, text: str) -> None:
-        """``rdt_last_cmd_puts()`` into the 512-byte seq_buf."""
-        self.last_cmd = (self.last_cmd + text)[:LAST_CMD_SIZE - 1]
-
-    def _fail(self, err: int, text: Optional[str] = None) -> OSError:
-        if text is not None:
-            self._cmd(text)
-        return _oserror(err)
-
     @property
     def name_width(self) -> int:
         return name_width(self.profile, self.schema_list)
@@ -255,23 +241,23 @@ class Resctrl:
 
     def schemata_write(self, grp: Group, data: bytes, _caller: Caller) -> None:
         if not data or data[-1:] != b'\n':
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         text = cstr(data[:-1].decode('latin-1'))
-        self.last_cmd = ''
+        self.status.clear()
         staged: dict[tuple[str, int], int] = {}
         for tok in text.split('\n'):
             resname, colon, rest = tok.partition(':')
             resname = strim(resname)
             if not colon:
-                raise self._fail(errno.EINVAL, "Missing ':'\n")
+                raise self.status.fail(errno.EINVAL, "Missing ':'\n")
             if not rest:
-                raise self._fail(errno.EINVAL, "Missing '%s' value\n" % resname)
+                raise self.status.fail(errno.EINVAL, "Missing '%s' value\n" % resname)
             schema = self.schema_by_name.get(resname)
             try:
                 if schema is None or grp.closid >= schema.num_closid:
-                    raise self._fail(errno.EINVAL,
-                                     "Unknown or unsupported resource name '%s'\n" % resname)
-                self._parse_line(rest, resname, grp, staged)
+                    raise self.status.fail(errno.EINVAL,
+                                           "Unknown or unsupported resource name '%s'\n" % resname)
+                self.parse_line(rest, resname, grp, staged)
             except OSError:
                 if 'partial-write' in self.diverge:
                     self.apply(grp.closid, staged)
@@ -304,9 +290,9 @@ class Resctrl:
                 self.ctrl[res][closid][dom] = val
             self.mon.controls_changed()
 
-    def _parse_line(self, line: str, res: str, grp: Group,
-                    staged: dict[tuple[str, int], int],
-                    closid: Optional[int] = None, mode: Optional[str] = None) -> None:
+    def parse_line(self, line: str, res: str, grp: Group,
+                   staged: dict[tuple[str, int], int],
+                   closid: Optional[int] = None, mode: Optional[str] = None) -> None:
         """``parse_line()``; io_alloc_cbm passes its own CLOSID and mode."""
         closid = grp.closid if closid is None else closid
         mode = grp.mode if mode is None else mode
@@ -321,11 +307,12 @@ class Resctrl:
                     raise ParseError(errno.EINVAL)
                 dom_id = kstrtoull(ident, 10)
             except ParseError:
-                raise self._fail(errno.EINVAL, "Missing '=' or non-numeric domain\n") from None
+                raise self.status.fail(errno.EINVAL,
+                                       "Missing '=' or non-numeric domain\n") from None
             if dom_id not in self.profile.domains:
-                raise _oserror(errno.EINVAL)          # no message in parse_line()
+                raise oserror(errno.EINVAL)          # no message in parse_line()
             if (res, dom_id) in staged:
-                raise self._fail(errno.EINVAL, 'Duplicate domain %d\n' % dom_id)
+                raise self.status.fail(errno.EINVAL, 'Duplicate domain %d\n' % dom_id)
             val = strim(val)
             if schema.is_cache:
                 staged[(res, dom_id)] = self._parse_cbm(val, closid, mode, dom_id, schema)
@@ -342,27 +329,28 @@ class Resctrl:
         try:
             val = kstrtoull(buf, 16)
         except ParseError:
-            raise self._fail(errno.EINVAL, 'Non-hex character in the mask %s\n' % buf) from None
+            raise self.status.fail(errno.EINVAL,
+                                   'Non-hex character in the mask %s\n' % buf) from None
         if (prof.min_cbm_bits > 0 and val == 0) or val > prof.cbm_mask:
-            raise self._fail(errno.EINVAL, 'Invalid mask\n' if 'status-text' in self.diverge
-                             else 'Mask out of range\n')
+            raise self.status.fail(errno.EINVAL, 'Invalid mask\n' if 'status-text' in self.diverge
+                                   else 'Mask out of range\n')
         first = (val & -val).bit_length() - 1 if val else prof.cbm_len
         zero = first
         while zero < prof.cbm_len and val >> zero & 1:
             zero += 1
         if val >> zero and (not prof.sparse_masks and 'sparse-masks' not in self.diverge
                             or prof.sparse_masks and 'sparse-refused' in self.diverge):
-            raise self._fail(errno.EINVAL, 'The mask %x has non-consecutive 1-bits\n' % val)
+            raise self.status.fail(errno.EINVAL, 'The mask %x has non-consecutive 1-bits\n' % val)
         if zero - first < prof.min_cbm_bits:
-            raise self._fail(errno.EINVAL,
-                             'Need at least %d bits in the mask\n' % prof.min_cbm_bits)
+            raise self.status.fail(errno.EINVAL,
+                                   'Need at least %d bits in the mask\n' % prof.min_cbm_bits)
         if 'overlap-taken' in self.diverge:
             return val
         if self._cbm_overlaps(val, dom, closid, True, schema):
-            raise self._fail(errno.EINVAL, 'Overlaps with exclusive group\n')
+            raise self.status.fail(errno.EINVAL, 'Overlaps with exclusive group\n')
         if (self._cbm_overlaps(val, dom, closid, False, schema)
                 and mode in (EXCLUSIVE, LOCKSETUP)):
-            raise self._fail(errno.EINVAL, 'Overlaps with other group\n')
+            raise self.status.fail(errno.EINVAL, 'Overlaps with other group\n')
         return val
 
     def _parse_bw(self, buf: str) -> int:
@@ -370,19 +358,19 @@ class Resctrl:
         prof = self.profile
         if not prof.delay_linear and prof.arch_needs_linear and \
                 'nonlinear-mb' not in self.diverge:
-            raise self._fail(errno.EINVAL, 'No support for non-linear MB domains\n')
+            raise self.status.fail(errno.EINVAL, 'No support for non-linear MB domains\n')
         try:
             bw = kstrtouint(buf, 10)
         except ParseError:
-            raise self._fail(errno.EINVAL, 'Invalid MB value %s\n' % buf) from None
+            raise self.status.fail(errno.EINVAL, 'Invalid MB value %s\n' % buf) from None
         if self.mount.mba_sc and 'mbps-percent' not in self.diverge:
             return bw
         top = 100 if self.mount.mba_sc else prof.mb_max      # mbps-percent: as percent
         if bw > top and 'mb-range' in self.diverge:
             return top
         if bw < prof.min_bandwidth or bw > top:
-            raise self._fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
-                             % (bw, prof.min_bandwidth, top))
+            raise self.status.fail(errno.EINVAL, 'MB value %u out of range [%d,%d]\n'
+                                   % (bw, prof.min_bandwidth, top))
         gran = prof.bandwidth_gran
         if self.mount.mba_sc or 'mb-granularity' in self.diverge:
             return bw
@@ -440,9 +428,9 @@ class Resctrl:
     # -- mode ------------------------------------------------------------------
     def mode_write(self, grp: Group, data: bytes, _caller: Caller) -> None:
         if not data or data[-1:] != b'\n':
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         buf = cstr(data[:-1].decode('latin-1'))
-        self.last_cmd = ''
+        self.status.clear()
         if buf == grp.mode:
             return
         if buf == SHAREABLE:
@@ -454,14 +442,14 @@ class Resctrl:
                 for dom in self.profile.domains:
                     if self._cbm_overlaps(self.ctrl[schema.name][grp.closid][dom], dom,
                                           grp.closid, False, schema):
-                        raise self._fail(errno.EINVAL, 'Schemata overlaps\n')
+                        raise self.status.fail(errno.EINVAL, 'Schemata overlaps\n')
             grp.mode = EXCLUSIVE
         elif buf == LOCKSETUP:
             if grp is self.root:
-                raise self._fail(errno.EINVAL, 'Cannot pseudo-lock default group\n')
-            raise self._fail(errno.EINVAL, 'Pseudo-locking not supported\n')
+                raise self.status.fail(errno.EINVAL, 'Cannot pseudo-lock default group\n')
+            raise self.status.fail(errno.EINVAL, 'Pseudo-locking not supported\n')
         else:
-            raise self._fail(errno.EINVAL, 'Unknown or unsupported mode\n')
+            raise self.status.fail(errno.EINVAL, 'Unknown or unsupported mode\n')
 
     # -- tasks -----------------------------------------------------------------
     def _in_group(self, grp: Group, member: Group) -> bool:
@@ -476,7 +464,7 @@ class Resctrl:
         return ''.join('%d\n' % tid for _tgid, tid in tids)
 
     def tasks_write(self, grp: Group, data: bytes, caller: Caller) -> None:
-        self.last_cmd = ''
+        self.status.clear()
         buf: Optional[str] = cstr(data.decode('latin-1'))
         while buf and buf[0] != '\n':
             tok, comma, rest = buf.partition(',')
@@ -485,32 +473,32 @@ class Resctrl:
             try:
                 pid = kstrtoint(pid_str, 0)
             except ParseError:
-                raise self._fail(errno.EINVAL,
-                                 'Task list parsing error pid %s\n' % pid_str) from None
+                raise self.status.fail(errno.EINVAL,
+                                       'Task list parsing error pid %s\n' % pid_str) from None
             if pid < 0:
-                raise self._fail(errno.EINVAL, 'Invalid pid %d\n' % pid)
+                raise self.status.fail(errno.EINVAL, 'Invalid pid %d\n' % pid)
             try:
                 self._move_task(pid, grp, caller)
             except OSError as exc:
-                self._cmd('Error while processing task %d\n' % pid)
+                self.status.puts('Error while processing task %d\n' % pid)
                 raise exc
 
     def _move_task(self, pid: int, grp: Group, caller: Caller) -> None:
         tid = pid or caller.pid
         info = self.host.info(tid)
         if info is None:
-            raise self._fail(errno.EINVAL if 'no-task-errno' in self.diverge
-                             else errno.ESRCH, 'No task %d\n' % pid)
+            raise self.status.fail(errno.EINVAL if 'no-task-errno' in self.diverge
+                                   else errno.ESRCH, 'No task %d\n' % pid)
         if caller.uid != 0:
             uids = self.host.uids(tid)
             if uids is None or caller.uid not in (uids[0], uids[2]):
-                raise self._fail(errno.EPERM, 'No permission to move task %d\n' % tid)
+                raise self.status.fail(errno.EPERM, 'No permission to move task %d\n' % tid)
         cur = self.tasks.current(tid, info)
         if cur is grp:
             return
         if grp.kind == MON and cur.closid != grp.closid and \
                 'mon-move-across' not in self.diverge:
-            raise self._fail(errno.EINVAL, "Can't move task to different control group\n")
+            raise self.status.fail(errno.EINVAL, "Can't move task to different control group\n")
         if 'tasks-stay' in self.diverge:
             return
         self.mon.advance()
@@ -525,16 +513,16 @@ class Resctrl:
         return bitmap_string(mask, self.profile.nr_cpu_ids) + '\n'
 
     def cpus_write(self, grp: Group, data: bytes, as_list: bool) -> None:
-        self.last_cmd = ''
+        self.status.clear()
         text = data.decode('latin-1')
         nbits = self.profile.nr_cpu_ids
         try:
             mask = bitmap_parselist(text, nbits) if as_list else bitmap_parse(text, nbits)
         except ParseError as exc:
-            raise self._fail(exc.errno, 'Bad CPU list/mask\n') from None
+            raise self.status.fail(exc.errno, 'Bad CPU list/mask\n') from None
         new = set(_bits(mask))
         if any(c >= self.profile.num_cpus for c in new):
-            raise self._fail(errno.EINVAL, 'Can only assign online CPUs\n')
+            raise self.status.fail(errno.EINVAL, 'Can only assign online CPUs\n')
         if grp.kind == CTRL:
             self._cpus_ctrl_write(grp, new)
         else:
@@ -544,7 +532,7 @@ class Resctrl:
         dropped = grp.cpus - new
         if dropped:
             if grp is self.root:
-                raise self._fail(errno.EINVAL, "Can't drop CPUs from default group\n")
+                raise self.status.fail(errno.EINVAL, "Can't drop CPUs from default group\n")
             self.root.cpus |= dropped
         added = new - grp.cpus
         if added:
@@ -560,8 +548,8 @@ class Resctrl:
     def _cpus_mon_write(self, grp: Group, new: set[int]) -> None:
         parent = grp.ctrl
         if new - parent.cpus:
-            raise self._fail(errno.EINVAL,
-                             'Can only add CPUs to mongroup that belong to parent\n')
+            raise self.status.fail(errno.EINVAL,
+                                   'Can only add CPUs to mongroup that belong to parent\n')
         parent.cpus |= grp.cpus - new
         added = new - grp.cpus
         for sibling in parent.mon_groups.values():
@@ -573,21 +561,21 @@ class Resctrl:
     def mkdir(self, path: str, perm: int, caller: Caller) -> None:
         parent_path, _, name = path.rstrip('/').rpartition('/')
         if '\n' in name:
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         parent = self.lookup(parent_path)
         if not parent.is_dir:
-            raise _oserror(errno.ENOTDIR)
+            raise oserror(errno.ENOTDIR)
         if name in self.entries(parent):
-            raise _oserror(errno.EEXIST)
+            raise oserror(errno.EEXIST)
         if parent.role == ROOT:
             self._mkdir_ctrl(name, perm, caller)
             return
         prgrp = parent.group
         if prgrp is None or parent.role in (INFO, INFO_RES):
-            raise _oserror(errno.ENODEV)
-        self.last_cmd = ''
+            raise oserror(errno.ENODEV)
+        self.status.clear()
         if parent.name != 'mon_groups' or name == 'mon_groups' or parent.role != MON_GROUPS:
-            raise _oserror(errno.EPERM)
+            raise oserror(errno.EPERM)
         rmid = self._alloc_rmid()
         self.mon.advance()
         grp = Group(name, MON, prgrp.closid, rmid, parent=prgrp, perm=perm,
@@ -598,18 +586,18 @@ class Resctrl:
 
     def _alloc_rmid(self) -> int:
         if not self.rmid_free:
-            raise self._fail(errno.ENOSPC, 'Out of RMIDs\n')
+            raise self.status.fail(errno.ENOSPC, 'Out of RMIDs\n')
         return self.rmid_free.popleft()
 
     def _mkdir_ctrl(self, name: str, perm: int, caller: Caller) -> None:
-        self.last_cmd = ''
+        self.status.clear()
         used = list(self.closid_used)
         if 'io-alloc-closid' in self.diverge and self.io.enabled:
             used[self.io.closid] = False
         try:
             closid = used.index(False)
         except ValueError:
-            raise self._fail(errno.ENOSPC, 'Out of CLOSIDs\n') from None
+            raise self.status.fail(errno.ENOSPC, 'Out of CLOSIDs\n') from None
         rmid = self._alloc_rmid()
         self.closid_used[closid] = True
         try:
@@ -657,13 +645,14 @@ class Resctrl:
         staged: dict[tuple[str, int], int] = {}
         for schema in self.cache_schemas():
             for dom in self.profile.domains:
-                val = self._init_one_domain(dom, closid, schema)
+                val = self.init_one_domain(dom, closid, schema)
                 if _weight(val) < self.profile.min_cbm_bits:
-                    raise self._fail(errno.ENOSPC, 'No space on %s:%d\n' % (schema.name, dom))
+                    raise self.status.fail(errno.ENOSPC,
+                                           'No space on %s:%d\n' % (schema.name, dom))
                 staged[(schema.name, dom)] = val
         return staged
 
-    def _init_one_domain(self, dom: int, closid: int, schema: Schema) -> int:
+    def init_one_domain(self, dom: int, closid: int, schema: Schema) -> int:
         """``__init_one_rdt_domain()`` + ``cbm_ensure_valid()``; CDP counts the peer."""
         prof = self.profile
         new = used = prof.shareable_bits
@@ -690,12 +679,12 @@ class Resctrl:
     def rmdir(self, path: str) -> None:
         node = self.lookup(path)
         if not node.is_dir:
-            raise _oserror(errno.ENOTDIR)
+            raise oserror(errno.ENOTDIR)
         if node.role == ROOT:
-            raise _oserror(errno.EBUSY)
+            raise oserror(errno.EBUSY)
         grp = node.group
         if grp is None or node.role != GROUP_DIR:
-            raise _oserror(errno.EPERM)
+            raise oserror(errno.EPERM)
         self.mon.advance()
         if grp.kind == CTRL:
             for child in grp.mon_groups.values():
@@ -727,23 +716,23 @@ class Resctrl:
         new_parent_path, _, new_name = new.rstrip('/').rpartition('/')
         dst_parent = self.lookup(new_parent_path)
         if src.role in (INFO, INFO_RES, ROOT) or (src.role == FILE and src.group is None):
-            raise _oserror(errno.ENOENT)
+            raise oserror(errno.ENOENT)
         if dst_parent.group is None or dst_parent.role in (INFO, INFO_RES):
-            raise _oserror(errno.ENOENT)
-        self.last_cmd = ''
+            raise oserror(errno.ENOENT)
+        self.status.clear()
         if not src.is_dir or not dst_parent.is_dir:
-            raise self._fail(errno.EPERM, 'Source and destination must be directories')
+            raise self.status.fail(errno.EPERM, 'Source and destination must be directories')
         grp = src.group
         if grp is None or src.role != GROUP_DIR or grp.kind != MON:
-            raise self._fail(errno.EPERM, 'Source must be a MON group\n')
+            raise self.status.fail(errno.EPERM, 'Source must be a MON group\n')
         if dst_parent.role != MON_GROUPS or new_name == 'mon_groups':
-            raise self._fail(errno.EPERM, 'Destination must be a mon_groups subdirectory\n')
+            raise self.status.fail(errno.EPERM, 'Destination must be a mon_groups subdirectory\n')
         new_parent = dst_parent.group
         assert new_parent is not None
         if grp.cpus and grp.parent is not new_parent:
-            raise self._fail(errno.EPERM, 'Cannot move a MON group that monitors CPUs\n')
+            raise self.status.fail(errno.EPERM, 'Cannot move a MON group that monitors CPUs\n')
         if new_name in new_parent.mon_groups and new_parent.mon_groups[new_name] is not grp:
-            raise _oserror(errno.EEXIST)
+            raise oserror(errno.EEXIST)
         self.mon.advance()
         assert grp.parent is not None
         del grp.parent.mon_groups[grp.name]
@@ -753,15 +742,15 @@ class Resctrl:
 
     # -- info ------------------------------------------------------------------
     def last_cmd_show(self) -> str:
-        return self.last_cmd or 'ok\n'
+        return self.status.text or 'ok\n'
 
     def threshold_write(self, data: bytes, _caller: Caller) -> None:
         try:
             nbytes = kstrtouint(cstr(data.decode('latin-1')), 0)
         except ParseError as exc:
-            raise _oserror(exc.errno) from None
+            raise oserror(exc.errno) from None
         if nbytes > self.profile.realloc_limit:
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         self.threshold = self.profile.round_mon_val(nbytes)
 
     def _info_files(self, res: str) -> dict[str, Callable[[], str]]:
@@ -856,11 +845,11 @@ class Resctrl:
     def mba_event_write(self, grp: Group, data: bytes) -> None:
         """``rdtgroup_mba_mbps_event_write()``."""
         if not data or data[-1:] != b'\n':
-            raise _oserror(errno.EINVAL)
+            raise oserror(errno.EINVAL)
         buf = cstr(data[:-1].decode('latin-1'))
-        self.last_cmd = ''
+        self.status.clear()
         if buf not in MBM_EVENTS:
-            raise self._fail(errno.EINVAL, "Unsupported event id '%s'\n" % buf)
+            raise self.status.fail(errno.EINVAL, "Unsupported event id '%s'\n" % buf)
         if 'mba-event-stays' in self.diverge:
             return
         self.mon.advance()
@@ -929,9 +918,9 @@ class Resctrl:
 
     def _child(self, node: Node, name: str) -> Node:
         if not node.is_dir:
-            raise _oserror(errno.ENOTDIR)
+            raise oserror(errno.ENOTDIR)
         if name not in self.entries(node):
-            raise _oserror(errno.ENOENT)
+            raise oserror(errno.ENOENT)
         grp = node.group
         if node.role == INFO:
             if name == 'last_cmd_status':
@@ -992,6 +981,6 @@ class Resctrl:
     def check_write(self, node: Node, data: bytes) -> None:
         """kernfs_fop_write_iter(): the group must be live; one page at most."""
         if not node.alive and 'removed-group-files' not in self.diverge:
-            raise _oserror(errno.ENODEV)
+            raise oserror(errno.ENODEV)
         if len(data) > ATOMIC_WRITE_LEN:
-            raise _oserror(errno.E2BIG)
+            raise oserror(errno.E2BIG)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ovs_rdt.emulator.groups import MON, Group
 
 if TYPE_CHECKING:
-    from ovs_rdt.emulator.model import Resctrl
+    from ovs_rdt.emulator.model import ResctrlModel
 
 LOG = logging.getLogger(__name__)
 
@@ -119,10 +119,10 @@ class Footprints:
 class Monitor:
     """Occupancy from demand and CBMs; MBM counters integrated over time."""
 
-    def __init__(self, rc: 'Resctrl') -> None:
-        self.rc = rc
-        self.ndom = len(rc.profile.domains)
-        self.last = rc.clock()
+    def __init__(self, model: 'ResctrlModel') -> None:
+        self.model = model
+        self.ndom = len(model.profile.domains)
+        self.last = model.clock()
         self.counters: dict[int, list[float]] = {0: [0.0] * self.ndom}
         self.rates: Optional[dict[int, list[float]]] = None
         self.demand: Optional[dict[int, list[float]]] = None
@@ -131,7 +131,7 @@ class Monitor:
     # -- bookkeeping driven by the control plane ------------------------------
     def advance(self) -> None:
         """Integrate the counters up to now with the current rates."""
-        now = self.rc.clock()
+        now = self.model.clock()
         if self.demand is None:
             self._scan()
             self.demand_at = now
@@ -176,9 +176,9 @@ class Monitor:
     # -- reads ---------------------------------------------------------------
     def refresh(self) -> None:
         """Before a read: integrate, then rescan the host if due."""
-        changed = self.rc.footprints.refresh()
+        changed = self.model.footprints.refresh()
         self.advance()
-        now = self.rc.clock()
+        now = self.model.clock()
         if changed or now - self.demand_at > DEMAND_TTL:
             self._scan()
             self.demand_at = now
@@ -189,14 +189,14 @@ class Monitor:
         host is there: reading each one's state at every scan made the
         scan five times slower, for a group that already holds them all).
         """
-        fps = self.rc.footprints
-        comm = self.rc.host.comm(tid) if fps.uses_comm else None
-        return fps.vector(tid, comm, self.ndom, self.rc.host.resident
-                          if rmid != self.rc.root.rmid else lambda _tid: None)
+        fps = self.model.footprints
+        comm = self.model.host.comm(tid) if fps.uses_comm else None
+        return fps.vector(tid, comm, self.ndom, self.model.host.resident
+                          if rmid != self.model.root.rmid else lambda _tid: None)
 
     def _scan(self) -> None:
         demand: dict[int, list[float]] = {}
-        for tid, (_tgid, grp) in self.rc.tasks.snapshot().items():
+        for tid, (_tgid, grp) in self.model.tasks.snapshot().items():
             vec = demand.setdefault(grp.rmid, [0.0] * self.ndom)
             for dom, nbytes in enumerate(self._footprint(tid, grp.rmid)):
                 vec[dom] += nbytes
@@ -210,11 +210,11 @@ class Monitor:
 
     def occupancy(self, dom: int) -> dict[int, tuple[float, float]]:
         """closid -> (demand, occupancy) on one domain."""
-        prof = self.rc.profile
+        prof = self.model.profile
         way = prof.way_size
         entries = []
-        for grp in self.rc.ctrl_groups():
-            mask = self.rc.cache_mask(grp.closid, dom)
+        for grp in self.model.ctrl_groups():
+            mask = self.model.cache_mask(grp.closid, dom)
             entries.append((grp.closid, self._closid_demand(grp, dom), mask,
                             max(_weight(mask), 1)))
         pressure = [0.0] * prof.cbm_len
@@ -234,23 +234,23 @@ class Monitor:
         if self.rates is not None:
             return self.rates
         assert self.demand is not None
-        prof = self.rc.profile
+        prof = self.model.profile
         peak = prof.mem_bw / prof.l3_per_socket        # one L3 domain's share
         local = self._local_fraction()
-        events = {g.closid: g.mba_event for g in self.rc.ctrl_groups()}
+        events = {g.closid: g.mba_event for g in self.model.ctrl_groups()}
         rates: dict[int, list[float]] = {}
         for dom in range(self.ndom):
             occ = self.occupancy(dom)
             per_closid = {}
             for closid, (dem, res) in occ.items():
                 rate = max(dem - res, 0.0) * MISS_REFILL_HZ
-                cap = self.rc.bw_cap(closid, dom, peak)
+                cap = self.model.bw_cap(closid, dom, peak)
                 if events.get(closid) == 'mbm_local_bytes':
                     cap /= local                 # mba_MBps holds the local rate
                 per_closid[closid] = min(rate, cap)
             total = sum(per_closid.values())
             scale = peak / total if total > peak else 1.0
-            for grp in self.rc.ctrl_groups():
+            for grp in self.model.ctrl_groups():
                 dem = occ[grp.closid][0]
                 for member in [grp] + list(grp.mon_groups.values()):
                     share = (self.demand.get(member.rmid, [0.0] * self.ndom)[dom] / dem
@@ -261,7 +261,7 @@ class Monitor:
         return rates
 
     def _local_fraction(self) -> float:
-        return LOCAL_FRACTION if self.rc.profile.sockets > 1 else 1.0
+        return LOCAL_FRACTION if self.model.profile.sockets > 1 else 1.0
 
     def raw(self, rmid: int, dom: int, event: str) -> float:
         """An RMID's byte count for an MBM event (call after :meth:`refresh`)."""
@@ -273,7 +273,7 @@ class Monitor:
         the ``mon_L3_XX`` file is the sum of its nodes' (``md->sum``).
         """
         self.refresh()
-        own = grp.kind == MON or 'ctrl-counts-own' in self.rc.diverge
+        own = grp.kind == MON or 'ctrl-counts-own' in self.model.diverge
         if event == 'llc_occupancy':
             dem, occ = self.occupancy(dom)[grp.closid]
             if own:
@@ -284,9 +284,9 @@ class Monitor:
         else:
             members = [grp] if own else [grp] + list(grp.mon_groups.values())
             value = sum(self.raw(m.rmid, dom, event) for m in members)
-        prof = self.rc.profile
+        prof = self.model.profile
         scale = prof.hw_mon_scale
         share = int(value / prof.snc_nodes) // scale * scale
-        if node >= 0 or prof.snc_nodes == 1 or 'snc-sum' in self.rc.diverge:
+        if node >= 0 or prof.snc_nodes == 1 or 'snc-sum' in self.model.diverge:
             return share
         return share * prof.snc_nodes

@@ -2,8 +2,9 @@
 
 A profile is the hardware the kernel would have enumerated through CPUID:
 socket/core layout, the L3 geometry (CBM length, size, CLOSIDs), MBA and
-the monitoring capabilities.  Values come from the seed documents (seed 000:
-Gold 6230, seed 001: E7-8890 v4), Intel's and AMD's published specifications
+the monitoring capabilities.  Values come from the documents in the README's
+References (the application note: Gold 6230; the resctrl tutorial: E7-8890
+v4), Intel's and AMD's published specifications
 and the kernel's x86 resctrl code (``arch/x86/kernel/cpu/resctrl/core.c``);
 doc/emulator.md names the source of every profile.
 """

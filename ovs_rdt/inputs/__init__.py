@@ -11,6 +11,7 @@ module             holds the rule for
 ``keyvalues``      ``KEY=VALUE`` lists (per-domain masks, ``[flavors]``)
 ``request``        what a VM or OvS asks for: L3 ways, pool, MB cap (percent or MiB/s)
 ``placement``      a Nova flavor against what Placement counts (resources, traits)
+``listen``         where a server listens: ``HOST:PORT``, ``[V6ADDR]:PORT``
 =================  ===================================================
 
 Every surface calls these: the libvirt hook's domain reader, the agent's

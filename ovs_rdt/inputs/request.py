@@ -75,9 +75,9 @@ def is_ours(key: str) -> bool:
     """
     if key.startswith(EXTRA_SPEC_PREFIX):
         return True
-    group, colon, rc = key.partition(':')
+    group, colon, resource_class = key.partition(':')
     return bool(colon) and group.startswith('resources') and \
-        rc.startswith(RC_PREFIX)
+        resource_class.startswith(RC_PREFIX)
 
 
 class CacheRequest:
@@ -272,20 +272,20 @@ def placement_ways(specs: Mapping[str, str], prefix: str = '') -> int | None:
     """
     ways = closids = None
     for key in sorted(specs):
-        group, colon, rc = key.partition(':')
+        group, colon, resource_class = key.partition(':')
         if not (colon and group.startswith('resources')
-                and rc.startswith(RC_PREFIX)):
+                and resource_class.startswith(RC_PREFIX)):
             continue
         label = prefix + key
-        if rc not in (RC_WAYS, RC_CLOSIDS):
+        if resource_class not in (RC_WAYS, RC_CLOSIDS):
             raise InvalidValue('%s: unknown ovs-rdt resource class (known: '
                                '%s, %s)' % (label, RC_WAYS, RC_CLOSIDS))
         if group != 'resources':
             raise InvalidValue(
                 '%s: ovs-rdt reads resources:%s only, not in a request group: '
                 'write it without the suffix "%s"'
-                % (label, rc, group[len('resources'):]))
-        if rc == RC_WAYS:
+                % (label, resource_class, group[len('resources'):]))
+        if resource_class == RC_WAYS:
             ways = integers.parse(specs[key], label)
         else:
             closids = integers.parse(specs[key], label, 0, 1)

@@ -24,6 +24,8 @@ from ovs_rdt.sandbox.libvirtd import PrivateLibvirtd, QEMU_USER
 from ovs_rdt.sandbox.node import Node
 from ovs_rdt.sandbox.ovs import PrivateOvs
 from ovs_rdt.sandbox.wait import SandboxError, run, stop_pid, wait_for
+from ovs_rdt.agent.lock import AgentLock
+from ovs_rdt import procfs
 
 __all__ = ['MountedEmulator', 'Node', 'PrivateLibvirtd', 'PrivateOvs',
            'Sandbox', 'SandboxError', 'kvm_problem', 'run', 'stop_pid',
@@ -85,8 +87,6 @@ class Sandbox:
         """Every daemon started (as recorded), with its pid while it runs
         (None once it is gone).
         """
-        from ovs_rdt import procfs
-
         out: dict[str, int | None] = {}
         if self.state.get('emulator'):
             out['emulator'] = procfs.read_pidfile(self.emulator.pid_file)
@@ -109,7 +109,6 @@ class Sandbox:
         """
         if not self.state.get('emulator'):
             return None
-        from ovs_rdt.agent.lock import AgentLock
         try:
             pid = AgentLock(self.emulator.root).running()
         except RDTError:

@@ -13,12 +13,14 @@ every transaction.  Used by ``ovs-rdt demo`` and the functional tests.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from typing import Any
 
 from ovs_rdt import procfs
 from ovs_rdt.sandbox.wait import SandboxError, wait_for
+from ovs_rdt.inputs import cpulists
 
 SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema'
 TOOLS = ('ovsdb-server', 'ovs-vswitchd', 'ovs-vsctl', 'ovsdb-tool')
@@ -212,13 +214,11 @@ class PrivateOvs:
 
     @staticmethod
     def mask_cores(mask: str) -> set[int]:
-        from ovs_rdt.inputs import cpulists
         return set(cpulists.from_mask(mask, 'pmd-cpu-mask'))
 
 
 def missing() -> str | None:
     """Which part of Open vSwitch is not installed here, or None."""
-    import shutil
     for tool in TOOLS:
         if shutil.which(tool) is None:
             return '%s is not installed (openvswitch-switch)' % tool

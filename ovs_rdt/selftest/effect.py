@@ -53,17 +53,18 @@ def emulated(geo: Geometry, root: str) -> str | None:
     return "%s is a %s mount, not the kernel's resctrl" % (root, geo.fstype)
 
 
-def pick_cpus(rc: Resctrl, allowed: set[int] | frozenset[int]) -> tuple[int, int, int] | None:
+def pick_cpus(resctrl: Resctrl,
+              allowed: set[int] | frozenset[int]) -> tuple[int, int, int] | None:
     """(probe CPU, neighbour CPU, their L3 id): two of ``allowed`` on
     different cores sharing one L3 (the last such, away from CPU 0's
     interrupts); None if there are none.
     """
-    l3 = rc.cpu_domains()
+    l3 = resctrl.cpus.cpu_domains()
     cores: dict[int, dict[str, int]] = {}
     for cpu in sorted(allowed & set(l3)):
         try:
-            core = rc.read(os.path.join(rc.sysfs_cpu_root, 'cpu%d' % cpu, 'topology',
-                                        'thread_siblings_list')).strip()
+            core = resctrl.read(os.path.join(resctrl.cpus.cpu_root, 'cpu%d' % cpu,
+                                             'topology', 'thread_siblings_list')).strip()
         except OSError:
             continue
         cores.setdefault(l3[cpu], {}).setdefault(core, cpu)
@@ -74,19 +75,19 @@ def pick_cpus(rc: Resctrl, allowed: set[int] | frozenset[int]) -> tuple[int, int
     return None
 
 
-def choose_cpus(rc: Resctrl, named: frozenset[int] | None,
+def choose_cpus(resctrl: Resctrl, named: frozenset[int] | None,
                 proc: str = procfs.PROC) -> tuple[int, int, int] | str:
     """:func:`pick_cpus` among the CPUs we may run on, less those of PMD
     threads and pinned vCPUs, or among ``named`` (``--cpus``); else why not.
     """
     allowed = os.sched_getaffinity(0)
     if named:
-        pick = pick_cpus(rc, named & allowed)
+        pick = pick_cpus(resctrl, named & allowed)
         return pick or ('--cpus %s: not two CPUs of different cores sharing an L3 cache '
                         'among those it may run on (%s)'
                         % (cpulists.to_text(named), cpulists.to_text(allowed)))
     busy = procfs.busy_cpus(proc)
-    pick = pick_cpus(rc, allowed - set(busy))
+    pick = pick_cpus(resctrl, allowed - set(busy))
     if pick is None:
         return ('needs two cores sharing an L3 cache among the CPUs it may run on (%s)%s: '
                 'name two with --cpus' % (cpulists.to_text(allowed), ', leaving out %s' % (
@@ -95,13 +96,13 @@ def choose_cpus(rc: Resctrl, named: frozenset[int] | None,
     return pick
 
 
-def l2_bytes(rc: Resctrl, cpu: int) -> int:
+def l2_bytes(resctrl: Resctrl, cpu: int) -> int:
     """The L2 cache of ``cpu`` in bytes (0: sysfs does not say)."""
-    base = os.path.join(rc.sysfs_cpu_root, 'cpu%d' % cpu, 'cache')
+    base = os.path.join(resctrl.cpus.cpu_root, 'cpu%d' % cpu, 'cache')
     try:
         for index in sorted(n for n in os.listdir(base) if n.startswith('index')):
-            if rc.read(os.path.join(base, index, 'level')).strip() == '2':
-                size = rc.read(os.path.join(base, index, 'size')).strip()
+            if resctrl.read(os.path.join(base, index, 'level')).strip() == '2':
+                size = resctrl.read(os.path.join(base, index, 'size')).strip()
                 return int(size[:-1]) * {'K': 1024, 'M': MiB}[size[-1]]
     except (OSError, ValueError, KeyError):
         pass
@@ -122,7 +123,7 @@ def skipped(why: str) -> dict[str, Any]:
 def run(node: Node, ways: int, seconds: float,
         cpus: frozenset[int] | None = None) -> dict[str, Any]:
     """The effect part; a JSON-able report with the figures and the verdict."""
-    pick = choose_cpus(node.rc, cpus)
+    pick = choose_cpus(node.resctrl, cpus)
     if isinstance(pick, str):
         return skipped(pick)
     try:
@@ -147,7 +148,7 @@ def _run(node: Node, ways: int, seconds: float, pick: tuple[int, int, int],
     if dom not in geo.ids or not way:
         return skipped('CPU %d is on L3 domain %d, where the default group has no ways '
                        'to size a way by' % (cpu, dom))
-    l2 = l2_bytes(node.rc, cpu)
+    l2 = l2_bytes(node.resctrl, cpu)
     ways = probe_ways(ways, geo.min_bits, way, l2)
     plan = _masks(node, geo, dom, ways)
     if isinstance(plan, str):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ovs_rdt.core.model import Platform
-from ovs_rdt.resctrl import parse_schemata, resource_lines
+from ovs_rdt.resctrl.text import parse_schemata, resource_lines
 
 if TYPE_CHECKING:
     from ovs_rdt.selftest.node import Node
@@ -115,11 +115,11 @@ class Geometry:
 
     @classmethod
     def read(cls, node: 'Node') -> 'Geometry':
-        plat = node.rc.platform(refresh=True)
+        plat = node.resctrl.platform(refresh=True)
         geo = cls(plat, resource_lines(node.read('schemata')), node.listdir('info'))
         if geo.mon:
             subs = [n for n in node.listdir('mon_data/mon_L3_%02d' % geo.d0)
                     if n.startswith('mon_sub_L3_')]
             geo.snc = max(len(subs), 1)
-        geo.fstype = (node.rc.mount_entry() or (None, []))[0]
+        geo.fstype = (node.resctrl.mount_entry() or (None, []))[0]
         return geo

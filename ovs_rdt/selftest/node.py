@@ -86,7 +86,7 @@ class Node:
     def __init__(self, root: str, sysfs_cpu_root: str = '/sys/devices/system/cpu',
                  lock_timeout: float = 30.0, run: int | None = None) -> None:
         self.root = root.rstrip('/') or '/'
-        self.rc = Resctrl(self.root, sysfs_cpu_root, lock_timeout)
+        self.resctrl = Resctrl(self.root, sysfs_cpu_root, lock_timeout)
         self.prefix = '%s%d-' % (SELFTEST_GROUP_PREFIX,
                                  os.getpid() if run is None else run)
         self._threads: list[_Parked] = []
@@ -200,7 +200,7 @@ class Node:
         """``flock(LOCK_EX)`` on the root, as libvirt, pqos and ovs-rdt take
         it: no cooperating tool writes while a behaviour runs.
         """
-        return self.rc.lock()
+        return self.resctrl.lock()
 
     # -- our own tasks ------------------------------------------------------------
     def thread(self) -> int:

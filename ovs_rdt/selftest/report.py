@@ -6,6 +6,7 @@ import platform as host
 from typing import Any
 
 from ovs_rdt.selftest.runner import FAIL, PASS, SKIP, Result
+from ovs_rdt.version import version_string
 
 MiB = 1024 * 1024
 
@@ -22,7 +23,6 @@ def node_facts(root: str, fstype: str | None, options: list[str]) -> dict[str, A
     except OSError:
         pass
     try:
-        from ovs_rdt.version import version_string
         version = version_string()
     except Exception:       # pbr raises a plain Exception without its metadata
         version = 'unknown'

@@ -282,8 +282,8 @@ def test_safety_rescan_finishes_a_plan_killed_half_way(
     with SIGKILL its groups.  With no event, the agent's safety re-scan
     applies again: the group is isolated again, the selftest's gone.
     """
-    from ovs_rdt import conf
-    from ovs_rdt.core.model import Request, vm_group
+    from ovs_rdt import conf, vm_group
+    from ovs_rdt.core.model import Request
     from ovs_rdt.manager import CacheManager
     rc, agent = setup(ovs, emulated_resctrl, rdt_agent, rescan_interval=1)
     mgr = CacheManager(rc, conf.load(agent.config_file))
@@ -380,8 +380,9 @@ FAKE_QEMU = 'import time; time.sleep(60)'
 def test_reconciler_removes_groups_of_dead_vms(ovs, emulated_resctrl,
                                                rdt_agent, tmp_path) -> None:
     from ovs_rdt.conf import Settings
-    from ovs_rdt.core.model import Request, vm_group
+    from ovs_rdt.core.model import Request
     from ovs_rdt.manager import CacheManager
+    from ovs_rdt import vm_group
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)
     mgr = CacheManager(rc, Settings.defaults(pools={'hp': {'l3_ways': 3}}))
     live, dead, kvm = (str(uuid.uuid4()) for _ in range(3))
@@ -422,8 +423,9 @@ def test_agent_beside_a_group_another_tool_just_made(
     is never touched.
     """
     from ovs_rdt.conf import Settings
-    from ovs_rdt.core.model import Request, vm_group
+    from ovs_rdt.core.model import Request
     from ovs_rdt.manager import CacheManager
+    from ovs_rdt import vm_group
     pools = {'hp': {'l3_ways': '7', 'isolated': 'true'},
              'noisy': {'l3_ways': '1', 'isolated': 'false'}}
     rc = Resctrl(emulated_resctrl.root, emulated_resctrl.sysfs)

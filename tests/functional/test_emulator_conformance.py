@@ -24,7 +24,7 @@ from typing import Callable, Iterator, NamedTuple
 import pytest
 
 from ovs_rdt.emulator.profiles import PROFILES
-from ovs_rdt.resctrl import parse_domain_values
+from ovs_rdt.resctrl.text import parse_domain_values
 from ovs_rdt.selftest.behaviours import BEHAVIOURS, Behaviour
 from ovs_rdt.selftest.behaviours.common import GROUP_FILES, MON_GROUP_FILES
 from ovs_rdt.selftest.geometry import Geometry

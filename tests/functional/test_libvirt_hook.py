@@ -154,7 +154,7 @@ def test_running_guests_keep_their_ways_while_others_go(env: Env) -> None:
         again = masks()
         assert {n: m for n, m in again.items() if n != guest.group} == after
         env.assert_isolated(guest.group, 1 if guest is guests[2] else 2)
-    assert '; moves ovsrdt-' not in env.tb.hook_log()[since:]
+    assert ' moves ovsrdt-' not in env.tb.hook_log()[since:]
 
 
 def test_only_vcpu_threads_without_emulator_threads(env: Env) -> None:

@@ -18,8 +18,9 @@ from typing import Any, Iterator
 from prometheus_client.parser import text_string_to_metric_families
 import pytest
 
-from ovs_rdt.core.model import PMD_GROUP, vm_group
+from ovs_rdt.core.model import PMD_GROUP
 from ovs_rdt.resctrl import Resctrl
+from ovs_rdt import vm_group
 from tests.functional.fixtures.ovs import OvsTestbed, wait_for
 from tests.functional.test_agent import wait_members, wait_status
 

@@ -16,6 +16,7 @@ from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import Request
 from ovs_rdt.exceptions import AllocationError, InvalidMask, ResctrlError
 from ovs_rdt.manager import CacheManager
+from ovs_rdt import desired, transaction
 from ovs_rdt.resctrl import Resctrl
 from tests import schemata as schemata_text
 
@@ -229,9 +230,10 @@ def test_default_group_shrinking_on_one_domain_growing_on_another(
             break
         with mgr.resctrl.lock():
             for step in target.steps[:cut]:
-                mgr._do(step)
-        held = {r.name: r.ways for r in mgr._desired(
-            mgr.resctrl.platform(), mgr.resctrl.groups())[0]}
+                transaction.apply_step(mgr.resctrl, step,
+                                       lambda *_: None)
+        held = {r.name: r.ways for r in desired.desired(
+            mgr.settings, mgr.resctrl.platform(), mgr.resctrl.groups())[0]}
         assert held['ovsrdt-vm-b'] == all4(2), (cut, state(emu))
         assert held['ovsrdt-vm-a'] in ({0: 2, 1: 2}, {1: 4}, {1: 2},
                                        {}), cut

@@ -52,7 +52,7 @@ def test_provider_config_counts_cache_groups(emulator_factory, tmp_path,
                       % (emu.root, emu.sysfs))
     text = provider_config(config)
     assert LINE.findall(text) == [EXPECTED[profile]], text
-    platform = Resctrl(emu.root, emu.sysfs).platform()
+    platform = Resctrl(emu.root, emu.sysfs).platform(cpus=True)
     # two sockets: two groups, whatever the L3s per node
     assert ways(text)['total'] == 2 * platform.cbm_len
     # each group is the L3s of its nodes' CPUs, as the hook maps them

@@ -133,7 +133,7 @@ def test_platform_of_each_profile(emulator_factory):
                                    ('xeon-e7-8890-v4', 20, (0, 1, 2, 3)),
                                    ('xeon-d-1540', 12, (0,))):
         emu = emulator_factory(profile)
-        plat = Resctrl(emu.root, emu.sysfs).platform()
+        plat = Resctrl(emu.root, emu.sysfs).platform(cpus=True)
         assert (plat.cbm_len, plat.domains) == (ways, domains)
         assert plat.num_closids == 16
         assert plat.cache_bytes[0] % ways == 0

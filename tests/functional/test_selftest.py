@@ -52,7 +52,7 @@ def cpus(emu: EmulatorFixture) -> frozenset[int]:
     """Two CPUs for the effect part: a PMD thread or pinned vCPU of
     another test on this host would otherwise leave it none.
     """
-    pick = effect.pick_cpus(Node(emu.root, emu.sysfs).rc, os.sched_getaffinity(0))
+    pick = effect.pick_cpus(Node(emu.root, emu.sysfs).resctrl, os.sched_getaffinity(0))
     assert pick is not None
     return frozenset(pick[:2])
 

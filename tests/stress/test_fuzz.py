@@ -22,9 +22,9 @@ import uuid as uuidlib
 
 from hypothesis import given, strategies as st
 
-from libvirt_hooks import domain
 from ovs_rdt.agent import knobs
 from ovs_rdt import conf, MAX_WAYS
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.emulator.kparse import bitmap_list_string
 from ovs_rdt.exceptions import RDTError
 from ovs_rdt.inputs import cpulists, request
@@ -262,7 +262,7 @@ def test_extra_specs(extra: dict[str, str]) -> None:
 
 
 # -- the configuration file ---------------------------------------------------
-OPTION_NAMES = sorted({o[0] for opts in conf.SPEC.values() for o in opts})
+OPTION_NAMES = sorted({o.name for opts in conf.SPEC.values() for o in opts})
 SECTIONS = sorted(s for s in conf.SPEC if s != 'pool') + [
     'pool:noisy', 'pool:', 'pool:a/b', 'flavors', 'nova', ' resctrl ',
     'DEFAULT']

@@ -26,7 +26,7 @@ class FakeResctrl:
             HP: {0: CBM(0x7, 11), 1: CBM(0x7, 11)}}
         self.unavailable = False
 
-    def platform(self) -> Platform:
+    def platform(self, cpus: bool = False) -> Platform:
         if self.unavailable:
             raise ResctrlUnavailable('resctrl is not mounted at /fake')
         return Platform(11, 16, (0, 1), cpu_domains={0: 0, 1: 0, 2: 1, 3: 1},

@@ -23,7 +23,7 @@ from ovs_rdt.core.kernel import Kernel
 from ovs_rdt.core.model import held
 from ovs_rdt.core.model import MODE_EXCLUSIVE, MODE_SHAREABLE, ROOT, Group
 from ovs_rdt.core.model import Platform, Request
-from ovs_rdt.emulator.model import Caller, Resctrl
+from ovs_rdt.emulator.model import Caller, ResctrlModel
 from ovs_rdt.emulator.monitor import Footprints
 from ovs_rdt.emulator.profiles import PROFILES
 from ovs_rdt.exceptions import AllocationError
@@ -124,8 +124,8 @@ class Node:
             min_cbm_bits=platform.min_cbm_bits,
             shareable_bits=platform.shareable_bits,
             sparse_masks=platform.sparse_masks, mba=False)
-        self.rc = Resctrl(profile, host=_NoTasks(),
-                          footprints=Footprints(default=0), clock=lambda: 0.0)
+        self.model = ResctrlModel(profile, host=_NoTasks(),
+                                  footprints=Footprints(default=0), clock=lambda: 0.0)
         self.requests: list[Request] = []
         self.serial = 0
 
@@ -133,23 +133,23 @@ class Node:
     def groups(self) -> list[Group]:
         width = self.platform.cbm_len
         return [Group(g.name, {d: CBM(v, width)
-                               for d, v in self.rc.ctrl['L3'][g.closid].items()},
+                               for d, v in self.model.ctrl['L3'][g.closid].items()},
                       mode=g.mode)
-                for g in self.rc.ctrl_groups()]
+                for g in self.model.ctrl_groups()]
 
     def write(self, group: str, name: str, text: str) -> None:
-        node = self.rc.lookup(group + '/' + name if group else name)
+        node = self.model.lookup(group + '/' + name if group else name)
         data = text.encode('latin-1')
-        self.rc.check_write(node, data)
+        self.model.check_write(node, data)
         assert node.write is not None
         node.write(data, CALLER)
 
     def apply(self, step: tuple[str, str, str]) -> None:
         op, group, value = step
         if op == 'mkdir':
-            self.rc.mkdir(group, 0o755, CALLER)
+            self.model.mkdir(group, 0o755, CALLER)
         elif op == 'rmdir':
-            self.rc.rmdir(group)
+            self.model.rmdir(group)
         elif op == 'mode':
             self.write(group, 'mode', value + '\n')
         else:
@@ -161,7 +161,7 @@ class Node:
         line = 'L3:' + ';'.join('%d=%x' % (d, m.value)
                                 for d, m in sorted(masks.items())) + '\n'
         try:
-            self.rc.mkdir(name, 0o755, CALLER)
+            self.model.mkdir(name, 0o755, CALLER)
         except OSError:
             return
         try:
@@ -169,7 +169,7 @@ class Node:
             if exclusive:
                 self.write(name, 'mode', 'exclusive\n')
         except OSError:
-            self.rc.rmdir(name)
+            self.model.rmdir(name)
 
     # -- the operations -----------------------------------------------------
     def libvirt(self, doms: list[int], ways: int, exclusive: bool) -> None:
@@ -218,7 +218,7 @@ class Node:
     def drop_foreign(self, index: int) -> None:
         names = [g.name for g in self.groups() if not g.is_root and not g.owned]
         if names:
-            self.rc.rmdir(names[index % len(names)])
+            self.model.rmdir(names[index % len(names)])
 
     def request(self, op: tuple) -> list[Request]:
         """The requests after ``op`` (add, remove, resize)."""
@@ -409,7 +409,7 @@ def release_all(node: Node, system_min_ways: int) -> None:
     """
     for grp in node.groups():
         if not grp.is_root and not grp.owned:
-            node.rc.rmdir(grp.name)
+            node.model.rmdir(grp.name)
     result = node.change([], system_min_ways)
     assert result is not None
     assert len(node.groups()) == 1

@@ -4,6 +4,7 @@ import pytest
 
 from ovs_rdt import conf, opts
 from ovs_rdt.exceptions import ConfigError
+from ovs_rdt.inputs import listen
 
 SAMPLE = """
 [resctrl]
@@ -125,7 +126,7 @@ def test_metrics_listen(tmp_path, raw, host, port):
     light = conf.load(str(path))
     cli, _ = opts.load(['--config-file', str(path)], 'test')
     assert light.metrics.listen == cli.metrics.listen == raw.strip()
-    assert conf.parse_listen(light.metrics.listen) == (host, port)
+    assert listen.parse_listen(light.metrics.listen) == (host, port)
     path.write_text('[metrics]\nlisten =\n')
     assert conf.load(str(path)).metrics.listen is None
     assert opts.load(['--config-file', str(path)], 'test')[0] \
@@ -182,8 +183,8 @@ def test_list_opts_covers_every_declared_option():
               for g, group_opts in opts.list_opts()}
     for section, specs in conf.SPEC.items():
         group = 'pool:NAME' if section == 'pool' else section
-        assert listed[group] == {s[0] for s in specs}
-        assert all(len(s[3]) > 10 for s in specs), section
+        assert listed[group] == {s.name for s in specs}
+        assert all(len(s.help) > 10 for s in specs), section
 
 
 def test_ini_parser_matches_oslo(tmp_path):
@@ -352,3 +353,14 @@ def test_config_shows_each_value_and_where_it_comes_from(
     assert (item['value'], item['file'], item['line']) == (
         '5', str(confd / '30-c.conf'), 3)
     assert [o['value'] for o in item['overrides']] == ['4', '3']
+
+
+def test_each_section_type_names_its_options_as_declared():
+    """The section classes the type checker reads (conf.SECTIONS) hold
+    exactly the options of SPEC, and every option's type is in TYPES.
+    """
+    for section, specs in conf.SPEC.items():
+        declared = conf.SECTIONS[section].__annotations__
+        assert list(declared) == [o.name for o in specs], section
+        assert all(o.type in conf.TYPES for o in specs), section
+    assert set(conf.SECTIONS) == set(conf.SPEC)

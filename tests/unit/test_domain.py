@@ -1,8 +1,8 @@
-"""libvirt_hooks.domain: safe parsing and validation of the domain XML."""
+"""ovs_rdt.domain_xml: safe parsing and validation of the domain XML."""
 import pytest
 
-from libvirt_hooks import domain
 from ovs_rdt.conf import Settings
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.exceptions import AnnotationError, ConfigError, InvalidValue
 
 UUID = '0b0580e0-4511-437a-855b-3e988e147bd5'

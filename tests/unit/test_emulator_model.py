@@ -11,7 +11,7 @@ import pytest
 from ovs_rdt.emulator.cli import write_sysfs
 from ovs_rdt.emulator.host import TaskInfo
 from ovs_rdt.emulator import kparse
-from ovs_rdt.emulator.model import Caller, Resctrl
+from ovs_rdt.emulator.model import Caller, ResctrlModel
 from ovs_rdt.emulator.monitor import Footprints
 from ovs_rdt.emulator.profiles import PROFILES, get_profile
 from tests import schemata as schemata_text
@@ -82,31 +82,31 @@ def host() -> FakeHost:
 
 
 def make(host: FakeHost, profile: str = 'xeon-gold-6230', clock: Optional[Clock] = None,
-         footprints: Optional[Footprints] = None, **overrides: str) -> Resctrl:
+         footprints: Optional[Footprints] = None, **overrides: str) -> ResctrlModel:
     prof = get_profile(profile).with_overrides(overrides.items())
-    return Resctrl(prof, host=host, footprints=footprints or Footprints(default=0),
-                   clock=clock or Clock())
+    return ResctrlModel(prof, host=host, footprints=footprints or Footprints(default=0),
+                        clock=clock or Clock())
 
 
-def read(rc: Resctrl, path: str) -> str:
-    node = rc.lookup(path)
+def read(model: ResctrlModel, path: str) -> str:
+    node = model.lookup(path)
     assert node.show is not None
     return node.show()
 
 
-def write(rc: Resctrl, path: str, data: str, caller: Caller = Caller(pid=1)) -> None:
-    node = rc.lookup(path)
+def write(model: ResctrlModel, path: str, data: str, caller: Caller = Caller(pid=1)) -> None:
+    node = model.lookup(path)
     assert node.write is not None
-    rc.check_write(node, data.encode('latin-1'))
+    model.check_write(node, data.encode('latin-1'))
     node.write(data.encode('latin-1'), caller)
 
 
-def fails(rc: Resctrl, path: str, data: str, err: int, status: Optional[str]) -> None:
+def fails(model: ResctrlModel, path: str, data: str, err: int, status: Optional[str]) -> None:
     with pytest.raises(OSError) as exc:
-        write(rc, path, data)
+        write(model, path, data)
     assert exc.value.errno == err
     if status is not None:
-        assert read(rc, 'info/last_cmd_status') == status
+        assert read(model, 'info/last_cmd_status') == status
 
 
 # -- kernel parsers ---------------------------------------------------------------
@@ -212,22 +212,22 @@ def test_write_sysfs(tmp_path: 'os.PathLike[str]') -> None:
 
 # -- schemata --------------------------------------------------------------------
 def test_root_schemata_and_size(host: FakeHost) -> None:
-    rc = make(host)
-    assert read(rc, 'schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
-    assert read(rc, 'size') == '    MB:0=100;1=100\n    L3:0=28835840;1=28835840\n'
+    model = make(host)
+    assert read(model, 'schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+    assert read(model, 'size') == '    MB:0=100;1=100\n    L3:0=28835840;1=28835840\n'
     rc2 = make(host, 'xeon-d-1540')
     assert read(rc2, 'schemata') == '    L3:0=fff\n'
 
 
 def test_partial_update_and_rounding(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/g', 0o755, Caller())
-    write(rc, 'g/schemata', 'L3:1=7f0\n')
-    write(rc, 'g/schemata', 'MB:0=55\n')
-    assert read(rc, 'g/schemata') == '    MB:0=60;1=100\n    L3:0=7ff;1=7f0\n'
-    assert read(rc, 'g/size').endswith('L3:0=28835840;1=18350080\n')
-    assert read(rc, 'info/last_cmd_status') == 'ok\n'
-    assert read(rc, 'schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+    model = make(host)
+    model.mkdir('/g', 0o755, Caller())
+    write(model, 'g/schemata', 'L3:1=7f0\n')
+    write(model, 'g/schemata', 'MB:0=55\n')
+    assert read(model, 'g/schemata') == '    MB:0=60;1=100\n    L3:0=7ff;1=7f0\n'
+    assert read(model, 'g/size').endswith('L3:0=28835840;1=18350080\n')
+    assert read(model, 'info/last_cmd_status') == 'ok\n'
+    assert read(model, 'schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
 
 
 @pytest.mark.parametrize('data,status', [
@@ -247,36 +247,36 @@ def test_partial_update_and_rounding(host: FakeHost) -> None:
     ('L3:0=3\nL3:1=7f1\n', 'The mask 7f1 has non-consecutive 1-bits\n'),
 ])
 def test_schemata_rejects(host: FakeHost, data: str, status: str) -> None:
-    rc = make(host)
-    rc.mkdir('/g', 0o755, Caller())
-    fails(rc, 'g/schemata', data, errno.EINVAL, status)
-    assert read(rc, 'g/schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
+    model = make(host)
+    model.mkdir('/g', 0o755, Caller())
+    fails(model, 'g/schemata', data, errno.EINVAL, status)
+    assert read(model, 'g/schemata') == '    MB:0=100;1=100\n    L3:0=7ff;1=7ff\n'
 
 
 def test_missing_newline_keeps_status(host: FakeHost) -> None:
-    rc = make(host)
-    fails(rc, 'schemata', 'L3:0=800\n', errno.EINVAL, 'Mask out of range\n')
-    fails(rc, 'schemata', 'L3:0=7f0', errno.EINVAL, 'Mask out of range\n')
+    model = make(host)
+    fails(model, 'schemata', 'L3:0=800\n', errno.EINVAL, 'Mask out of range\n')
+    fails(model, 'schemata', 'L3:0=7f0', errno.EINVAL, 'Mask out of range\n')
 
 
 def test_min_cbm_bits_and_sparse(host: FakeHost) -> None:
-    rc = make(host, min_cbm_bits='2')
-    fails(rc, 'schemata', 'L3:0=1\n', errno.EINVAL, 'Need at least 2 bits in the mask\n')
-    rc = make(host, sparse_masks='1')
-    write(rc, 'schemata', 'L3:0=405\n')
-    assert read(rc, 'info/L3/sparse_masks') == '1\n'
+    model = make(host, min_cbm_bits='2')
+    fails(model, 'schemata', 'L3:0=1\n', errno.EINVAL, 'Need at least 2 bits in the mask\n')
+    model = make(host, sparse_masks='1')
+    write(model, 'schemata', 'L3:0=405\n')
+    assert read(model, 'info/L3/sparse_masks') == '1\n'
 
 
 def test_initial_schemata_is_first_free_run(host: FakeHost) -> None:
-    rc = make(host)
-    write(rc, 'schemata', 'L3:0=700;1=700\n')
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:0=f0;1=f0\n')
-    write(rc, 'a/mode', 'exclusive\n')
-    rc.mkdir('/b', 0o755, Caller())
+    model = make(host)
+    write(model, 'schemata', 'L3:0=700;1=700\n')
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:0=f0;1=f0\n')
+    write(model, 'a/mode', 'exclusive\n')
+    model.mkdir('/b', 0o755, Caller())
     # shareable root bits 0x700 + unused 0x00f -> first contiguous run: 0x00f
-    assert read(rc, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
-    assert read(rc, 'info/L3/bit_usage') == '0=SSSEEEESSSS;1=SSSEEEESSSS\n'
+    assert read(model, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
+    assert read(model, 'info/L3/bit_usage') == '0=SSSEEEESSSS;1=SSSEEEESSSS\n'
 
 
 def test_initial_schemata_is_one_run_with_sparse_masks_too(
@@ -284,13 +284,13 @@ def test_initial_schemata_is_one_run_with_sparse_masks_too(
     """cbm_ensure_valid() cuts the default to its lowest run on every
     platform: the kernel does not look at arch_has_sparse_bitmasks there.
     """
-    rc = make(host, sparse_masks='1')
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:0=f0;1=f0\n')
-    write(rc, 'schemata', 'L3:0=70f;1=70f\n')
-    write(rc, 'a/mode', 'exclusive\n')
-    rc.mkdir('/b', 0o755, Caller())
-    assert read(rc, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
+    model = make(host, sparse_masks='1')
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:0=f0;1=f0\n')
+    write(model, 'schemata', 'L3:0=70f;1=70f\n')
+    write(model, 'a/mode', 'exclusive\n')
+    model.mkdir('/b', 0o755, Caller())
+    assert read(model, 'b/schemata') == '    MB:0=100;1=100\n    L3:0=f;1=f\n'
 
 
 def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
@@ -301,78 +301,78 @@ def test_initial_schemata_is_the_one_ovs_rdt_predicts(host: FakeHost) -> None:
     from ovs_rdt.core.kernel import new_group_mask
     from ovs_rdt.core.model import Platform
     for sparse, whole in (('0', '0'), ('1', '0'), ('1', '1')):
-        rc = make(host, sparse_masks=sparse, sparse_new_group=whole)
+        model = make(host, sparse_masks=sparse, sparse_new_group=whole)
         plat = Platform(11, 16, (0, 1), shareable_bits=GOLD.shareable_bits,
                         sparse_masks=sparse == '1')
         layout = [('a', '0=7f0;1=7f0', 'exclusive'), ('b', '0=8;1=8', ''),
                   ('c', '0=4;1=4', 'exclusive')]
-        write(rc, 'schemata', 'L3:0=3;1=3\n')
+        write(model, 'schemata', 'L3:0=3;1=3\n')
         others = [('shareable', {0: 0x3, 1: 0x3})]
         for name, line, mode in layout:
-            rc.mkdir('/' + name, 0o755, Caller())
-            write(rc, name + '/schemata', 'L3:%s\n' % line)
+            model.mkdir('/' + name, 0o755, Caller())
+            write(model, name + '/schemata', 'L3:%s\n' % line)
             if mode:
-                write(rc, name + '/mode', mode + '\n')
+                write(model, name + '/mode', mode + '\n')
             others.append((mode or 'shareable',
                            schemata_text.masks('L3:' + line)))
-            rc.mkdir('/new', 0o755, Caller())
-            got = read(rc, 'new/schemata').split('L3:')[1].strip()
+            model.mkdir('/new', 0o755, Caller())
+            got = read(model, 'new/schemata').split('L3:')[1].strip()
             want = ';'.join('%d=%x' % (d, new_group_mask(
                 plat, d, [(m, v[d]) for m, v in others], cut=whole == '0'))
                 for d in (0, 1))
             assert got == want, (sparse, whole, name)
-            rc.rmdir('/new')
+            model.rmdir('/new')
 
 
 def test_no_space(host: FakeHost) -> None:
-    rc = make(host)
-    write(rc, 'schemata', 'L3:0=400;1=400\n')
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:0=3ff;1=3ff\n')
-    write(rc, 'a/mode', 'exclusive\n')
-    write(rc, 'mode', 'exclusive\n')
+    model = make(host)
+    write(model, 'schemata', 'L3:0=400;1=400\n')
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:0=3ff;1=3ff\n')
+    write(model, 'a/mode', 'exclusive\n')
+    write(model, 'mode', 'exclusive\n')
     with pytest.raises(OSError) as exc:
-        rc.mkdir('/b', 0o755, Caller())
+        model.mkdir('/b', 0o755, Caller())
     assert exc.value.errno == errno.ENOSPC
-    assert read(rc, 'info/last_cmd_status') == 'No space on L3:0\n'
-    assert 'b' not in rc.entries(rc.lookup('/'))
+    assert read(model, 'info/last_cmd_status') == 'No space on L3:0\n'
+    assert 'b' not in model.entries(model.lookup('/'))
 
 
 def test_exclusive_rules(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:0=3;1=3\n')
-    fails(rc, 'a/mode', 'exclusive\n', errno.EINVAL, 'Schemata overlaps\n')
-    write(rc, 'schemata', 'L3:0=7fc;1=7fc\n')
-    write(rc, 'a/mode', 'exclusive\n')
-    assert read(rc, 'a/mode') == 'exclusive\n'
-    fails(rc, 'schemata', 'L3:0=7ff\n', errno.EINVAL, 'Overlaps with exclusive group\n')
-    fails(rc, 'a/schemata', 'L3:0=7\n', errno.EINVAL, 'Overlaps with other group\n')
-    fails(rc, 'a/mode', 'bogus\n', errno.EINVAL, 'Unknown or unsupported mode\n')
-    fails(rc, 'a/mode', 'pseudo-locksetup\n', errno.EINVAL, 'Pseudo-locking not supported\n')
-    fails(rc, 'mode', 'pseudo-locksetup\n', errno.EINVAL, 'Cannot pseudo-lock default group\n')
-    write(rc, 'a/mode', 'shareable\n')
-    write(rc, 'schemata', 'L3:0=7ff\n')
+    model = make(host)
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:0=3;1=3\n')
+    fails(model, 'a/mode', 'exclusive\n', errno.EINVAL, 'Schemata overlaps\n')
+    write(model, 'schemata', 'L3:0=7fc;1=7fc\n')
+    write(model, 'a/mode', 'exclusive\n')
+    assert read(model, 'a/mode') == 'exclusive\n'
+    fails(model, 'schemata', 'L3:0=7ff\n', errno.EINVAL, 'Overlaps with exclusive group\n')
+    fails(model, 'a/schemata', 'L3:0=7\n', errno.EINVAL, 'Overlaps with other group\n')
+    fails(model, 'a/mode', 'bogus\n', errno.EINVAL, 'Unknown or unsupported mode\n')
+    fails(model, 'a/mode', 'pseudo-locksetup\n', errno.EINVAL, 'Pseudo-locking not supported\n')
+    fails(model, 'mode', 'pseudo-locksetup\n', errno.EINVAL, 'Cannot pseudo-lock default group\n')
+    write(model, 'a/mode', 'shareable\n')
+    write(model, 'schemata', 'L3:0=7ff\n')
 
 
 def test_closids_and_rmids(host: FakeHost) -> None:
-    rc = make(host, l3_num_closids='4', mb_num_closids='3')
-    assert read(rc, 'info/L3/num_closids') == '4\n'
-    rc.mkdir('/a', 0o755, Caller())
-    rc.mkdir('/b', 0o755, Caller())
+    model = make(host, l3_num_closids='4', mb_num_closids='3')
+    assert read(model, 'info/L3/num_closids') == '4\n'
+    model.mkdir('/a', 0o755, Caller())
+    model.mkdir('/b', 0o755, Caller())
     with pytest.raises(OSError) as exc:
-        rc.mkdir('/c', 0o755, Caller())
+        model.mkdir('/c', 0o755, Caller())
     assert exc.value.errno == errno.ENOSPC
-    assert read(rc, 'info/last_cmd_status') == 'Out of CLOSIDs\n'
-    rc.rmdir('/a')
-    rc.mkdir('/c', 0o755, Caller())
-    assert rc.groups['c'].closid == 1
-    rc = make(host, num_rmids='2')
-    rc.mkdir('/a', 0o755, Caller())
+    assert read(model, 'info/last_cmd_status') == 'Out of CLOSIDs\n'
+    model.rmdir('/a')
+    model.mkdir('/c', 0o755, Caller())
+    assert model.groups['c'].closid == 1
+    model = make(host, num_rmids='2')
+    model.mkdir('/a', 0o755, Caller())
     with pytest.raises(OSError) as exc:
-        rc.mkdir('/a/mon_groups/m', 0o755, Caller())
+        model.mkdir('/a/mon_groups/m', 0o755, Caller())
     assert exc.value.errno == errno.ENOSPC
-    assert read(rc, 'info/last_cmd_status') == 'Out of RMIDs\n'
+    assert read(model, 'info/last_cmd_status') == 'Out of RMIDs\n'
 
 
 @pytest.mark.parametrize('path,err', [
@@ -380,11 +380,11 @@ def test_closids_and_rmids(host: FakeHost) -> None:
     ('/g/x', errno.EPERM), ('/g/mon_groups/mon_groups', errno.EPERM),
     ('/g/mon_groups/m/x', errno.EPERM), ('/bad\nname', errno.EINVAL), ('/g', errno.EEXIST)])
 def test_mkdir_refusals(host: FakeHost, path: str, err: int) -> None:
-    rc = make(host)
-    rc.mkdir('/g', 0o755, Caller())
-    rc.mkdir('/g/mon_groups/m', 0o755, Caller())
+    model = make(host)
+    model.mkdir('/g', 0o755, Caller())
+    model.mkdir('/g/mon_groups/m', 0o755, Caller())
     with pytest.raises(OSError) as exc:
-        rc.mkdir(path, 0o755, Caller())
+        model.mkdir(path, 0o755, Caller())
     assert exc.value.errno == err
 
 
@@ -393,132 +393,132 @@ def test_mkdir_refusals(host: FakeHost, path: str, err: int) -> None:
     ('/g/mon_data', errno.EPERM), ('/g/mon_groups', errno.EPERM), ('/', errno.EBUSY),
     ('/tasks', errno.ENOTDIR), ('/nope', errno.ENOENT)])
 def test_rmdir_refusals(host: FakeHost, path: str, err: int) -> None:
-    rc = make(host)
-    rc.mkdir('/g', 0o755, Caller())
+    model = make(host)
+    model.mkdir('/g', 0o755, Caller())
     with pytest.raises(OSError) as exc:
-        rc.rmdir(path)
+        model.rmdir(path)
     assert exc.value.errno == err
 
 
 # -- tasks -----------------------------------------------------------------------
-def tids(rc: Resctrl, path: str) -> list[int]:
-    return [int(t) for t in read(rc, path).split()]
+def tids(model: ResctrlModel, path: str) -> list[int]:
+    return [int(t) for t in read(model, path).split()]
 
 
 def test_tasks_move_and_errors(host: FakeHost) -> None:
-    rc = make(host)
+    model = make(host)
     host.add(100)
     host.add(101)
-    rc.mkdir('/a', 0o755, Caller())
-    rc.mkdir('/b', 0o755, Caller())
-    write(rc, 'a/tasks', '100,101\n')
-    assert tids(rc, 'a/tasks') == [100, 101] and tids(rc, 'tasks') == [1]
-    write(rc, 'b/tasks', '101')
-    assert tids(rc, 'a/tasks') == [100] and tids(rc, 'b/tasks') == [101]
-    fails(rc, 'a/tasks', '555\n', errno.ESRCH,
+    model.mkdir('/a', 0o755, Caller())
+    model.mkdir('/b', 0o755, Caller())
+    write(model, 'a/tasks', '100,101\n')
+    assert tids(model, 'a/tasks') == [100, 101] and tids(model, 'tasks') == [1]
+    write(model, 'b/tasks', '101')
+    assert tids(model, 'a/tasks') == [100] and tids(model, 'b/tasks') == [101]
+    fails(model, 'a/tasks', '555\n', errno.ESRCH,
           'No task 555\nError while processing task 555\n')
-    fails(rc, 'a/tasks', '101,x\n', errno.EINVAL, 'Task list parsing error pid x\n')
-    assert tids(rc, 'a/tasks') == [100, 101]       # 101 moved before the error
-    fails(rc, 'a/tasks', '-3\n', errno.EINVAL, 'Invalid pid -3\n')
-    write(rc, 'a/tasks', '0\n', Caller(pid=1))      # 0 = the writer itself
-    assert 1 in tids(rc, 'a/tasks')
+    fails(model, 'a/tasks', '101,x\n', errno.EINVAL, 'Task list parsing error pid x\n')
+    assert tids(model, 'a/tasks') == [100, 101]       # 101 moved before the error
+    fails(model, 'a/tasks', '-3\n', errno.EINVAL, 'Invalid pid -3\n')
+    write(model, 'a/tasks', '0\n', Caller(pid=1))      # 0 = the writer itself
+    assert 1 in tids(model, 'a/tasks')
     host.kill(100)
-    assert 100 not in tids(rc, 'a/tasks')
-    rc.rmdir('/a')
-    assert tids(rc, 'tasks') == [1, 101] and tids(rc, 'b/tasks') == []
+    assert 100 not in tids(model, 'a/tasks')
+    model.rmdir('/a')
+    assert tids(model, 'tasks') == [1, 101] and tids(model, 'b/tasks') == []
 
 
 def test_tasks_permission(host: FakeHost) -> None:
-    rc = make(host)
+    model = make(host)
     host.add(200, uid=0)
-    rc.mkdir('/a', 0o755, Caller())
+    model.mkdir('/a', 0o755, Caller())
     with pytest.raises(OSError) as exc:
-        write(rc, 'a/tasks', '200\n', Caller(uid=1000, pid=1))
+        write(model, 'a/tasks', '200\n', Caller(uid=1000, pid=1))
     assert exc.value.errno == errno.EPERM
-    assert read(rc, 'info/last_cmd_status') == (
+    assert read(model, 'info/last_cmd_status') == (
         'No permission to move task 200\nError while processing task 200\n')
 
 
 def test_new_threads_inherit_creator_group(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/a', 0o755, Caller())
+    model = make(host)
+    model.mkdir('/a', 0o755, Caller())
     host.add(300)
     host.add(301, tgid=300)                 # thread born before the move
-    write(rc, 'a/tasks', '300\n')
+    write(model, 'a/tasks', '300\n')
     host.add(302, tgid=300)                 # thread born after: inherits
     host.add(400, ppid=300)                 # child process: inherits
     host.add(401, ppid=1)
-    assert tids(rc, 'a/tasks') == [300, 302, 400]
+    assert tids(model, 'a/tasks') == [300, 302, 400]
 
 
 def test_inheritance_within_one_tick_uses_pid_order(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/a', 0o755, Caller())
+    model = make(host)
+    model.mkdir('/a', 0o755, Caller())
     host.add(310)
     host.add(311, tgid=310, same_tick=True)         # same tick, before the move
-    write(rc, 'a/tasks', '310\n')
+    write(model, 'a/tasks', '310\n')
     host.add(312, tgid=310, same_tick=True)         # same tick, after the move
-    assert tids(rc, 'a/tasks') == [310, 312]
+    assert tids(model, 'a/tasks') == [310, 312]
 
 
 def test_mon_groups(host: FakeHost) -> None:
-    rc = make(host)
+    model = make(host)
     host.add(500)
     host.add(501)
-    rc.mkdir('/a', 0o755, Caller())
-    rc.mkdir('/b', 0o755, Caller())
-    rc.mkdir('/a/mon_groups/m', 0o755, Caller())
-    fails(rc, 'a/mon_groups/m/tasks', '500\n', errno.EINVAL,
+    model.mkdir('/a', 0o755, Caller())
+    model.mkdir('/b', 0o755, Caller())
+    model.mkdir('/a/mon_groups/m', 0o755, Caller())
+    fails(model, 'a/mon_groups/m/tasks', '500\n', errno.EINVAL,
           "Can't move task to different control group\nError while processing task 500\n")
-    write(rc, 'a/tasks', '500,501\n')
-    write(rc, 'a/mon_groups/m/tasks', '500\n')
-    assert tids(rc, 'a/mon_groups/m/tasks') == [500]
-    assert tids(rc, 'a/tasks') == [500, 501]
-    rc.rename('/a/mon_groups/m', '/b/mon_groups/m2')
-    assert tids(rc, 'b/tasks') == [500] and tids(rc, 'b/mon_groups/m2/tasks') == [500]
+    write(model, 'a/tasks', '500,501\n')
+    write(model, 'a/mon_groups/m/tasks', '500\n')
+    assert tids(model, 'a/mon_groups/m/tasks') == [500]
+    assert tids(model, 'a/tasks') == [500, 501]
+    model.rename('/a/mon_groups/m', '/b/mon_groups/m2')
+    assert tids(model, 'b/tasks') == [500] and tids(model, 'b/mon_groups/m2/tasks') == [500]
     with pytest.raises(OSError) as exc:
-        rc.rename('/a', '/c')
+        model.rename('/a', '/c')
     assert exc.value.errno == errno.EPERM
-    assert read(rc, 'info/last_cmd_status') == 'Source must be a MON group\n'
-    rc.rmdir('/b/mon_groups/m2')
-    assert tids(rc, 'b/tasks') == [500]
+    assert read(model, 'info/last_cmd_status') == 'Source must be a MON group\n'
+    model.rmdir('/b/mon_groups/m2')
+    assert tids(model, 'b/tasks') == [500]
 
 
 # -- cpus ------------------------------------------------------------------------
 def test_cpus_semantics(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/a', 0o755, Caller())
-    rc.mkdir('/b', 0o755, Caller())
-    write(rc, 'a/cpus_list', '0-3\n')
-    assert read(rc, 'a/cpus') == '00,0000000f\n'
-    assert read(rc, 'cpus_list') == '4-39\n'
-    write(rc, 'b/cpus', '30\n')                     # hex mask: CPUs 4-5
-    assert read(rc, 'b/cpus_list') == '4-5\n'
-    write(rc, 'b/cpus_list', '2-5\n')
-    assert read(rc, 'a/cpus_list') == '0-1\n'
-    write(rc, 'a/cpus_list', '0\n')
-    assert read(rc, 'cpus_list') == '1,6-39\n'
-    fails(rc, 'cpus_list', '2-39\n', errno.EINVAL, "Can't drop CPUs from default group\n")
-    fails(rc, 'a/cpus_list', 'x\n', errno.EINVAL, 'Bad CPU list/mask\n')
-    fails(rc, 'a/cpus_list', '40\n', errno.ERANGE, 'Bad CPU list/mask\n')
-    fails(rc, 'a/cpus', '100,00000000\n', errno.EOVERFLOW, 'Bad CPU list/mask\n')
-    rc.rmdir('/b')
-    assert read(rc, 'cpus_list') == '1-39\n'
-    rc = make(host, possible_cpus='48')
-    fails(rc, 'cpus_list', '0-44\n', errno.EINVAL, 'Can only assign online CPUs\n')
+    model = make(host)
+    model.mkdir('/a', 0o755, Caller())
+    model.mkdir('/b', 0o755, Caller())
+    write(model, 'a/cpus_list', '0-3\n')
+    assert read(model, 'a/cpus') == '00,0000000f\n'
+    assert read(model, 'cpus_list') == '4-39\n'
+    write(model, 'b/cpus', '30\n')                     # hex mask: CPUs 4-5
+    assert read(model, 'b/cpus_list') == '4-5\n'
+    write(model, 'b/cpus_list', '2-5\n')
+    assert read(model, 'a/cpus_list') == '0-1\n'
+    write(model, 'a/cpus_list', '0\n')
+    assert read(model, 'cpus_list') == '1,6-39\n'
+    fails(model, 'cpus_list', '2-39\n', errno.EINVAL, "Can't drop CPUs from default group\n")
+    fails(model, 'a/cpus_list', 'x\n', errno.EINVAL, 'Bad CPU list/mask\n')
+    fails(model, 'a/cpus_list', '40\n', errno.ERANGE, 'Bad CPU list/mask\n')
+    fails(model, 'a/cpus', '100,00000000\n', errno.EOVERFLOW, 'Bad CPU list/mask\n')
+    model.rmdir('/b')
+    assert read(model, 'cpus_list') == '1-39\n'
+    model = make(host, possible_cpus='48')
+    fails(model, 'cpus_list', '0-44\n', errno.EINVAL, 'Can only assign online CPUs\n')
 
 
 def test_mon_group_cpus(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/a', 0o755, Caller())
-    rc.mkdir('/a/mon_groups/m', 0o755, Caller())
-    write(rc, 'a/cpus_list', '0-3\n')
-    fails(rc, 'a/mon_groups/m/cpus_list', '4\n', errno.EINVAL,
+    model = make(host)
+    model.mkdir('/a', 0o755, Caller())
+    model.mkdir('/a/mon_groups/m', 0o755, Caller())
+    write(model, 'a/cpus_list', '0-3\n')
+    fails(model, 'a/mon_groups/m/cpus_list', '4\n', errno.EINVAL,
           'Can only add CPUs to mongroup that belong to parent\n')
-    write(rc, 'a/mon_groups/m/cpus_list', '1-2\n')
-    assert read(rc, 'a/mon_groups/m/cpus_list') == '1-2\n'
-    write(rc, 'a/cpus_list', '0-3\n')               # rewriting the parent clears children
-    assert read(rc, 'a/mon_groups/m/cpus_list') == '\n'
+    write(model, 'a/mon_groups/m/cpus_list', '1-2\n')
+    assert read(model, 'a/mon_groups/m/cpus_list') == '1-2\n'
+    write(model, 'a/cpus_list', '0-3\n')               # rewriting the parent clears children
+    assert read(model, 'a/mon_groups/m/cpus_list') == '\n'
 
 
 # -- monitoring ------------------------------------------------------------------
@@ -527,46 +527,46 @@ def test_occupancy_and_mbm(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None
     with open(path, 'w') as fh:
         json.dump({'default': 0, '600': 8 * MiB}, fh)
     clock = Clock()
-    rc = make(host, clock=clock, footprints=Footprints(path))
+    model = make(host, clock=clock, footprints=Footprints(path))
     host.add(600)
-    write(rc, 'schemata', 'L3:0=7f0;1=7f0\n')
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:0=1;1=1\n')
-    write(rc, 'a/tasks', '600\n')
+    write(model, 'schemata', 'L3:0=7f0;1=7f0\n')
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:0=1;1=1\n')
+    write(model, 'a/tasks', '600\n')
     occ = 'a/mon_data/mon_L3_00/llc_occupancy'
     total = 'a/mon_data/mon_L3_01/mbm_total_bytes'
-    assert int(read(rc, occ)) == WAY                       # 4 MiB wanted, 1 way
-    assert int(read(rc, total)) == 0
+    assert int(read(model, occ)) == WAY                       # 4 MiB wanted, 1 way
+    assert int(read(model, total)) == 0
     clock.now += 2.0
     miss = 4 * MiB - WAY
-    assert int(read(rc, total)) == int(miss * 50 * 2) // 64 * 64
-    local = int(read(rc, 'a/mon_data/mon_L3_01/mbm_local_bytes'))
+    assert int(read(model, total)) == int(miss * 50 * 2) // 64 * 64
+    local = int(read(model, 'a/mon_data/mon_L3_01/mbm_local_bytes'))
     assert local == int(miss * 50 * 2 * 0.8) // 64 * 64
-    write(rc, 'a/schemata', 'L3:0=3;1=3\n')
-    assert int(read(rc, occ)) == 4 * MiB                  # fits in 2 ways
-    before = int(read(rc, total))
+    write(model, 'a/schemata', 'L3:0=3;1=3\n')
+    assert int(read(model, occ)) == 4 * MiB                  # fits in 2 ways
+    before = int(read(model, total))
     clock.now += 2.0
-    assert int(read(rc, total)) == before                 # no misses, no traffic
-    assert int(read(rc, 'mon_data/mon_L3_00/llc_occupancy')) == 0
+    assert int(read(model, total)) == before                 # no misses, no traffic
+    assert int(read(model, 'mon_data/mon_L3_00/llc_occupancy')) == 0
 
 
 def test_occupancy_is_shared_on_overlap(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None:
     path = os.path.join(tmp_path, 'fp.json')
     with open(path, 'w') as fh:
         json.dump({'default': 0, '700': {'0': 10 * WAY}, '701': {'0': 30 * WAY}}, fh)
-    rc = make(host, footprints=Footprints(path))
+    model = make(host, footprints=Footprints(path))
     host.add(700)
     host.add(701)
-    write(rc, 'schemata', 'L3:0=700\n')
+    write(model, 'schemata', 'L3:0=700\n')
     for name, tid in (('a', 700), ('b', 701)):
-        rc.mkdir('/' + name, 0o755, Caller())
-        write(rc, name + '/schemata', 'L3:0=3\n')
-        write(rc, name + '/tasks', '%d\n' % tid)
-    occ_a = int(read(rc, 'a/mon_data/mon_L3_00/llc_occupancy'))
-    occ_b = int(read(rc, 'b/mon_data/mon_L3_00/llc_occupancy'))
+        model.mkdir('/' + name, 0o755, Caller())
+        write(model, name + '/schemata', 'L3:0=3\n')
+        write(model, name + '/tasks', '%d\n' % tid)
+    occ_a = int(read(model, 'a/mon_data/mon_L3_00/llc_occupancy'))
+    occ_b = int(read(model, 'b/mon_data/mon_L3_00/llc_occupancy'))
     assert occ_a + occ_b <= 2 * WAY
     assert occ_b == 3 * occ_a
-    assert int(read(rc, 'a/mon_data/mon_L3_01/llc_occupancy')) == 0
+    assert int(read(model, 'a/mon_data/mon_L3_01/llc_occupancy')) == 0
 
 
 def test_mb_caps_bandwidth(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None:
@@ -574,14 +574,14 @@ def test_mb_caps_bandwidth(host: FakeHost, tmp_path: 'os.PathLike[str]') -> None
     with open(path, 'w') as fh:
         json.dump({'default': 0, '800': 1 << 40}, fh)
     clock = Clock()
-    rc = make(host, clock=clock, footprints=Footprints(path))
+    model = make(host, clock=clock, footprints=Footprints(path))
     host.add(800)
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'MB:0=10;1=10\n')
-    write(rc, 'a/tasks', '800\n')
-    read(rc, 'a/mon_data/mon_L3_00/mbm_total_bytes')
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'MB:0=10;1=10\n')
+    write(model, 'a/tasks', '800\n')
+    read(model, 'a/mon_data/mon_L3_00/mbm_total_bytes')
     clock.now += 1.0
-    value = int(read(rc, 'a/mon_data/mon_L3_00/mbm_total_bytes'))
+    value = int(read(model, 'a/mon_data/mon_L3_00/mbm_total_bytes'))
     assert value == int(GOLD.mem_bw * 0.1) // 64 * 64
 
 
@@ -589,38 +589,38 @@ def test_ctrl_group_sums_mon_groups(host: FakeHost, tmp_path: 'os.PathLike[str]'
     path = os.path.join(tmp_path, 'fp.json')
     with open(path, 'w') as fh:
         json.dump({'default': 0, '900': 2 * WAY, '901': 6 * WAY}, fh)
-    rc = make(host, footprints=Footprints(path))
+    model = make(host, footprints=Footprints(path))
     host.add(900)
     host.add(901)
-    write(rc, 'schemata', 'L3:0=7f0;1=7f0\n')
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:0=f;1=f\n')
-    rc.mkdir('/a/mon_groups/m', 0o755, Caller())
-    write(rc, 'a/tasks', '900,901\n')
-    write(rc, 'a/mon_groups/m/tasks', '901\n')
-    whole = int(read(rc, 'a/mon_data/mon_L3_00/llc_occupancy'))
-    part = int(read(rc, 'a/mon_groups/m/mon_data/mon_L3_00/llc_occupancy'))
+    write(model, 'schemata', 'L3:0=7f0;1=7f0\n')
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:0=f;1=f\n')
+    model.mkdir('/a/mon_groups/m', 0o755, Caller())
+    write(model, 'a/tasks', '900,901\n')
+    write(model, 'a/mon_groups/m/tasks', '901\n')
+    whole = int(read(model, 'a/mon_data/mon_L3_00/llc_occupancy'))
+    part = int(read(model, 'a/mon_groups/m/mon_data/mon_L3_00/llc_occupancy'))
     assert whole == 4 * WAY and part == 3 * WAY
 
 
 def test_threshold_file(host: FakeHost) -> None:
-    rc = make(host)
-    write(rc, 'info/L3_MON/max_threshold_occupancy', '100000\n')
-    assert read(rc, 'info/L3_MON/max_threshold_occupancy') == '99968\n'
-    fails(rc, 'info/L3_MON/max_threshold_occupancy', '99999999\n', errno.EINVAL, None)
-    fails(rc, 'info/L3_MON/max_threshold_occupancy', '99999999999\n', errno.ERANGE, None)
+    model = make(host)
+    write(model, 'info/L3_MON/max_threshold_occupancy', '100000\n')
+    assert read(model, 'info/L3_MON/max_threshold_occupancy') == '99968\n'
+    fails(model, 'info/L3_MON/max_threshold_occupancy', '99999999\n', errno.EINVAL, None)
+    fails(model, 'info/L3_MON/max_threshold_occupancy', '99999999999\n', errno.ERANGE, None)
 
 
 def test_write_limits(host: FakeHost) -> None:
-    rc = make(host)
-    rc.mkdir('/a', 0o755, Caller())
-    node = rc.lookup('a/schemata')
+    model = make(host)
+    model.mkdir('/a', 0o755, Caller())
+    node = model.lookup('a/schemata')
     with pytest.raises(OSError) as exc:
-        rc.check_write(node, b'x' * 5000)
+        model.check_write(node, b'x' * 5000)
     assert exc.value.errno == errno.E2BIG
-    rc.rmdir('/a')
+    model.rmdir('/a')
     with pytest.raises(OSError) as exc:
-        rc.check_write(node, b'L3:0=1\n')
+        model.check_write(node, b'L3:0=1\n')
     assert exc.value.errno == errno.ENODEV
 
 
@@ -632,16 +632,16 @@ def test_a_running_task_counts_its_resident_memory(host: FakeHost,
     host.add(600)
     host.tasks[600]['resident'] = 128 * MiB             # running
     host.add(601)                                       # sleeping (or gone)
-    rc = make(host, 'epyc-9654', footprints=Footprints())
-    rc.mkdir('/a', 0o755, Caller())
-    write(rc, 'a/schemata', 'L3:%s\n' % ';'.join('%d=1' % d for d in range(24)))
-    write(rc, 'a/tasks', '600\n')
+    model = make(host, 'epyc-9654', footprints=Footprints())
+    model.mkdir('/a', 0o755, Caller())
+    write(model, 'a/schemata', 'L3:%s\n' % ';'.join('%d=1' % d for d in range(24)))
+    write(model, 'a/tasks', '600\n')
     occ = 'a/mon_data/mon_L3_00/llc_occupancy'
     way = 32 * MiB // 16
-    assert int(read(rc, occ)) >= way * 9 // 10          # fills its way
-    write(rc, 'a/tasks', '601\n')
-    write(rc, 'tasks', '600\n')
-    assert int(read(rc, occ)) == 2 * MiB // 24 // 64 * 64      # the default: fits
+    assert int(read(model, occ)) >= way * 9 // 10          # fills its way
+    write(model, 'a/tasks', '601\n')
+    write(model, 'tasks', '600\n')
+    assert int(read(model, occ)) == 2 * MiB // 24 // 64 * 64      # the default: fits
     # a default, from the file or --default-footprint: every such task
     path = os.path.join(tmp_path, 'fp.json')
     with open(path, 'w') as fh:

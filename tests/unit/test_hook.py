@@ -188,9 +188,11 @@ def test_prepare_names_the_groups_it_moves(node):
     # 3 ways free (2 where b was, 1 beside the floor), in no run of 3.
     assert node.run(xml(rdt('<rdt:l3 ways="3"/>')).replace(
         UUID.encode(), uuids[3].encode())) == 0
-    log = node.log.read_text().splitlines()[-1]
-    assert 'reserved 3 L3 ways' in log and '; moves ovsrdt-vm-' in log
-    assert 'to make room for ovsrdt-vm-%s' % uuids[3] in log
+    log = node.log.read_text().splitlines()
+    assert 'reserved 3 L3 ways' in log[-1]
+    moved = [line for line in log if ' moves ovsrdt-vm-' in line]
+    assert moved and all('to make room for ovsrdt-vm-%s' % uuids[3] in line
+                         for line in moved), moved
     assert sum(node.masks('ovsrdt-vm-' + u) != masks[u]
                for u in (uuids[0], uuids[2])) == 1
 

@@ -13,10 +13,10 @@ from typing import Callable
 
 import pytest
 
-from libvirt_hooks import domain
 from ovs_rdt.agent import knobs
 from ovs_rdt import conf
 from ovs_rdt.conf import Settings
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.exceptions import ConfigError, InvalidValue
 from tests.inputs_table import POOLS, ROWS, Row
 

@@ -45,7 +45,7 @@ def test_table6_masks_for_every_split(rc, order) -> None:
     assert masks(rc) == ('c00', '3fc', '3')
     seen = {}
     for hp in (5, 3, 8, 4, 7, 6):
-        mgr.resplit({0: hp})
+        mgr.apply_policy_split({0: hp})
         seen[hp] = masks(rc)
     assert seen[3] == ('c00', '380', '7f')         # Table 6's other end
     assert seen[5] == ('c00', '3e0', '1f')         # Figure 10: 5 and 5
@@ -59,7 +59,7 @@ def test_table6_masks_for_every_split(rc, order) -> None:
 def test_other_operations_keep_the_split(rc) -> None:
     mgr = CacheManager(rc, table6())
     mgr.apply()
-    mgr.resplit({0: 4})
+    mgr.apply_policy_split({0: 4})
     # A new CacheManager (the libvirt hook, "ovs-rdt apply") keeps it.
     other = CacheManager(rc, table6())
     assert other.apply().steps == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from libvirt_hooks import domain
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.inputs import placement, request
 from ovs_rdt.inputs.request import CacheRequest
 from tests.unit.test_inputs import refused

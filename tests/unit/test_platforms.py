@@ -17,7 +17,8 @@ from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, MBA_MAX_MBPS
 from ovs_rdt.conf import Settings
 from ovs_rdt.exceptions import ConfigError, InvalidValue
 from ovs_rdt.exceptions import ResctrlUnavailable
-from ovs_rdt.resctrl import Resctrl, mount_entry, parse_schemata
+from ovs_rdt.resctrl import Resctrl
+from ovs_rdt.resctrl.text import mount_entry, parse_schemata
 from tests.unit.fakes import make_tree
 
 
@@ -236,8 +237,8 @@ def test_non_linear_intel_mba_refuses_a_cap_at_every_surface(tmp_path):
     refused naming the group): now every surface refuses with one message
     naming its own field, a pool's cap included.
     """
+    from ovs_rdt import desired
     from ovs_rdt.inputs import request as inputs
-    from ovs_rdt.manager import CacheManager
     root = str(tmp_path / 'rc')
     make_tree(root, cbm_len=11, domains=(0, 1), mba=True)
     put(root, 'info/MB/delay_linear', '0\n')
@@ -247,7 +248,7 @@ def test_non_linear_intel_mba_refuses_a_cap_at_every_surface(tmp_path):
                                               'mb_percent': 50}})
     with pytest.raises(ConfigError, match=re.escape('[pool:p] mb_percent: ')
                        + why):
-        CacheManager(rc_at(tmp_path), settings).pool_requests(plat)
+        desired.pool_requests(settings, plat)
     from ovs_rdt.core.model import mb_terms
     for label, raw in (('rdt:mb_percent', {'mb_percent': '50',
                                            'l3_ways': '1'}),
@@ -260,8 +261,8 @@ def test_non_linear_intel_mba_refuses_a_cap_at_every_surface(tmp_path):
 
 def test_without_mba_a_pool_cap_is_refused_like_a_vm_cap(tmp_path):
     """A pool's cap was ignored without MBA while a VM's was refused."""
+    from ovs_rdt import desired
     from ovs_rdt.inputs import request as inputs
-    from ovs_rdt.manager import CacheManager
     make_tree(str(tmp_path / 'rc'), cbm_len=11, domains=(0, 1), mba=False)
     plat = rc_at(tmp_path).platform()
     assert plat.mb is None
@@ -270,7 +271,7 @@ def test_without_mba_a_pool_cap_is_refused_like_a_vm_cap(tmp_path):
                                               'mb_percent': 50}})
     with pytest.raises(ConfigError, match=re.escape('[pool:p] mb_percent: ')
                        + why):
-        CacheManager(rc_at(tmp_path), settings).pool_requests(plat)
+        desired.pool_requests(settings, plat)
     from ovs_rdt.core.model import mb_terms
     req = inputs.parse({'mb_percent': '50', 'l3_ways': '1'},
                        {'mb_percent': 'rdt:mb_percent', 'l3_ways': 'w'})

@@ -8,6 +8,7 @@ from typing import Any
 
 from ovs_rdt.agent.counters import Counters
 from ovs_rdt.agent import policy as agent_policy
+from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core import policy as pol
 
 BOUNDS = pol.Bounds('hp', 'noisy', 3, 8, 2, 0.1)
@@ -19,12 +20,12 @@ class Settings:
 
 
 class SlowManager:
-    """Holds a resplit until told to go; records what happened when."""
+    """Holds a policy move until told to go; records what happened when."""
 
     def __init__(self, events: list[str], go: threading.Event) -> None:
         self.events, self.go = events, go
 
-    def resplit(self, *args: Any) -> None:
+    def apply_policy_split(self, *args: Any) -> None:
         self.events.append('resplit started')
         self.go.wait(5)
         self.events.append('resplit done')
@@ -44,7 +45,7 @@ def test_reload_waits_for_the_decision_in_flight(tmp_path, monkeypatch
     def tick(now: Any) -> list[pol.Decision]:
         with loop._cond:
             manager = loop.manager
-        manager.resplit({0: 5})
+        manager.apply_policy_split({0: 5})
         return [decision]
     monkeypatch.setattr(loop, '_tick', tick)
     worker = threading.Thread(target=loop.tick)
@@ -79,6 +80,9 @@ class _Lock:
 class _Group:
     def __init__(self, name: str) -> None:
         self.name, self.mb = name, {}
+        # HP holds 8 ways on each domain (the default group has no mask).
+        self.l3 = {d: CBM(0xff, 20) for d in (0, 1)} \
+            if name == 'ovsrdt-pool-hp' else {}
 
 
 class _Platform:
@@ -123,7 +127,7 @@ class _Resctrl:
         os.rmdir(self.path(name) + '.old')
         self.total[name] = 0
 
-    def platform(self) -> _Platform:
+    def platform(self, cpus: bool = False) -> _Platform:
         return _Platform()
 
     def lock(self, exclusive: bool = True) -> _Lock:
@@ -143,9 +147,6 @@ class _Resctrl:
 class _Manager:
     def __init__(self, root: str) -> None:
         self.resctrl = _Resctrl(root)
-
-    def held_ways(self, group: Any, root: Any) -> dict[int, int]:
-        return {0: 8, 1: 8}
 
 
 def test_reader_hands_the_interval_s_occupancy_readings_over(

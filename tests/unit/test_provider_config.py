@@ -11,7 +11,8 @@ from ovs_rdt.cmd import provider_config as pc
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, Group, MBInfo, Platform, pool_group
-from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT, vm_group
+from ovs_rdt import vm_group
+from ovs_rdt.core.model import UNIT_AMD, UNIT_MBPS, UNIT_PERCENT
 from ovs_rdt.exceptions import ConfigError
 from ovs_rdt.manager import CacheManager
 from tests.unit import fakes

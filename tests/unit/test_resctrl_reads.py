@@ -7,7 +7,8 @@ from __future__ import annotations
 import collections
 import os
 
-from ovs_rdt.resctrl import MountState, Resctrl
+from ovs_rdt.resctrl.platform import MountState
+from ovs_rdt.resctrl import Resctrl
 from tests.unit.fakes import make_tree
 
 

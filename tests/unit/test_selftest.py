@@ -139,7 +139,7 @@ def test_pick_cpus(tmp_path) -> None:
     sysfs_cpu(tmp_path, 1, 1, '1,5')
     sysfs_cpu(tmp_path, 2, 0, '2,6', '2048K')
     sysfs_cpu(tmp_path, 3, 1, '3,7')
-    rc = Node(str(tmp_path), str(tmp_path)).rc
+    rc = Node(str(tmp_path), str(tmp_path)).resctrl
     assert effect.pick_cpus(rc, {0, 1, 2, 3, 4}) == (3, 1, 1)
     assert effect.pick_cpus(rc, {0, 2, 4}) == (2, 0, 0)
     assert effect.pick_cpus(rc, {0, 4}) is None      # one core
@@ -167,7 +167,7 @@ def test_busy_cpus_are_left_out(tmp_path, monkeypatch) -> None:
     sysfs = tmp_path / 'sys'
     for cpu in range(4):
         sysfs_cpu(sysfs, cpu, 0, str(cpu))
-    rc = Node(str(tmp_path), str(sysfs)).rc
+    rc = Node(str(tmp_path), str(sysfs)).resctrl
     monkeypatch.setattr(os, 'sched_getaffinity', lambda pid: {0, 1, 2, 3})
     assert effect.choose_cpus(rc, None, str(proc)) == (2, 0, 0)
     proc_thread(proc, 10, 12, 'pmd-c02/id:8', '2')

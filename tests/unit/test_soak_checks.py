@@ -26,7 +26,7 @@ class FakeResctrl:
                  ) -> None:
         self.masks, self.task_map = masks, tasks
 
-    def platform(self) -> Platform:
+    def platform(self, cpus: bool = False) -> Platform:
         return Platform(cbm_len=11, num_closids=16, domains=[0])
 
     def groups(self) -> list[Group]:

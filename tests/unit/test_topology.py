@@ -10,11 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
-from libvirt_hooks import domain
 from ovs_rdt.cmd import provider_config
 from ovs_rdt.core import allocator, topology
 from ovs_rdt.core.bitmask import CBM
 from ovs_rdt.core.model import PMD_GROUP, ROOT, Group, Platform, Request
+from ovs_rdt import domain_xml as domain
 from ovs_rdt.exceptions import AllocationError, InvalidValue
 from ovs_rdt.guest import GuestCache
 from ovs_rdt.resctrl import Resctrl
@@ -138,9 +138,9 @@ def _sysfs(base: str, layout: Callable[[int], tuple[int, int]],
 def test_resctrl_reads_nodes_inside_the_cpu_tree(tmp_path: object) -> None:
     cpu_root = _sysfs(str(tmp_path), SNC3)
     rc = Resctrl(str(tmp_path), cpu_root)
-    assert rc.node_root() == os.path.join(cpu_root, 'node')
-    assert rc.cpu_nodes() == {c: c // 2 for c in range(12)}
-    assert rc.numa_l3() == topology.from_cpus(*_maps(SNC3))
+    assert rc.cpus.node_root() == os.path.join(cpu_root, 'node')
+    assert rc.cpus.cpu_nodes() == {c: c // 2 for c in range(12)}
+    assert rc.cpus.numa_l3() == topology.from_cpus(*_maps(SNC3))
 
 
 def test_resctrl_reads_nodes_beside_the_cpu_tree(tmp_path: object) -> None:
@@ -148,18 +148,18 @@ def test_resctrl_reads_nodes_beside_the_cpu_tree(tmp_path: object) -> None:
     cpu_root = _sysfs(str(tmp_path), EPYC,
                       node_dir=os.path.join(str(tmp_path), 'node'))
     rc = Resctrl(str(tmp_path), cpu_root + '/')
-    assert rc.node_root() == os.path.join(str(tmp_path), 'node')
-    assert rc.numa_l3() == {0: {0, 1, 2, 3}, 1: {4, 5, 6, 7}}
+    assert rc.cpus.node_root() == os.path.join(str(tmp_path), 'node')
+    assert rc.cpus.numa_l3() == {0: {0, 1, 2, 3}, 1: {4, 5, 6, 7}}
 
 
 def test_resctrl_node_root_option(tmp_path: object) -> None:
     elsewhere = os.path.join(str(tmp_path), 'elsewhere')
     cpu_root = _sysfs(str(tmp_path), XEON, node_dir=elsewhere)
     rc = Resctrl(str(tmp_path), cpu_root, sysfs_node_root=elsewhere)
-    assert rc.numa_l3() == {0: {0}, 1: {1}}
-    assert Resctrl(str(tmp_path), cpu_root).numa_l3() == {}
+    assert rc.cpus.numa_l3() == {0: {0}, 1: {1}}
+    assert Resctrl(str(tmp_path), cpu_root).cpus.numa_l3() == {}
     assert Resctrl(str(tmp_path), cpu_root,
-                   sysfs_node_root='/nonexistent').cpu_nodes() == {}
+                   sysfs_node_root='/nonexistent').cpus.cpu_nodes() == {}
 
 
 def test_resctrl_from_settings_passes_the_node_root() -> None:
@@ -167,7 +167,7 @@ def test_resctrl_from_settings_passes_the_node_root() -> None:
 
     settings = Settings.defaults()
     assert settings.resctrl.sysfs_node_root is None
-    assert Resctrl.from_settings(settings).node_root() == \
+    assert Resctrl.from_settings(settings).cpus.node_root() == \
         '/sys/devices/system/node'
 
 
@@ -254,7 +254,7 @@ def _cross_check(tmp: str, seed: int,
               closids=rnd.choice([4, 8, 16]), mba=False)
     rc = Resctrl(resctrl_root, cpu_root)
     platform = rc.platform()
-    mapping = rc.numa_l3()
+    mapping = rc.cpus.numa_l3()
     cache_groups = topology.cache_groups(mapping, platform.domains)
     nodes = sorted(mapping)
     node_cpus = {n: [c for c in _cpus(layout) if layout(c)[0] == n]

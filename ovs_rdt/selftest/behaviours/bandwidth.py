@@ -4,7 +4,7 @@ from __future__ import annotations
 import errno
 
 from ovs_rdt.core.model import MBA_MAX_MBPS, UNIT_MBPS, UNIT_PERCENT
-from ovs_rdt.resctrl import resource_lines
+from ovs_rdt.resctrl.text import resource_lines
 from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Node, expect
 

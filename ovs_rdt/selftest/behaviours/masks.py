@@ -8,7 +8,7 @@ import os
 
 from ovs_rdt.core import kernel
 from ovs_rdt.core.model import UNIT_PERCENT
-from ovs_rdt.resctrl import parse_domain_values, resource_lines
+from ovs_rdt.resctrl.text import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import masks_for, masks_text, run_in, unshareable, used
 from ovs_rdt.selftest.geometry import Geometry, GroupState
 from ovs_rdt.selftest.node import Mismatch, Node, Skip, expect

@@ -4,7 +4,7 @@ from __future__ import annotations
 import errno
 import time
 
-from ovs_rdt.resctrl import parse_domain_values, resource_lines
+from ovs_rdt.resctrl.text import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import (SETTLE, MiB, count_or_none, masks_for,
                                                 masks_text, mon_total)
 from ovs_rdt.selftest.geometry import Geometry

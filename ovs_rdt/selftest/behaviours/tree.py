@@ -6,7 +6,7 @@ import os
 import stat
 
 from ovs_rdt.core.model import UNIT_MBPS
-from ovs_rdt.resctrl import parse_domain_values, resource_lines
+from ovs_rdt.resctrl.text import parse_domain_values, resource_lines
 from ovs_rdt.selftest.behaviours.common import GROUP_FILES, MON_GROUP_FILES
 from ovs_rdt.selftest.geometry import Geometry
 from ovs_rdt.selftest.node import Mismatch, Node, Skip, expect
@@ -65,8 +65,8 @@ def check_info(node: Node, geo: Geometry) -> str:
                plat.sparse_masks, ', CDP' if plat.cdp else '',
                ', MB in %s' % geo.mb_unit if geo.mb_unit else ''))
     # the domain ids are the CPUs' L3 cache ids (the hook maps vCPUs so)
-    caches = sorted(set(node.rc.cpu_domains().values()))
-    where = node.rc.sysfs_cpu_root + '/cpu*/cache/index*/id'
+    caches = sorted(set(node.resctrl.cpus.cpu_domains().values()))
+    where = node.resctrl.cpus.cpu_root + '/cpu*/cache/index*/id'
     if not caches:
         raise Skip('not tried: the domains as L3 cache ids (no %s); checked: %s'
                    % (where, seen))

@@ -1,6 +1,7 @@
-"""What the libvirt hook reads from a domain XML, parsed safely.
+"""A libvirt domain XML, parsed safely: what ovs-rdt reads of a domain.
 
-The XML on the hook's standard input comes from whoever may define domains,
+Read by the hook, the agent's guests thread and ``check-domain``.  The
+XML on the hook's standard input comes from whoever may define domains,
 so it is parsed with :mod:`xml.parsers.expat` directly: any document type
 declaration (the only place entities can be declared) is refused, so there
 is no entity expansion and nothing external is ever loaded; input size and
@@ -81,8 +82,8 @@ def check_name(raw: str) -> str:
     return raw
 
 
-class Domain:
-    """The parts of a domain XML the hook uses."""
+class GuestDomain:
+    """A libvirt domain (a guest): the parts of its XML the hook uses."""
 
     def __init__(self) -> None:
         self.name = ''
@@ -189,10 +190,10 @@ class Domain:
 
 
 class _Parser:
-    """expat callbacks building a :class:`Domain`."""
+    """expat callbacks building a :class:`GuestDomain`."""
 
     def __init__(self) -> None:
-        self.dom = Domain()
+        self.dom = GuestDomain()
         self.stack: list[str] = []
         self.text: list[str] | None = None
         self.text_len = 0
@@ -297,7 +298,7 @@ class _Parser:
         """Note metadata in another namespace that looks meant for ovs-rdt:
         an ``<x:rdt>`` directly in ``<metadata>``, a namespace whose letters
         spell ovsrdt, or an ``<x:l3 ways>``, ``<x:pool name>``, ``<x:mb
-        percent>`` in such an element (:meth:`Domain.lookalike_warning`).
+        percent>`` in such an element (:meth:`GuestDomain.lookalike_warning`).
         """
         uri, sep, local = tag.rpartition(_SEP)
         if not sep:             # an unbound prefix: "x:rdt" as written
@@ -434,7 +435,7 @@ class _Parser:
 
 
 def _maybe_ours(key: str) -> bool:
-    """Whether an extra spec may be ours (:attr:`Domain.flavor_asks`)."""
+    """Whether an extra spec may be ours (:attr:`GuestDomain.flavor_asks`)."""
     return key.startswith('rdt:') or ':CUSTOM_RDT_' in key
 
 
@@ -466,7 +467,7 @@ def _pretty(tag: str) -> str:
     return '{%s}%s' % (ns, local)
 
 
-def parse(data: bytes) -> Domain:
+def parse(data: bytes) -> GuestDomain:
     """Parse a domain XML; raise AnnotationError (one line) on any fault."""
     # pyexpat is what xml.parsers.expat re-exports; importing it directly
     # spares the hook the xml and xml.parsers packages at every event.
@@ -536,7 +537,7 @@ def parse_flavor_mapping(flavor: str, raw: str) -> dict[str, str]:
     return out
 
 
-def resolve(dom: Domain, settings: object | None) -> CacheRequest | None:
+def resolve(dom: GuestDomain, settings: object | None) -> CacheRequest | None:
     """What the VM asks for, validated against the settings; None: nothing.
 
     The annotation wins (an empty ``<rdt:rdt/>`` means "nothing", whatever

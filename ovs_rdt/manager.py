@@ -279,11 +279,15 @@ class CacheManager:
 
         Tools that take no lock may make and remove groups meanwhile: a
         refusal that may be theirs is planned again from a new read, for
-        up to :data:`SETTLE` seconds (:func:`in_progress`).
+        up to :data:`SETTLE` seconds (:func:`in_progress`).  Each try is a
+        whole read, plan and apply under the lock; the pauses between them
+        are not: a refusal that lasts (a fault, a kernel unlike our model)
+        must not keep the lock from the hook, the CLI, a metrics scrape or
+        the agent's other threads for all of SETTLE at every retry.
         """
         deadline = time.monotonic() + SETTLE
-        with self.resctrl.lock():
-            while True:
+        while True:
+            with self.resctrl.lock():
                 platform, groups = self._read()
                 try:
                     target = self._target(platform, groups, change, remove,
@@ -304,7 +308,7 @@ class CacheManager:
                     if not why or time.monotonic() >= deadline:
                         raise
                     self.log('info', 'planning again (%s): %s' % (why, exc))
-                time.sleep(SETTLE_STEP)
+            time.sleep(SETTLE_STEP)
 
     def _read(self, with_tasks: bool = False
               ) -> tuple[Platform, list[Group]]:

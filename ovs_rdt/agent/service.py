@@ -342,7 +342,6 @@ class Agent:
                 now = time.monotonic()
                 force = now >= next_rescan
                 if force:
-                    next_rescan = now + self.settings.ovs.rescan_interval
                     self.watch.rearm()
                     # (what changed, before its own repair writes)
                     self.groups.look(self.manager.resctrl)
@@ -352,6 +351,13 @@ class Agent:
                         self.metrics.retry()
                     self.check_config()
                 self.step(force)
+                if force:
+                    # From the end of the pass: one that took longer than
+                    # the interval (a refusal planned again for SETTLE, a
+                    # wait for the lock) must not start the next at once,
+                    # or a refusal that lasts is tried again without pause.
+                    next_rescan = (time.monotonic() +
+                                   self.settings.ovs.rescan_interval)
         finally:
             LOG.info('%s stopping; allocations are kept', PROG)
             agent_state.withdraw(self.state_path)

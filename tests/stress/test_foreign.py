@@ -82,7 +82,7 @@ def snapshot(node: bed.Node) -> dict[str, tuple]:
 def test_foreign_groups_come_and_go(node: bed.Node) -> None:
     base_groups = node.our_groups()
     free0 = bed.check_invariants(node)
-    ours0 = {k: v for k, v in snapshot(node).items() if k != ROOT}
+    before = snapshot(node)
     # pqos starts, fails, leaves its classes; ovs-rdt keeps all it has
     # and re-applies; the operator removes them.
     made = pqos_start(node)
@@ -90,8 +90,9 @@ def test_foreign_groups_come_and_go(node: bed.Node) -> None:
         node.rc.platform().num_closids
     res = node.apply()
     assert res.returncode == 0, res.stderr
-    assert {k: v for k, v in snapshot(node).items()
-            if k != ROOT and not k.startswith('COS')} == ours0
+    # (ovs-vswitchd's threads come and go: one it starts with exits)
+    upgrade.same(before, {k: v for k, v in snapshot(node).items()
+                          if not k.startswith('COS')}, 'pqos moved ours')
     for name in made:
         os.rmdir(node.rc.path(name))
     root = node.groups()[ROOT].l3

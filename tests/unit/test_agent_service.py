@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -14,6 +15,7 @@ from ovs_rdt.agent import ovsdb as ovsdb_mod
 from ovs_rdt.agent import service
 from ovs_rdt.conf import Settings
 from ovs_rdt.core.model import PMD_GROUP
+from ovs_rdt.exceptions import ResctrlError
 from tests.unit.test_agent_placement import FakeManager
 
 
@@ -137,6 +139,43 @@ def test_the_safety_rescan_applies_what_resctrl_no_longer_holds(
 
     assert run_with(agent, script) == 0
     assert applied == [1, 2]
+
+
+def test_a_pass_longer_than_the_interval_does_not_start_the_next_at_once(
+        agent: service.Agent, monkeypatch: Any) -> None:
+    """The pools refused for as long as the agent re-scans (a refusal
+    planned again for SETTLE holds the lock 2 s, more than rescan_interval
+    here): the next safety re-scan, which tries again, comes a whole
+    interval after the pass ends, not at once.  On a clock of its own:
+    each try "takes" 2 s, a wait takes what it was given.
+    """
+    clock = [1000.0]
+    tries: list[tuple[float, float]] = []   # (start, end) of each try
+
+    def apply() -> None:
+        start = clock[0]
+        clock[0] += 2.0
+        tries.append((start, clock[0]))
+        if len(tries) == 5:
+            agent._stop = True
+        raise ResctrlError('/fake/schemata', 'L3:0=7', 28, None,
+                           'No space left on device')
+
+    def wait(rfds: list, wfds: list, xfds: list, timeout: float) -> tuple:
+        ready = select.select(rfds, [], [], 0)[0]
+        if not ready:
+            clock[0] += timeout
+        return ready, [], []
+
+    monkeypatch.setattr(agent.manager, 'apply', apply)
+    monkeypatch.setattr(service, 'time',
+                        SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(service, 'select', SimpleNamespace(select=wait))
+    assert agent.run() == 0
+    assert len(tries) == 5
+    # (The first two: the start's try, then the first pass's.)
+    gaps = [b[0] - a[1] for a, b in zip(tries[1:], tries[2:])]
+    assert min(gaps) >= agent.settings.ovs.rescan_interval, gaps
 
 
 def test_a_bug_comparing_with_the_plan_does_not_end_the_agent(

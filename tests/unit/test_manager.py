@@ -287,6 +287,50 @@ def test_a_refusal_another_tool_may_have_caused_is_planned_again(
     assert time.monotonic() - began < 10
 
 
+def test_a_refusal_that_lasts_holds_the_lock_only_while_it_tries(
+        rc, monkeypatch):
+    """A refusal that may be another tool's but lasts (here ENOSPC with
+    nothing in ``last_cmd_status``, as the emulator's injected fault) is
+    planned again for all of SETTLE, each try under the lock; between the
+    tries anyone else takes it (the stress suite's agent held it back to
+    back and a ``status`` beside it timed out waiting).
+    """
+    import fcntl
+    from types import SimpleNamespace
+
+    mgr = CacheManager(rc, table4())
+    clock = [0.0]
+    pauses = []         # per pause: could another open file take the lock?
+
+    def pause(seconds):
+        fd = os.open(rc.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            pauses.append(True)
+        except BlockingIOError:
+            pauses.append(False)
+        finally:
+            os.close(fd)
+        clock[0] += seconds
+
+    monkeypatch.setattr(manager, 'time', SimpleNamespace(
+        monotonic=lambda: clock[0], sleep=pause))
+    tries = []
+
+    def refused(name, value):
+        assert rc._lock_depth == 1 and rc._lock_exclusive   # under the lock
+        tries.append(name)
+        raise ResctrlError(rc.path(name, 'schemata'), value, errno.ENOSPC,
+                           None, 'No space left on device')
+
+    monkeypatch.setattr(rc, 'write_schemata', refused)
+    with pytest.raises(ResctrlError, match='No space left on device'):
+        mgr.allocate(Request('ovsrdt-vm-a', ways={0: 1}))
+    assert len(tries) == round(manager.SETTLE / manager.SETTLE_STEP) + 1
+    assert pauses == [True] * (len(tries) - 1)
+    assert 'ovsrdt-vm-a' not in rc.group_names()
+
+
 def test_what_a_killed_selftest_left_goes_with_the_next_plan(rc, tmp_path):
     """``ovsrdt-selftest-<pid>-*`` of a PID that is no selftest now (a
     ``kill -9``) is ovs-rdt's to remove: the next plan does, first, and

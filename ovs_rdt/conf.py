@@ -16,7 +16,7 @@ from ovs_rdt.exceptions import ConfigError, InvalidValue, refuse
 from ovs_rdt.inputs import integers, names, request
 from ovs_rdt.inputs.listen import parse_listen
 from ovs_rdt.inputs.request import MB_EVENTS
-from ovs_rdt import GROUP_PREFIX, MAX_WAYS
+from ovs_rdt import MAX_WAYS, POOL_GROUP_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs the hook ~9 ms per event (bench_hook)
@@ -564,7 +564,7 @@ def unlisted_pools(origins: dict[str, list[str]],
                        'the pool, or remove or comment out the section'
                        % ('files' if len(paths) > 1 else 'file', path,
                           section, name, ', '.join(pools) or 'empty',
-                          GROUP_PREFIX + 'pool-', name, name))
+                          POOL_GROUP_PREFIX, name, name))
     return out
 
 

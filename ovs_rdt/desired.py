@@ -22,6 +22,8 @@ from ovs_rdt import POOL_GROUP_PREFIX
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
+    from typing import Any
+
     from ovs_rdt.conf import PoolSection, Settings
     from ovs_rdt.core.policy import Bounds
 
@@ -138,22 +140,14 @@ def configured_pools(settings: Settings, platform: Platform
     out = []
     for name, pool in settings.pools.items():
         section = '[pool:%s]' % name
+        size: dict[str, Any]
         if pool.l3_code_cbm or pool.l3_data_cbm:
             code, data = _split_masks(section, pool, platform)
-            req = Request(pool_group(name),
-                          cbm={d: code[d] | data[d] for d in code},
-                          exclusive=pool.isolated,
-                          mb_percent=pool.mb_percent,
-                          mb_mbps=pool.mb_mbps,
-                          mb_event=pool.mb_event, code=code, data=data)
+            size = {'cbm': {d: code[d] | data[d] for d in code},
+                    'code': code, 'data': data}
         elif pool.l3_cbm:
-            cbm = parse_domain_masks(pool.l3_cbm, platform,
-                                     '%s l3_cbm' % section)
-            req = Request(pool_group(name), cbm=cbm,
-                          exclusive=pool.isolated,
-                          mb_percent=pool.mb_percent,
-                          mb_mbps=pool.mb_mbps,
-                          mb_event=pool.mb_event)
+            size = {'cbm': parse_domain_masks(pool.l3_cbm, platform,
+                                              '%s l3_cbm' % section)}
         else:
             assert pool.l3_ways is not None     # (conf.check_pool)
             if pool.l3_ways > platform.cbm_len:
@@ -161,14 +155,11 @@ def configured_pools(settings: Settings, platform: Platform
                                   'ways of this platform'
                                   % (section, pool.l3_ways,
                                      platform.cbm_len))
-            req = Request(pool_group(name),
-                          ways={d: pool.l3_ways for d in platform.domains},
-                          exclusive=pool.isolated,
-                          mb_percent=pool.mb_percent,
-                          mb_mbps=pool.mb_mbps,
-                          mb_event=pool.mb_event)
+            size = {'ways': {d: pool.l3_ways for d in platform.domains}}
         _check_pool_mb(section, pool, platform)
-        out.append(req)
+        out.append(Request(pool_group(name), exclusive=pool.isolated,
+                           mb_percent=pool.mb_percent, mb_mbps=pool.mb_mbps,
+                           mb_event=pool.mb_event, **size))
     return out
 
 

@@ -117,13 +117,8 @@ class CacheManager:
               change: Request | None, remove: str | None,
               prune: bool = False,
               split: dict[str, Request] | None = None) -> Plan:
-        try:
-            requests, kept = desired.desired(self.settings, platform,
-                                             groups, prune, split)
-            floor = desired.system_min_ways(self.settings, platform)
-            masks = desired.system_masks(self.settings, platform)
-        except ConfigError as exc:
-            raise located(exc, self.settings.sources) from None
+        requests, kept, floor, masks = self._wanted(platform, groups, prune,
+                                                    split)
         requests = [r for r in requests if r.name != remove and
                     (change is None or r.name != change.name)]
         if change is not None:
@@ -153,9 +148,20 @@ class CacheManager:
         """
         platform, groups = state or self.read()
         groups = without_leftovers(groups)[0]   # (the plan removes them)
+        wanted, _kept, floor, masks = self._wanted(platform, groups)
+        return platform, groups, wanted, floor, masks
+
+    def _wanted(self, platform: Platform, groups: list[Group],
+                applying: bool = False,
+                split: dict[str, Request] | None = None
+                ) -> tuple[list[Request], list[str], int,
+                           dict[int, CBM] | None]:
+        """:func:`ovs_rdt.desired.desired`, the default group's floor and
+        masks; a ConfigError names the file and line.
+        """
         try:
-            wanted = desired.desired(self.settings, platform, groups)[0]
-            return (platform, groups, wanted,
+            return (*desired.desired(self.settings, platform, groups,
+                                     applying, split),
                     desired.system_min_ways(self.settings, platform),
                     desired.system_masks(self.settings, platform))
         except ConfigError as exc:

@@ -90,15 +90,18 @@ def add_config_arguments(parser: argparse.ArgumentParser,
 CONFIG_ENV = 'OVS_RDT_CONF'
 
 
+def _given(args: argparse.Namespace, name: str) -> list[str]:
+    """An option's values before the subcommand, then after it."""
+    return (list(getattr(args, name, None) or [])
+            + list(getattr(args, 'sub_' + name, None) or []))
+
+
 def config_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The ``--config-file`` and ``--config-dir`` values of ``args``, in
     order (before the subcommand, then after it); when there are none,
     ``$OVS_RDT_CONF`` if set (:data:`CONFIG_ENV`).
     """
-    def given(name: str) -> list[str]:
-        return (list(getattr(args, name, None) or [])
-                + list(getattr(args, 'sub_' + name, None) or []))
-    files, dirs = given('config_file'), given('config_dir')
+    files, dirs = _given(args, 'config_file'), _given(args, 'config_dir')
     if not files and not dirs and os.environ.get(CONFIG_ENV):
         files = [os.environ[CONFIG_ENV]]
     return files, dirs
@@ -106,11 +109,8 @@ def config_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def config_source(args: argparse.Namespace) -> str:
     """Which rule chose the files (:func:`config_args`), in words."""
-    def given(name: str) -> bool:
-        return bool(getattr(args, name, None) or
-                    getattr(args, 'sub_' + name, None))
     named = ' and '.join(o for o in ('--config-file', '--config-dir')
-                         if given(o[2:].replace('-', '_')))
+                         if _given(args, o[2:].replace('-', '_')))
     if named:
         return named + ('; $%s is set, and not read when either is given'
                         % CONFIG_ENV if os.environ.get(CONFIG_ENV) else '')

@@ -87,8 +87,9 @@ def numa_text(numa_l3: dict[int, frozenset[int]]) -> str:
         by_doms.setdefault(doms, []).append(node)
     parts = []
     for doms, nodes in sorted(by_doms.items(), key=lambda kv: kv[1]):
-        parts.append('%s %s -> L3 %s' % ('nodes' if len(nodes) > 1 else 'node',
-                                         _cpus(nodes), _cpus(sorted(doms))))
+        parts.append('%s %s -> L3 %s' % (
+            'nodes' if len(nodes) > 1 else 'node', cpulists.to_text(nodes),
+            cpulists.to_text(sorted(doms))))
     text = '; '.join(parts)
     shared = topology.nodes_per_l3(numa_l3)
     if shared > 1:
@@ -164,15 +165,12 @@ def _member_text(row: dict) -> str:
     if row['kind'] == 'default':
         cpus = row['cpus']
         return 'OS and everything else (%d tasks%s)' % (
-            row['tasks'], ', CPUs %s' % _cpus(cpus) if cpus else '')
+            row['tasks'],
+            ', CPUs %s' % cpulists.to_text(cpus) if cpus else '')
     parts = [summary(m) for m in row['members']]
     if row['cpus']:
-        parts.append('cores %s' % _cpus(row['cpus']))
+        parts.append('cores %s' % cpulists.to_text(row['cpus']))
     return '; '.join(parts) or '(no tasks)'
-
-
-def _cpus(cpus: list[int]) -> str:
-    return cpulists.to_text(cpus)
 
 
 def render(report: dict, colour: bool = False) -> str:

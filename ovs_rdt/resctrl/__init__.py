@@ -20,11 +20,12 @@ from ovs_rdt.core.model import Platform
 from ovs_rdt.resctrl.groups import Groups
 from ovs_rdt.resctrl.monitor import Monitoring
 from ovs_rdt.resctrl.owned import OwnedWrites
-from ovs_rdt.sysfs import CpuTopology
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the hook imports this: keep typing out of it
     from typing import Any
+
+    from ovs_rdt.sysfs import CpuTopology
 
 
 class Resctrl(Monitoring, OwnedWrites, Groups):
@@ -36,7 +37,18 @@ class Resctrl(Monitoring, OwnedWrites, Groups):
                  mounts: str = '/proc/mounts',
                  sysfs_node_root: str | None = None) -> None:
         super().__init__(root, lock_timeout, mounts)
-        self.cpus = CpuTopology(self.read, sysfs_cpu_root, sysfs_node_root)
+        self._sysfs = (sysfs_cpu_root, sysfs_node_root)
+        self._cpus: CpuTopology | None = None
+
+    @property
+    def cpus(self) -> CpuTopology:
+        """The CPU topology from sysfs, read through :meth:`read`."""
+        if self._cpus is None:
+            # (Here: only pinned guests and the CLI read it; a hook event
+            # for an unpinned guest imports one module less.)
+            from ovs_rdt.sysfs import CpuTopology
+            self._cpus = CpuTopology(self.read, *self._sysfs)
+        return self._cpus
 
     @classmethod
     def from_settings(cls, settings: Any) -> 'Resctrl':
